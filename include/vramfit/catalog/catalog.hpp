@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "vramfit/core/bytes.hpp"
+
+namespace vramfit::catalog {
+
+/// One GPU model of data/gpus.json.
+struct Gpu {
+  std::string id;          ///< stable, lower-case: "h100-80gb"
+  std::string name;        ///< "NVIDIA H100 80GB HBM3"
+  std::string vendor;      ///< "nvidia", "amd"
+  Bytes memory;            ///< device memory the driver reports as total (bytes)
+  std::string memory_label;  ///< as marketed: "80 GB"
+  bool bf16 = true;        ///< supports bf16 compute
+  std::string source;
+};
+
+/// A cloud offer: `count` GPUs of one model in one machine.
+struct Tier {
+  std::string id;
+  std::string provider;
+  std::string gpu;         ///< Gpu id
+  std::uint64_t count = 1;
+  std::string source;
+};
+
+/// A model preset of data/models/*.json: a real config.json and where it came from.
+struct Preset {
+  std::string id;                           ///< file stem: "llama-3.1-8b"
+  std::string name;                         ///< "Llama 3.1 8B"
+  std::string hf_repo;                      ///< "meta-llama/Llama-3.1-8B"
+  std::string source;                       ///< URL of the config.json
+  std::optional<std::uint64_t> published_params;  ///< exact count the model card publishes
+  std::string published_params_source;
+  nlohmann::json config;                    ///< the config.json values
+};
+
+/// The GPU catalog, the provider tiers and the model presets.
+class Catalog {
+ public:
+  /// The catalog compiled into the binary from data/.
+  static const Catalog& embedded();
+
+  /// Parses catalog files: `files` maps a path relative to the data folder
+  /// ("gpus.json", "models/llama-3.1-8b.json") to its text. Validates everything
+  /// (unique ids, positive sizes, known GPU ids in tiers); throws InputError naming the file.
+  static Catalog parse(const std::map<std::string, std::string>& files);
+
+  [[nodiscard]] const std::vector<Gpu>& gpus() const noexcept { return gpus_; }
+  [[nodiscard]] const std::vector<Tier>& tiers() const noexcept { return tiers_; }
+  [[nodiscard]] const std::vector<Preset>& presets() const noexcept { return presets_; }
+
+  /// The GPU with this id (case-insensitive); throws InputError naming `field` with
+  /// "did you mean" suggestions otherwise.
+  [[nodiscard]] const Gpu& gpu(std::string_view id, std::string_view field = "--gpu") const;
+  /// The preset with this id; same error behaviour.
+  [[nodiscard]] const Preset& preset(std::string_view id, std::string_view field = "--model") const;
+
+ private:
+  std::vector<Gpu> gpus_;
+  std::vector<Tier> tiers_;
+  std::vector<Preset> presets_;
+};
+
+/// Up to three known names closest to `name` (edit distance), best first.
+std::vector<std::string> did_you_mean(std::string_view name, const std::vector<std::string>& known);
+
+}  // namespace vramfit::catalog

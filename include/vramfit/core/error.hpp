@@ -1,0 +1,48 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vramfit {
+
+/// One problem with user input: where it is, what is wrong, and how to fix it.
+/// Rendered as `field: problem (fix)`, e.g.
+/// `config.json: num_attention_heads: 30 does not divide hidden_size 4096 (check the config)`.
+struct Diagnostic {
+  std::string field;    ///< flag or field path: `--batch`, `config.json: hidden_size`
+  std::string problem;  ///< what is wrong, with the offending value
+  std::string fix;      ///< what to do instead; may be empty
+
+  /// One line, without a trailing newline.
+  [[nodiscard]] std::string str() const;
+};
+
+/// The one error type of the core: input that cannot be used. Carries every diagnostic
+/// collected before giving up. Caught in exactly one place, `cli::run`, which maps it to
+/// exit code 2.
+class InputError : public std::runtime_error {
+ public:
+  explicit InputError(std::vector<Diagnostic> diagnostics);
+  InputError(std::string field, std::string problem, std::string fix = {});
+
+  [[nodiscard]] const std::vector<Diagnostic>& diagnostics() const noexcept { return diags_; }
+
+ private:
+  std::vector<Diagnostic> diags_;
+};
+
+/// Collects diagnostics; throws them all at once.
+class Diagnostics {
+ public:
+  void add(std::string field, std::string problem, std::string fix = {});
+  [[nodiscard]] bool empty() const noexcept { return diags_.empty(); }
+  [[nodiscard]] const std::vector<Diagnostic>& items() const noexcept { return diags_; }
+  /// Throws InputError with everything collected, if anything was.
+  void throw_if_any() const;
+
+ private:
+  std::vector<Diagnostic> diags_;
+};
+
+}  // namespace vramfit

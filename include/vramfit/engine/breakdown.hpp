@@ -1,0 +1,44 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "vramfit/core/bytes.hpp"
+
+namespace vramfit::engine {
+
+/// One labelled part of the estimate. Ids are API (JSON readers depend on them):
+/// weights, lora_adapters, gradients, optimizer_state, optimizer_step, autocast_cache,
+/// activations, kv_cache, logits, temporaries, allocator_reserve, cuda_context.
+struct Component {
+  std::string id;
+  Bytes bytes;
+  std::string description;
+  bool in_peak_allocated = true;  ///< false for allocator_reserve and cuda_context
+};
+
+/// Allocated bytes at the worst moment of one phase of the step.
+struct Phase {
+  std::string id;     ///< load, forward, loss, backward, optimizer_step, prefill, decode
+  Bytes allocated;
+};
+
+/// The estimate. Invariants (tested on every case):
+///   sum of components with in_peak_allocated == peak_allocated
+///   peak_allocated + allocator_reserve + cuda_context == device_total
+///   peak_allocated == max over phases
+struct Breakdown {
+  std::vector<Component> components;
+  std::vector<Phase> phases;
+  std::string peak_phase;        ///< the id of the phase that sets the peak
+  Bytes peak_allocated;          ///< what torch.cuda.max_memory_allocated() would report
+  Bytes allocator_reserve;       ///< reserved by the caching allocator beyond the peak
+  Bytes cuda_context;            ///< CUDA context, cuBLAS workspace, kernel images
+  Bytes device_total;            ///< what the GPU must have free before the job starts
+  std::vector<std::string> notes;  ///< assumptions and what is not modelled
+
+  /// The component with this id, or nullptr.
+  [[nodiscard]] const Component* find(std::string_view id) const noexcept;
+};
+
+}  // namespace vramfit::engine

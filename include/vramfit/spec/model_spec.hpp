@@ -1,0 +1,108 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vramfit/core/dtype.hpp"
+
+namespace vramfit::spec {
+
+/// One linear (or GPT-2 Conv1D) module of a decoder layer, named as in Hugging Face
+/// (`q_proj`, `c_attn`, `gate_up_proj`, ...) so LoRA targets can match it.
+struct Linear {
+  std::string name;                 ///< module name as Hugging Face spells it
+  std::uint64_t in_features = 0;
+  std::uint64_t out_features = 0;
+  bool bias = false;
+  std::uint64_t copies = 1;         ///< >1 for MoE experts: one per expert
+  bool expert = false;              ///< part of a routed expert (runs on top_k of tokens)
+  bool shared_expert = false;       ///< part of an always-on shared expert
+
+  [[nodiscard]] std::uint64_t params() const;  ///< (in*out + bias) * copies, checked
+};
+
+/// Layer-norm flavour.
+enum class Norm { rms, layer };
+
+/// MLP activation, as far as memory is concerned (what autograd saves differs).
+enum class Activation { silu, gelu, gelu_tanh_python, gelu_pytorch_tanh, relu };
+
+/// Mixture-of-experts shape of the sparse layers.
+struct MoE {
+  std::uint64_t num_experts = 0;          ///< routed experts; 0 = dense model
+  std::uint64_t experts_per_token = 0;    ///< top-k
+  std::uint64_t expert_intermediate = 0;  ///< intermediate size of one routed expert
+  std::uint64_t shared_intermediate = 0;  ///< intermediate size of the shared expert(s), 0 = none
+  bool shared_expert_gate = false;        ///< qwen2_moe: sigmoid gate on the shared expert
+};
+
+/// A run of identical decoder layers.
+struct LayerGroup {
+  std::uint64_t count = 0;
+  bool moe = false;                       ///< uses the MoE MLP
+  std::vector<Linear> linears;            ///< in forward order
+  std::uint64_t norm_params = 0;          ///< weights (+ biases) of the layer's norms
+  std::uint64_t other_params = 0;         ///< anything else (router weights are linears)
+};
+
+/// Everything the engine needs to know about a model: its shapes, derived from a config,
+/// a preset or a bare parameter count. Parameter counts are exact for configs.
+struct ModelSpec {
+  std::string name;          ///< preset id, config path, or "--params 7e9"
+  std::string source;        ///< "preset", "config", "params"
+  std::string model_type;    ///< the config's model_type ("llama", "gpt2", ...)
+  std::string family;        ///< the builder used: llama, gpt2, gpt_neox, phi3, gemma, ..., generic
+
+  std::uint64_t hidden_size = 0;
+  std::uint64_t num_layers = 0;
+  std::uint64_t num_heads = 0;
+  std::uint64_t num_kv_heads = 0;
+  std::uint64_t head_dim = 0;
+  std::uint64_t intermediate_size = 0;    ///< dense MLP width (0 when every layer is MoE)
+  std::uint64_t vocab_size = 0;
+  std::uint64_t max_positions = 0;
+  bool tied_embeddings = false;
+  bool gated_mlp = true;                  ///< SwiGLU-style gate*up
+  bool learned_positions = false;         ///< GPT-2 style absolute position table
+  bool qk_norm = false;                   ///< per-head norms on q and k (qwen3, olmoe)
+  bool parallel_residual = false;         ///< gpt_neox, phi-2
+  Norm norm = Norm::rms;
+  Activation activation = Activation::silu;
+  MoE moe;
+
+  /// Multi-head latent attention (deepseek_v2/v3): kv cache holds per-head K and V
+  /// as Hugging Face's implementation expands them.
+  std::uint64_t kv_lora_rank = 0;
+  std::uint64_t q_lora_rank = 0;
+  std::uint64_t qk_rope_head_dim = 0;
+  std::uint64_t qk_nope_head_dim = 0;
+  std::uint64_t v_head_dim = 0;
+
+  std::uint64_t sliding_window = 0;       ///< 0 = full attention everywhere
+  std::uint64_t sliding_layers = 0;       ///< how many layers use the window
+  double final_logit_softcap = 0;         ///< gemma2: tanh soft-capping of the logits
+  double attn_logit_softcap = 0;          ///< gemma2: soft-capping of attention scores
+  bool scaled_embeddings = false;         ///< gemma: embeddings multiplied by sqrt(hidden)
+
+  std::vector<LayerGroup> layers;         ///< decoder layers, in order of appearance
+  std::uint64_t embedding_params = 0;     ///< token (+ position) embeddings
+  std::uint64_t lm_head_params = 0;       ///< 0 when tied
+  std::uint64_t final_norm_params = 0;
+  std::uint64_t buffer_bytes = 0;         ///< non-parameter buffers (rotary inv_freq, ...)
+
+  /// Exact parameter total; equals the sum of the parts above.
+  std::uint64_t params = 0;
+  /// Parameters stored in each dtype, when a safetensors header told us (else empty).
+  std::optional<DType> checkpoint_dtype;
+  bool exact_from_checkpoint = false;     ///< params came from safetensors headers
+
+  /// Assumptions made while building the spec (shown to the user).
+  std::vector<std::string> notes;
+};
+
+/// Sums the parts of a spec into the parameter total (checked arithmetic).
+std::uint64_t count_params(const ModelSpec& spec);
+
+}  // namespace vramfit::spec
