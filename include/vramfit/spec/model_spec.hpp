@@ -85,6 +85,11 @@ struct ModelSpec {
   double final_logit_softcap = 0;         ///< gemma2: tanh soft-capping of the logits
   double attn_logit_softcap = 0;          ///< gemma2: soft-capping of attention scores
   bool scaled_embeddings = false;         ///< gemma: embeddings multiplied by sqrt(hidden)
+  /// Dropout probabilities active in training (gpt2: attn_pdrop, resid_pdrop, embd_pdrop;
+  /// llama-likes: attention_dropout). Dropout keeps a 1-byte mask per element for backward.
+  double attention_dropout = 0;
+  double hidden_dropout = 0;
+  double embedding_dropout = 0;
 
   std::vector<LayerGroup> layers;         ///< decoder layers, in order of appearance
   std::uint64_t embedding_params = 0;     ///< token (+ position) embeddings

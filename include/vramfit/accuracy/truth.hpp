@@ -1,0 +1,79 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/spec/model_spec.hpp"
+#include "vramfit/spec/workload.hpp"
+
+namespace vramfit::accuracy {
+
+/// One measured case of a truth file (shared/truth/results/*.jsonl, written by measure.py).
+struct TruthCase {
+  std::string id;
+  std::string model;
+  std::string config;              ///< path relative to the truth folder
+  std::string status;              ///< "ok" or "oom" (or "error")
+  spec::Workload workload;
+  std::uint64_t params = 0;        ///< counted by PyTorch on the built model
+  Bytes peak_allocated;            ///< torch.cuda.max_memory_allocated()
+  Bytes peak_reserved;
+  Bytes non_torch;
+};
+
+/// Parses a truth JSONL file: the environment line is skipped, every other line is a case.
+/// Throws InputError naming `origin` and the line for malformed lines or fields.
+std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view origin);
+
+/// The total device memory of the truth's GPU (the environment line's total_bytes), if given.
+std::optional<Bytes> truth_device_bytes(std::string_view jsonl);
+
+/// One case estimated.
+struct CaseResult {
+  const TruthCase* truth = nullptr;
+  Bytes estimate_peak;
+  Bytes estimate_device_total;
+  std::uint64_t estimate_params = 0;
+  double error = 0;          ///< estimate / measured - 1 (peak allocated), ok cases only
+  double device_error = 0;   ///< device total against peak_reserved + non_torch
+};
+
+/// Estimates one case on its model (the spec built from the case's config).
+CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model);
+
+/// Error figures of a set of results.
+struct Stats {
+  std::size_t cases = 0;
+  double median_abs = 0;      ///< median |error|
+  double p90_abs = 0;         ///< 90th percentile |error|
+  double unsafe_share = 0;    ///< share of estimates below 95% of measured
+  double max_abs = 0;
+};
+
+/// Statistics over `results` (ok cases only); `device` selects device_error.
+Stats stats(const std::vector<const CaseResult*>& results, bool device = false);
+
+/// The accuracy report: per mode, per model, all, device totals, OOM cases, parameter counts.
+struct Report {
+  std::vector<std::pair<std::string, Stats>> by_mode;
+  std::vector<std::pair<std::string, Stats>> by_model;
+  Stats all;
+  Stats device;
+  std::size_t oom_cases = 0;
+  std::size_t oom_predicted = 0;  ///< OOM cases estimated above the card's memory
+  std::size_t params_checked = 0;
+  std::size_t params_exact = 0;
+  std::vector<const CaseResult*> worst;  ///< largest |error| first (up to 10)
+};
+
+/// Builds the report; `device_bytes` is the measured card's memory (for the OOM cases).
+Report make_report(const std::vector<CaseResult>& results, Bytes device_bytes);
+
+/// The report as an aligned text table.
+std::string render_report(const Report& r);
+
+}  // namespace vramfit::accuracy

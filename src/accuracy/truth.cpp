@@ -1,0 +1,215 @@
+#include "vramfit/accuracy/truth.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/core/error.hpp"
+#include "vramfit/engine/estimate.hpp"
+
+namespace vramfit::accuracy {
+
+namespace {
+
+using nlohmann::json;
+
+// measure.py's mode names: "forward" is our inference.
+spec::Mode mode_of(const std::string& s, const std::string& where) {
+  if (s == "forward") return spec::Mode::inference;
+  if (auto m = spec::parse_mode(s)) return *m;
+  throw InputError(where + ": mode", fmt::format("unknown mode '{}'", s), "use forward, generate, train or lora");
+}
+
+spec::Workload workload_of(const json& c, const std::string& where) {
+  spec::Workload w;
+  w.mode = mode_of(c.at("mode").get<std::string>(), where);
+  const auto dt = parse_dtype(c.at("weights_dtype").get<std::string>());
+  if (!dt) throw InputError(where + ": weights_dtype", "unknown dtype", "use fp32, bf16 or fp16");
+  w.weights = *dt;
+  if (c.contains("autocast") && !c["autocast"].is_null()) w.autocast = parse_dtype(c["autocast"].get<std::string>());
+  w.batch = c.at("batch").get<std::uint64_t>();
+  w.seq = c.at("seq").get<std::uint64_t>();
+  w.new_tokens = c.value("new_tokens", std::uint64_t{0});
+  if (c.contains("optimizer") && !c["optimizer"].is_null()) {
+    const auto o = spec::parse_optimizer(c["optimizer"].get<std::string>());
+    if (!o) throw InputError(where + ": optimizer", "unknown optimizer", "see vramfit estimate --help");
+    w.optimizer = *o;
+  }
+  w.checkpointing = c.value("checkpointing", false);
+  w.attention = c.value("attn", std::string("sdpa")) == "eager" ? spec::Attention::eager : spec::Attention::sdpa;
+  if (c.contains("lora") && !c["lora"].is_null()) {
+    const auto& l = c["lora"];
+    w.lora.rank = l.at("r").get<std::uint64_t>();
+    if (l.at("targets").is_string()) {
+      w.lora.all_linear = l["targets"].get<std::string>() == "all-linear";
+      if (!w.lora.all_linear) w.lora.targets = {l["targets"].get<std::string>()};
+    } else {
+      w.lora.all_linear = false;
+      w.lora.targets = l["targets"].get<std::vector<std::string>>();
+    }
+    w.lora.dropout = l.value("dropout", 0.0);
+  }
+  return w;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  // Nearest-rank percentile: the smallest value with at least q of the values at or below it.
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view origin) {
+  std::vector<TruthCase> out;
+  std::size_t line_no = 0;
+  std::size_t pos = 0;
+  while (pos < jsonl.size()) {
+    std::size_t end = jsonl.find('\n', pos);
+    if (end == std::string_view::npos) end = jsonl.size();
+    const std::string_view line = jsonl.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = fmt::format("{}:{}", origin, line_no);
+    json c;
+    try {
+      c = json::parse(line);
+    } catch (const json::exception& e) {
+      throw InputError(where, "not valid JSON", "each line must be one JSON object, as measure.py writes");
+    }
+    if (!c.is_object()) throw InputError(where, "not a JSON object", "each line must be one case object");
+    if (c.value("env", false)) continue;
+    try {
+      TruthCase t;
+      t.id = c.at("id").get<std::string>();
+      t.model = c.value("model", std::string());
+      t.config = c.at("config").get<std::string>();
+      t.status = c.value("status", std::string("ok"));
+      t.workload = workload_of(c, where);
+      t.params = c.value("params", std::uint64_t{0});
+      t.peak_allocated = Bytes{c.value("peak_allocated_bytes", std::uint64_t{0})};
+      t.peak_reserved = Bytes{c.value("peak_reserved_bytes", std::uint64_t{0})};
+      t.non_torch = Bytes{c.value("non_torch_bytes", std::uint64_t{0})};
+      out.push_back(std::move(t));
+    } catch (const json::exception& e) {
+      throw InputError(where, fmt::format("bad case: {}", e.what()), "fix or remove the line");
+    }
+  }
+  return out;
+}
+
+std::optional<Bytes> truth_device_bytes(std::string_view jsonl) {
+  const std::string_view first = jsonl.substr(0, jsonl.find('\n'));
+  const json env = json::parse(first, nullptr, false);
+  if (env.is_object() && env.value("env", false) && env.contains("total_bytes") && env["total_bytes"].is_number_unsigned())
+    return Bytes{env["total_bytes"].get<std::uint64_t>()};
+  return std::nullopt;
+}
+
+CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model) {
+  CaseResult r;
+  r.truth = &truth;
+  const auto b = engine::estimate(model, truth.workload);
+  r.estimate_peak = b.peak_allocated;
+  r.estimate_device_total = b.device_total;
+  r.estimate_params = model.params;
+  if (truth.status == "ok" && truth.peak_allocated.value() > 0) {
+    r.error = static_cast<double>(b.peak_allocated.value()) / static_cast<double>(truth.peak_allocated.value()) - 1;
+    const auto measured = truth.peak_reserved + truth.non_torch;
+    r.device_error = static_cast<double>(b.device_total.value()) / static_cast<double>(measured.value()) - 1;
+  }
+  return r;
+}
+
+Stats stats(const std::vector<const CaseResult*>& results, bool device) {
+  Stats s;
+  std::vector<double> abs;
+  std::size_t unsafe = 0;
+  for (const auto* r : results) {
+    if (r->truth->status != "ok") continue;
+    const double e = device ? r->device_error : r->error;
+    abs.push_back(std::fabs(e));
+    if (e < -0.05) ++unsafe;
+  }
+  s.cases = abs.size();
+  if (abs.empty()) return s;
+  s.median_abs = median(abs);
+  s.p90_abs = percentile(abs, 0.9);
+  s.max_abs = *std::max_element(abs.begin(), abs.end());
+  s.unsafe_share = static_cast<double>(unsafe) / static_cast<double>(abs.size());
+  return s;
+}
+
+Report make_report(const std::vector<CaseResult>& results, Bytes device_bytes) {
+  Report r;
+  std::map<std::string, std::vector<const CaseResult*>> modes;
+  std::map<std::string, std::vector<const CaseResult*>> models;
+  std::vector<const CaseResult*> all;
+  for (const auto& x : results) {
+    const std::string mode = x.truth->workload.mode == spec::Mode::inference ? "forward"
+                                                                             : std::string(spec::name_of(x.truth->workload.mode));
+    modes[mode].push_back(&x);
+    models[x.truth->model].push_back(&x);
+    all.push_back(&x);
+    if (x.truth->status == "oom") {
+      ++r.oom_cases;
+      if (x.estimate_peak > device_bytes) ++r.oom_predicted;
+    }
+    if (x.truth->params > 0 && x.truth->workload.mode != spec::Mode::lora) {
+      ++r.params_checked;
+      if (x.estimate_params == x.truth->params) ++r.params_exact;
+    }
+  }
+  for (const auto& [k, v] : modes) r.by_mode.emplace_back(k, stats(v));
+  for (const auto& [k, v] : models) r.by_model.emplace_back(k, stats(v));
+  r.all = stats(all);
+  r.device = stats(all, true);
+  std::vector<const CaseResult*> ok;
+  for (const auto* x : all)
+    if (x->truth->status == "ok") ok.push_back(x);
+  std::sort(ok.begin(), ok.end(), [](const CaseResult* a, const CaseResult* b) {
+    return std::fabs(a->error) > std::fabs(b->error);
+  });
+  ok.resize(std::min<std::size_t>(ok.size(), 10));
+  r.worst = ok;
+  return r;
+}
+
+std::string render_report(const Report& r) {
+  std::string s;
+  auto row = [&](const std::string& name, const Stats& st) {
+    s += fmt::format("  {:<16} {:>5} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.1f}%\n", name, st.cases, st.median_abs * 100,
+                     st.p90_abs * 100, st.max_abs * 100, st.unsafe_share * 100);
+  };
+  s += "peak allocated: |estimate / measured - 1|\n";
+  s += fmt::format("  {:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "mode", "cases", "median", "p90", "max", "unsafe");
+  for (const auto& [k, v] : r.by_mode) row(k, v);
+  row("all", r.all);
+  s += "\nby model\n";
+  s += fmt::format("  {:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "model", "cases", "median", "p90", "max", "unsafe");
+  for (const auto& [k, v] : r.by_model) row(k, v);
+  s += "\ndevice total vs peak reserved + non-PyTorch memory\n";
+  row("all", r.device);
+  s += fmt::format("\nOOM cases predicted over the card: {} of {}\n", r.oom_predicted, r.oom_cases);
+  s += fmt::format("parameter counts exact: {} of {}\n", r.params_exact, r.params_checked);
+  s += "\nworst cases\n";
+  for (const auto* w : r.worst)
+    s += fmt::format("  {:>+8.2f}%  {}\n", w->error * 100, w->truth->id);
+  s += "\n(unsafe: estimate below 95% of the measured peak)\n";
+  return s;
+}
+
+}  // namespace vramfit::accuracy

@@ -1,0 +1,332 @@
+// What autograd keeps for backward, layer by layer, and what a forward creates on the way.
+//
+// Every term below is a tensor that a Hugging Face decoder layer creates and that PyTorch's
+// autograd saves (derivatives.yaml: which inputs or outputs each op's backward needs) or
+// that lives only during the forward. Sizes are bytes per token (x batch*seq) or per token
+// per key position (x batch*seq*seq, attention scores). Names in comments refer to
+// transformers 5 modeling code (modeling_llama.py, modeling_gpt2.py, ...) and to peft's
+// lora/layer.py. Each rule was checked against the H200 truth in shared/truth: the per-layer
+// saved bytes it predicts match the measured ones within ~1% for llama, qwen2 and gpt2, in
+// bf16, fp32, fp32 + bf16 autocast, LoRA and eager attention.
+
+#include "activations.hpp"
+
+#include <algorithm>
+#include <string_view>
+
+#include "vramfit/core/bytes.hpp"
+
+namespace vramfit::engine::detail {
+
+namespace {
+
+using spec::Linear;
+using spec::ModelSpec;
+using spec::Workload;
+
+constexpr std::uint64_t kFp32 = 4;
+constexpr std::uint64_t kHalf = 2;
+
+// Attention input projections (read the attention norm's output).
+constexpr std::string_view kAttnIn[] = {"q_proj", "k_proj", "v_proj", "c_attn", "query_key_value",
+                                        "qkv_proj", "Wqkv", "q_a_proj", "kv_a_proj_with_mqa", "q_lin",
+                                        "k_lin", "v_lin"};
+// Attention output projections (read the attention's output).
+constexpr std::string_view kAttnOut[] = {"o_proj", "c_proj", "dense", "out_proj", "Wo"};
+// MLP input projections (read the MLP norm's output).
+constexpr std::string_view kMlpIn[] = {"gate_proj", "up_proj", "c_fc", "dense_h_to_4h", "fc1", "gate_up_proj",
+                                       "w1", "w3"};
+// MLP output projections (read the activation's output).
+constexpr std::string_view kMlpOut[] = {"down_proj", "c_proj_mlp", "dense_4h_to_h", "fc2", "w2"};
+
+template <std::size_t N>
+bool in(std::string_view name, const std::string_view (&set)[N]) {
+  return std::find(std::begin(set), std::end(set), name) != std::end(set);
+}
+
+bool frozen_base(const Workload& w) { return w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora; }
+
+// GPT-2 names both of its output projections c_proj: the one whose input is wider than the
+// hidden size is the MLP's.
+bool is_mlp_out(const ModelSpec& m, const Linear& l) {
+  if (l.name == "c_proj") return l.in_features > m.hidden_size;
+  return in(l.name, kMlpOut);
+}
+bool is_attn_out(const ModelSpec& m, const Linear& l) {
+  if (l.name == "c_proj") return l.in_features <= m.hidden_size;
+  return in(l.name, kAttnOut);
+}
+
+bool gemma_norm(const ModelSpec& m) { return m.family.rfind("gemma", 0) == 0; }
+
+// Bytes per token that a norm keeps for its own backward, for an input of `width` elements.
+// llama RMSNorm: `x.to(float32)` (a copy unless already fp32) saved by pow; the normalised
+// tensor, cast back, saved by `weight * x` only when the weight trains (autograd saves an
+// operand only for the other operand's gradient). gemma RMSNorm: `x.float()`, and the fp32
+// normalised tensor saved by `* (1 + weight)`. LayerNorm (native kernel): input + mean/rstd.
+std::uint64_t norm_internal(const ModelSpec& m, std::uint64_t width, std::uint64_t in_bytes, bool weight_trains) {
+  if (m.norm == spec::Norm::layer) return width * in_bytes + 2 * kFp32;
+  if (gemma_norm(m)) return width * kFp32 + (weight_trains ? width * kFp32 : 0);
+  return width * kFp32 + (weight_trains ? width * in_bytes : 0);
+}
+
+// Bytes per token that the consumers of one activation (`width` elements of `bytes` each)
+// keep: trained linears save their input (one shared tensor, or under autocast a 16-bit
+// copy each when the activation is fp32); frozen linears save nothing (mm saves its input
+// only for the weight's gradient); a LoRA adapter saves peft's fp32 cast of the input
+// (`_cast_input_dtype` to the fp32 adapter), or with dropout the fp32 dropout output and
+// its 1-byte mask.
+template <typename Pred>
+std::uint64_t consumers_saved(const spec::LayerGroup& g, const Workload& w, const Precision& p, std::uint64_t width,
+                              std::uint64_t bytes, Pred is_consumer) {
+  std::uint64_t total = 0;
+  bool shared_saved = false;
+  for (const auto& l : g.linears) {
+    if (!is_consumer(l)) continue;
+    if (!frozen_base(w)) {
+      if (p.autocast && bytes != p.compute) {
+        total += width * p.compute;
+      } else if (!shared_saved) {
+        total += width * bytes;
+        shared_saved = true;
+      }
+    } else if (lora_targets(w, l)) {
+      if (w.lora.dropout > 0) {
+        total += width * (kFp32 + 1);
+      } else if (bytes == kFp32) {
+        if (!shared_saved) total += width * kFp32;
+        shared_saved = true;
+      } else {
+        total += width * kFp32;
+      }
+    }
+  }
+  return total;
+}
+
+bool has_linear(const spec::LayerGroup& g, std::string_view name) {
+  return std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) { return l.name == name; });
+}
+
+bool fused_qkv(const spec::LayerGroup& g) {
+  return has_linear(g, "c_attn") || has_linear(g, "query_key_value") || has_linear(g, "qkv_proj") ||
+         has_linear(g, "Wqkv");
+}
+
+bool gpt2_style(const ModelSpec& m) { return m.learned_positions; }
+
+std::uint64_t sum_params(const spec::LayerGroup& g) {
+  std::uint64_t s = 0;
+  for (const auto& l : g.linears) s = checked_add(s, l.params());
+  return s;
+}
+
+// The MLP (or MoE) width that runs per token.
+std::uint64_t mlp_width(const ModelSpec& m, const spec::LayerGroup& g) {
+  if (!g.moe) return m.intermediate_size;
+  return m.moe.experts_per_token * m.moe.expert_intermediate + m.moe.shared_intermediate;
+}
+
+}  // namespace
+
+bool lora_targets(const Workload& w, const Linear& l) {
+  if (w.mode != spec::Mode::lora && w.mode != spec::Mode::qlora) return false;
+  if (l.expert) return false;  // peft's all-linear leaves fused expert weights alone
+  if (w.lora.all_linear) return true;
+  std::string_view name = l.name;
+  return std::any_of(w.lora.targets.begin(), w.lora.targets.end(), [&](const std::string& t) {
+    return t == name || (name.size() > t.size() && name.substr(name.size() - t.size()) == t);
+  });
+}
+
+Precision precision_of(const Workload& w) {
+  Precision p;
+  switch (w.weights) {
+    case DType::fp32:
+      p.param = kFp32;
+      p.autocast = w.autocast.has_value();
+      p.compute = p.autocast ? kHalf : kFp32;
+      p.residual = kFp32;
+      break;
+    case DType::fp16:
+    case DType::bf16:
+      p.param = kHalf;
+      p.compute = kHalf;
+      p.residual = kHalf;
+      break;
+    default:
+      // 8/4-bit weights compute in 16 bits (bitsandbytes compute dtype).
+      p.param = kHalf;
+      p.compute = kHalf;
+      p.residual = kHalf;
+      p.quantized = true;
+      break;
+  }
+  return p;
+}
+
+LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Workload& w, const Precision& p) {
+  LayerSaved s;
+  const std::uint64_t h = m.hidden_size;
+  const std::uint64_t qw = m.num_heads * m.head_dim;
+  const std::uint64_t kvw = m.num_kv_heads * m.head_dim;
+  const std::uint64_t c = p.compute;
+  const std::uint64_t r = p.residual;
+  const bool trains = !frozen_base(w);
+  // The norm's output: fp32 when the residual stream is fp32 (its ops run in fp32, autocast
+  // or not), else the 16-bit compute dtype.
+  const std::uint64_t norm_out = r;
+
+  // --- attention block -------------------------------------------------------------------
+  s.per_token += norm_internal(m, h, r, trains);
+  s.per_token += consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kAttnIn); });
+
+  const bool eager = w.attention == spec::Attention::eager;
+  const bool rotary = !gpt2_style(m);
+  const bool fused = fused_qkv(g);
+  if (m.qk_norm) {
+    // q_norm / k_norm over each head: the fp32 copy (pow) and, when training, the 16-bit
+    // normalised tensor (weight * x).
+    s.per_token += (qw + kvw) * (kFp32 + (trains ? c : 0));
+  }
+  if (!eager) {
+    // SDPA (flash / memory-efficient kernels) saves q, k, v, its output and the fp32
+    // logsumexp. Rotary embeddings make new q and k; under autocast they come out fp32
+    // (cos/sin follow the fp32 hidden states) and SDPA saves 16-bit casts of them.
+    if (c == kFp32 && m.num_kv_heads < m.num_heads) {
+      // fp32 with grouped-query heads: no fused kernel takes enable_gqa in fp32, so the math
+      // backend runs: repeated k and v and the fp32 attention probabilities are saved.
+      s.per_token += (qw + 2 * qw) * kFp32;
+      s.per_token_position += m.num_heads * kFp32;
+      if (m.attention_dropout > 0) s.per_token_position += m.num_heads * (1 + kFp32);
+    } else {
+      const std::uint64_t qk_bytes = c;
+      if (fused) {
+        // v is a view of the fused projection: the whole buffer stays alive.
+        s.per_token += (qw + 2 * kvw) * c;
+        if (rotary) s.per_token += (qw + kvw) * qk_bytes;
+      } else {
+        s.per_token += (qw + kvw) * qk_bytes + kvw * c;
+      }
+    }
+    s.per_token += qw * c + m.num_heads * kFp32;  // output + logsumexp
+  } else if (gpt2_style(m)) {
+    // GPT-2 eager: q, k, v stay views of c_attn's output; the scores go through softmax
+    // (fp32 under autocast), a cast back, dropout (mask + output); matmul saves the last.
+    s.per_token += (qw + 2 * kvw) * c;
+    const std::uint64_t soft = p.autocast ? kFp32 : c;
+    std::uint64_t per = soft;
+    if (m.attention_dropout > 0) per += 1 + c;
+    else if (p.autocast) per += c;
+    s.per_token_position += m.num_heads * per;
+    if (trains) s.per_token += qw * c;  // merged heads, saved by c_proj
+  } else {
+    // llama-style eager: repeat_kv copies k and v to every head; softmax(dtype=float32) is
+    // saved (4 bytes), and its cast to the query's dtype (or autocast's 16-bit cast for
+    // matmul) is saved by the second matmul (2 more bytes) unless it is a no-op.
+    const std::uint64_t qk_bytes = c;
+    s.per_token += qw * qk_bytes + 2 * qw * c;
+    std::uint64_t per = kFp32;
+    if (!(c == kFp32)) per += kHalf;
+    if (m.attention_dropout > 0) per += 1 + c;
+    s.per_token_position += m.num_heads * per;
+    if (trains) s.per_token += qw * c;  // transpose(1, 2).contiguous() saved by o_proj
+  }
+  // The attention output feeds o_proj: with SDPA, a trained o_proj saves the output SDPA
+  // already keeps; a frozen one saves nothing, its adapter an fp32 copy.
+  if (!trains) s.per_token += consumers_saved(g, w, p, qw, c, [&](const Linear& l) { return is_attn_out(m, l); });
+  if (m.hidden_dropout > 0) s.per_token += h;  // residual dropout mask (1 byte)
+
+  // --- MLP block ---------------------------------------------------------------------------
+  if (!m.parallel_residual) s.per_token += norm_internal(m, h, r, trains);
+  s.per_token += consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kMlpIn); });
+  if (g.moe) {
+    // Router: the fp32 softmax over experts; each token's top-k slots gather their hidden
+    // state, run a gated expert MLP and are weighted by the routing score.
+    const std::uint64_t k = m.moe.experts_per_token;
+    const std::uint64_t ie = m.moe.expert_intermediate;
+    s.per_token += m.moe.num_experts * kFp32;
+    s.per_token += k * (2 * h * c + (trains ? 4 : 3) * ie * c);
+    if (m.moe.shared_intermediate > 0)
+      s.per_token += (trains ? 4 : 3) * m.moe.shared_intermediate * c;
+  } else {
+    const std::uint64_t I = m.intermediate_size;
+    const bool down_saves = trains || std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) {
+                              return is_mlp_out(m, l) && lora_targets(w, l);
+                            });
+    const std::uint64_t down_in_bytes = [&] {
+      if (frozen_base(w)) return kFp32 + (w.lora.dropout > 0 ? 1 : 0);
+      return c;
+    }();
+    if (m.gated_mlp) {
+      // silu(gate) saves gate; act * up saves both; down_proj saves the product.
+      s.per_token += 3 * I * c;
+      if (down_saves) s.per_token += I * down_in_bytes;
+    } else if (m.activation == spec::Activation::gelu_tanh_python) {
+      // GPT-2's gelu_new in Python: pow saves x, tanh its output, the last mul both factors.
+      // Under autocast pow runs in fp32, so x, tanh and 1+tanh are fp32 copies.
+      if (p.autocast) {
+        s.per_token += I * (3 * kFp32 + kHalf);
+        if (down_saves) s.per_token += I * (frozen_base(w) ? down_in_bytes : kHalf);
+      } else {
+        s.per_token += 4 * I * c;
+        if (down_saves) s.per_token += I * down_in_bytes;
+      }
+    } else {
+      // A native activation (gelu, relu): saves its input; down saves the output.
+      s.per_token += I * c;
+      if (down_saves) s.per_token += I * down_in_bytes;
+    }
+  }
+  if (m.hidden_dropout > 0) s.per_token += h;
+
+  // Autocast keeps a 16-bit copy of every weight of the layer until backward has used it
+  // (torch.autocast caches casts of leaf tensors; mm saves the cast weight).
+  if (p.autocast) s.fixed = checked_mul(sum_params(g), kHalf);
+  return s;
+}
+
+LayerSaved head_saved(const ModelSpec& m, const Workload& w, const Precision& p) {
+  LayerSaved s;
+  const bool trains = !frozen_base(w);
+  const std::uint64_t h = m.hidden_size;
+  s.per_token += norm_internal(m, h, p.residual, trains);
+  if (trains) s.per_token += h * (p.autocast ? p.compute : p.residual);  // lm_head's input
+  if (m.embedding_dropout > 0) s.per_token += h;                           // dropout mask
+  if (p.autocast) s.fixed = checked_mul(checked_mul(m.vocab_size, h), kHalf);
+  return s;
+}
+
+InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g, const Workload& w,
+                                   const Precision& p) {
+  InferencePeak s;
+  const std::uint64_t h = m.hidden_size;
+  const std::uint64_t c = p.compute;
+  // MLP: act(gate) and up alive while their product is made, plus the layer's input, the
+  // norm output and two more hidden-sized buffers (measured: qwen2.5/llama prefill on H200,
+  // 3*I + 4*h per token within 2%).
+  s.mlp_per_token = 3 * mlp_width(m, g) * c + 4 * h * c;
+  if (w.attention == spec::Attention::eager) {
+    const std::uint64_t qw = m.num_heads * m.head_dim;
+    const std::uint64_t kvw = m.num_kv_heads * m.head_dim;
+    if (gpt2_style(m)) {
+      // matmul, scale and mask each make a score matrix; softmax in the compute dtype.
+      s.attn_per_token_position = m.num_heads * 3 * c;
+      s.attn_per_token = 4 * h * c;
+    } else {
+      // scores, scaled, masked; softmax(dtype=float32) converts first (4 bytes) and writes
+      // 4 bytes; then the cast back: 5 score-sized buffers in 16-bit units at the peak, plus
+      // the 4-D additive mask (one value per token and key position).
+      s.attn_per_token_position = m.num_heads * (c == kFp32 ? 12 : 10) + c;
+      s.attn_per_token = (6 * h + 2 * kvw + (qw > h ? qw - h : 0)) * c;
+    }
+  }
+  return s;
+}
+
+std::uint64_t backward_layer_transient(const ModelSpec& m, const spec::LayerGroup& g, const Precision& p) {
+  // Gradients of the MLP intermediates (act, up, gate) and of the hidden state.
+  return (3 * mlp_width(m, g) + 2 * m.hidden_size) * p.compute;
+}
+
+}  // namespace vramfit::engine::detail

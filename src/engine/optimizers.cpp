@@ -1,0 +1,49 @@
+#include "vramfit/engine/optimizers.hpp"
+
+#include <array>
+
+namespace vramfit::engine {
+
+namespace {
+using spec::Optimizer;
+
+// One row per optimizer. State sizes come from what each implementation allocates in its
+// lazy state init; temporaries from the tensors its step() creates. Sources: PyTorch
+// torch/optim/adamw.py and adam.py (_multi_tensor_adam: `exp_avg_sq_sqrt =
+// torch._foreach_sqrt(exp_avg_sqs)` is one temporary the size of all parameters;
+// _single_tensor_adam: `(exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)` holds two
+// temporaries of one parameter), sgd.py (momentum_buffer = clone(grad); in-place foreach
+// updates), adafactor.py (row/col variances for matrices), bitsandbytes AdamW8bit (two uint8
+// states + one fp32 absmax per 2048-value block), lion-pytorch (exp_avg; per-parameter
+// update = exp_avg.clone()...). Verified on the H200 truth: llama-3.1-8b bf16 AdamW's step
+// adds exactly one parameter-sized bf16 temporary (15317 MiB); fused AdamW adds ~0.
+constexpr std::array<OptimizerTraits, 9> kOptimizers{{
+    // AdamW, default foreach implementation: exp_avg + exp_avg_sq in the parameter dtype.
+    {Optimizer::adamw, 2, 0, false, StepTemp::all_params, "AdamW (foreach): 2 states, 1 parameter-sized temporary"},
+    // AdamW(fused=True): one CUDA kernel per tensor list, no temporaries.
+    {Optimizer::adamw_fused, 2, 0, false, StepTemp::none, "AdamW (fused): 2 states, no temporaries"},
+    // AdamW(foreach=False): per-parameter loop, sqrt and div temporaries of one parameter.
+    {Optimizer::adamw_forloop, 2, 0, false, StepTemp::largest_param_x2, "AdamW (for-loop): 2 states, 2 temporaries of the largest parameter"},
+    // Adam: same state and kernels as AdamW.
+    {Optimizer::adam, 2, 0, false, StepTemp::all_params, "Adam (foreach): 2 states, 1 parameter-sized temporary"},
+    // SGD without momentum: stateless, in-place update.
+    {Optimizer::sgd, 0, 0, false, StepTemp::none, "SGD: no state"},
+    // SGD with momentum: one momentum buffer per parameter.
+    {Optimizer::sgd_momentum, 1, 0, false, StepTemp::none, "SGD with momentum: 1 state"},
+    // torch.optim.Adafactor: factored second moment (rows + columns) for matrices, full
+    // for vectors; its step squares the gradient (one temporary of the largest parameter).
+    {Optimizer::adafactor, 0, 0, true, StepTemp::largest_param_x2, "Adafactor: factored second moments"},
+    // bitsandbytes AdamW8bit: two uint8 states; absmax per block counted in engine.
+    {Optimizer::adamw_8bit, 0, 2, false, StepTemp::none, "AdamW 8-bit (bitsandbytes): 2 one-byte states"},
+    // Lion: one momentum state; per-parameter update temporaries.
+    {Optimizer::lion, 1, 0, false, StepTemp::largest_param_x2, "Lion: 1 state"},
+}};
+}  // namespace
+
+const OptimizerTraits& traits(spec::Optimizer o) noexcept {
+  for (const auto& t : kOptimizers)
+    if (t.id == o) return t;
+  return kOptimizers[0];
+}
+
+}  // namespace vramfit::engine
