@@ -104,6 +104,20 @@ std::uint64_t consumers_saved(const spec::LayerGroup& g, const Workload& w, cons
   return total;
 }
 
+// Norms of a layer beyond the two pre-norms, from its norm parameters (RMSNorm: h weights;
+// LayerNorm: h weights + h biases; per-head q/k norms are narrower and do not count).
+std::uint64_t extra_norms(const ModelSpec& m, const spec::LayerGroup& g) {
+  const std::uint64_t per_norm = m.hidden_size * (m.norm == spec::Norm::layer ? 2 : 1);
+  if (per_norm == 0) return 0;
+  const std::uint64_t norms = g.norm_params / per_norm;
+  return norms > 2 ? norms - 2 : 0;
+}
+
+// Sliding-window layers need an explicit boolean mask once the sequence exceeds the window.
+bool masked_sdpa(const ModelSpec& m, const Workload& w) {
+  return m.sliding_window > 0 && m.sliding_layers > 0 && w.seq > m.sliding_window;
+}
+
 bool has_linear(const spec::LayerGroup& g, std::string_view name) {
   return std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) { return l.name == name; });
 }
@@ -199,6 +213,10 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
       s.per_token += (qw + 2 * qw) * kFp32;
       s.per_token_position += m.num_heads * kFp32;
       if (m.attention_dropout > 0) s.per_token_position += m.num_heads * (1 + kFp32);
+    } else if (masked_sdpa(m, w) && m.num_kv_heads < m.num_heads) {
+      // An explicit mask (sliding windows) rules out enable_gqa (transformers'
+      // use_gqa_in_sdpa): repeat_kv copies k and v to every head; the efficient kernel runs.
+      s.per_token += qw * c + 2 * qw * c;
     } else {
       const std::uint64_t qk_bytes = c;
       if (fused) {
@@ -221,13 +239,17 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     s.per_token_position += m.num_heads * per;
     if (trains) s.per_token += qw * c;  // merged heads, saved by c_proj
   } else {
-    // llama-style eager: repeat_kv copies k and v to every head; softmax(dtype=float32) is
-    // saved (4 bytes), and its cast to the query's dtype (or autocast's 16-bit cast for
-    // matmul) is saved by the second matmul (2 more bytes) unless it is a no-op.
-    const std::uint64_t qk_bytes = c;
-    s.per_token += qw * qk_bytes + 2 * qw * c;
+    // llama-style eager: repeat_kv copies k and v to every head when heads are grouped
+    // (otherwise they stay the rotary k and the projection's v, a view of a fused buffer);
+    // softmax(dtype=float32) is saved (4 bytes), and its cast to the query's dtype (or
+    // autocast's 16-bit cast for matmul) is saved by the second matmul (2 more bytes) unless
+    // that cast is a no-op (fp32 compute).
+    const bool grouped = m.num_kv_heads < m.num_heads;
+    s.per_token += qw * c;  // q after rotary
+    if (grouped) s.per_token += 2 * qw * c;
+    else s.per_token += kvw * c + (fused ? (qw + 2 * kvw) * c : kvw * c);
     std::uint64_t per = kFp32;
-    if (!(c == kFp32)) per += kHalf;
+    if (c != kFp32) per += kHalf;
     if (m.attention_dropout > 0) per += 1 + c;
     s.per_token_position += m.num_heads * per;
     if (trains) s.per_token += qw * c;  // transpose(1, 2).contiguous() saved by o_proj
@@ -279,6 +301,9 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     }
   }
   if (m.hidden_dropout > 0) s.per_token += h;
+  // Sandwich norms (gemma2/3: post-attention and post-feedforward) normalise the block
+  // outputs, which are in the compute dtype, before the residual add.
+  s.per_token += extra_norms(m, g) * norm_internal(m, h, c, trains);
 
   // Autocast keeps a 16-bit copy of every weight of the layer until backward has used it
   // (torch.autocast caches casts of leaf tensors; mm saves the cast weight).
@@ -293,6 +318,8 @@ LayerSaved head_saved(const ModelSpec& m, const Workload& w, const Precision& p)
   s.per_token += norm_internal(m, h, p.residual, trains);
   if (trains) s.per_token += h * (p.autocast ? p.compute : p.residual);  // lm_head's input
   if (m.embedding_dropout > 0) s.per_token += h;                           // dropout mask
+  // The (batch, 1, seq, seq) boolean sliding-window mask, shared by the layers, saved by SDPA.
+  if (masked_sdpa(m, w) && w.attention == spec::Attention::sdpa) s.per_token_position += 1;
   if (p.autocast) s.fixed = checked_mul(checked_mul(m.vocab_size, h), kHalf);
   return s;
 }
