@@ -22,6 +22,8 @@
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "activations.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/constants.hpp"
@@ -41,7 +43,7 @@ struct ComponentInfo {
   std::string_view id;
   std::string_view description;
 };
-constexpr std::array<ComponentInfo, 12> kComponents{{
+constexpr std::array<ComponentInfo, 13> kComponents{{
     {"weights", "model parameters and buffers as stored"},
     {"lora_adapters", "LoRA A and B matrices (fp32, as peft creates them)"},
     {"cublas_workspace", "cuBLAS/cuBLASLt workspaces allocated through PyTorch's allocator"},
@@ -53,6 +55,7 @@ constexpr std::array<ComponentInfo, 12> kComponents{{
     {"kv_cache", "keys and values of every layer for every token"},
     {"logits", "logits, their fp32 copy, log-softmax and their gradients"},
     {"temporaries", "short-lived buffers at the peak (gradients flowing through a layer)"},
+    {"sharding_buffers", "multi-GPU buffers: DDP gradient buckets, FSDP/ZeRO-3 gathered layers"},
     {"allocator_reserve", "reserved by PyTorch's caching allocator beyond the allocated peak"},
 }};
 
@@ -246,6 +249,7 @@ Bytes kv_cache(const ModelSpec& m, const Precision& p, std::uint64_t batch, std:
 // --- the breakdown ----------------------------------------------------------------------------
 
 Breakdown finish(std::vector<Acc> phases, Bytes reserve_base, const Workload& w, std::vector<std::string> notes);
+void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, const Precision& p);
 
 Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
                              std::vector<std::string> notes) {
@@ -280,6 +284,7 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
       a.add("activations", Bytes{mul(tokens, attn_tok)} + Bytes{mul(tokens, w.seq, attn_pos)});
       phases.push_back(a);
     }
+    shard(phases, m, w, p);
     return finish(std::move(phases), base.total(), w, std::move(notes));
   }
 
@@ -308,6 +313,7 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
   decode.add("temporaries", Bytes{cache.value() / std::max<std::uint64_t>(2 * m.num_layers, 1)});
   decode.add("logits", last_logits);
   phases.push_back(decode);
+  shard(phases, m, w, p);
   return finish(std::move(phases), base.total(), w, std::move(notes));
 }
 
@@ -377,7 +383,10 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   end.id = "backward_end";
   end.add("gradients", t.grads);
   Bytes emb_tmp{mul(tokens, m.hidden_size, p.compute)};
-  if (m.tied_embeddings && w.mode == Mode::train) emb_tmp += t.embedding_grad;
+  // Tied weights: autograd's InputBuffer sums the lm_head's and the embedding's gradients
+  // out of place before AccumulateGrad, so both inputs and the sum coexist (measured:
+  // llama-3.2-1b fp32 SGD-momentum, backward end = grads + 2 x vocab x hidden fp32).
+  if (m.tied_embeddings && w.mode == Mode::train) emb_tmp += t.embedding_grad * 2;
   end.add("temporaries", emb_tmp);
   phases.push_back(end);
 
@@ -386,8 +395,87 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   step.add("gradients", t.grads);
   step.add("optimizer_step", t.step_temp);
   phases.push_back(step);
-
+  shard(phases, m, w, p);
   return finish(std::move(phases), base.total(), w, std::move(notes));
+}
+
+// --- many GPUs ---------------------------------------------------------------------------------
+
+// Which components a strategy divides across the GPUs (per-GPU figure = total / gpus).
+// Sources: PyTorch DDP (a full replica; the Reducer's gradient buckets are a second copy of
+// the gradients unless gradient_as_bucket_view=True), DeepSpeed ZeRO stages 1/2/3 (the ZeRO
+// paper, Rajbhandari et al. 2020: stage 1 shards optimizer state, 2 also gradients, 3 also
+// parameters), FSDP full shard (= ZeRO-3; each layer's parameters are all-gathered before
+// use, with the next one prefetched), Megatron-style tensor parallelism (matmuls split
+// across GPUs, activations inside attention and MLP split too), Accelerate's
+// device_map="auto" (whole layers per GPU, run one GPU at a time).
+struct ShardRule {
+  spec::Sharding id;
+  bool weights, grads, state, activations;
+};
+constexpr std::array<ShardRule, 8> kShardRules{{
+    {spec::Sharding::none, false, false, false, false},
+    {spec::Sharding::ddp, false, false, false, false},
+    {spec::Sharding::zero1, false, false, true, false},
+    {spec::Sharding::zero2, false, true, true, false},
+    {spec::Sharding::zero3, true, true, true, false},
+    {spec::Sharding::fsdp, true, true, true, false},
+    {spec::Sharding::tp, true, true, true, true},
+    {spec::Sharding::device_map, true, true, true, true},
+}};
+
+const ShardRule& shard_rule(spec::Sharding s) {
+  for (const auto& r : kShardRules)
+    if (r.id == s) return r;
+  return kShardRules[0];
+}
+
+Bytes ceil_div(Bytes b, std::uint64_t n) { return Bytes{n <= 1 ? b.value() : b.value() / n + (b.value() % n ? 1 : 0)}; }
+
+// Rewrites every phase into the figure of the busiest GPU.
+void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, const Precision& p) {
+  const std::uint64_t n = w.gpus;
+  if (n <= 1 || w.sharding == spec::Sharding::none) return;
+  const ShardRule& rule = shard_rule(w.sharding);
+  std::uint64_t layer_params = 0;
+  for (const auto& g : m.layers) {
+    std::uint64_t one = g.norm_params + g.other_params;
+    for (const auto& l : g.linears) one = checked_add(one, l.params());
+    layer_params = std::max(layer_params, one);
+  }
+  const Bytes layer_bytes{mul(layer_params, p.param)};
+  // The busiest GPU of a layer split also holds the larger of the embedding and lm_head.
+  const Bytes edge{mul(std::max(m.embedding_params, m.lm_head_params), p.param)};
+  for (auto& ph : phases) {
+    Bytes grads;
+    for (auto& [k, v] : ph.parts) {
+      const bool split = (k == "weights" && rule.weights) || (k == "gradients" && rule.grads) ||
+                         ((k == "optimizer_state" || k == "optimizer_step") && rule.state) ||
+                         ((k == "activations" || k == "kv_cache" || k == "autocast_cache") && rule.activations &&
+                          w.sharding == spec::Sharding::tp) ||
+                         (k == "kv_cache" && w.sharding == spec::Sharding::device_map) ||
+                         (k == "lora_adapters" && rule.weights);
+      if (k == "gradients") grads = v;
+      if (split) v = ceil_div(v, n);
+      if (k == "weights" && w.sharding == spec::Sharding::device_map) v += edge;
+    }
+    switch (w.sharding) {
+      case spec::Sharding::ddp:
+        if (w.trains()) ph.add("sharding_buffers", grads.value() ? grads : Bytes{mul(m.params, p.param)});
+        break;
+      case spec::Sharding::zero3:
+      case spec::Sharding::fsdp:
+        // The gathered layer and the prefetched next one; in backward also its full gradients.
+        ph.add("sharding_buffers", layer_bytes * (ph.id.rfind("backward", 0) == 0 && w.trains() ? 3 : 2));
+        break;
+      case spec::Sharding::zero1:
+      case spec::Sharding::zero2:
+        // DeepSpeed's reduce bucket (reduce_bucket_size, 5e8 elements by default), at most the gradients.
+        if (w.trains()) ph.add("sharding_buffers", std::min(Bytes{mul(500000000, p.param)}, Bytes{mul(m.params, p.param)}));
+        break;
+      default: break;
+    }
+  }
 }
 
 // The caching allocator's reserve above the allocated peak. Freed blocks of one size are
@@ -442,8 +530,9 @@ Breakdown estimate(const ModelSpec& m, const Workload& w) {
   if (adapters) base.add("lora_adapters", Bytes{mul(adapters, 4)});
   base.add("cublas_workspace", kCublasWorkspace);
 
-  if (w.gpus > 1 || w.sharding != spec::Sharding::none)
-    notes.emplace_back("multi-GPU sharding is not modelled yet: the figures are for one GPU holding everything");
+  if (w.gpus > 1 && w.sharding != spec::Sharding::none)
+    notes.push_back(fmt::format("per-GPU figures for {} GPUs with {}: sharding follows the ZeRO/FSDP/TP rules "
+                                "(not yet measured on several GPUs)", w.gpus, spec::name_of(w.sharding)));
 
   if (w.mode == Mode::inference || w.mode == Mode::generate) return estimate_inference(m, w, p, base, notes);
   return estimate_training(m, w, p, base, adapters, notes);

@@ -1,0 +1,155 @@
+#include <catch2/catch.hpp>
+
+#include "vramfit/engine/constants.hpp"
+#include "vramfit/engine/estimate.hpp"
+#include "vramfit/engine/optimizers.hpp"
+#include "vramfit/spec/parse.hpp"
+
+using namespace vramfit;
+
+namespace {
+
+// A small Llama: 2 layers, hidden 256, 4 heads of 64 (2 kv heads), MLP 512, vocab 1000.
+spec::ModelSpec tiny() {
+  return spec::from_config_text(R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+      "tie_word_embeddings": false})",
+                                "tiny.json");
+}
+
+std::uint64_t part(const engine::Breakdown& b, std::string_view id) {
+  const auto* c = b.find(id);
+  REQUIRE(c != nullptr);
+  return c->bytes.value();
+}
+
+}  // namespace
+
+TEST_CASE("tiny llama has the expected parameter count", "[engine]") {
+  // embed 1000*256 + lm_head 1000*256 + final norm 256 + 2 layers of
+  // (q 256*256 + k 256*128 + v 256*128 + o 256*256 + 3 * 256*512 + 2 norms of 256)
+  const std::uint64_t layer = 256 * 256 + 2 * 256 * 128 + 256 * 256 + 3 * 256 * 512 + 2 * 256;
+  CHECK(tiny().params == 2 * 1000 * 256 + 256 + 2 * layer);
+}
+
+TEST_CASE("inference peak is weights + workspace + all-position logits + the last hidden state", "[engine]") {
+  const auto m = tiny();
+  spec::Workload w;
+  w.mode = spec::Mode::inference;
+  w.batch = 2;
+  w.seq = 512;
+  const auto b = engine::estimate(m, w);
+  const std::uint64_t weights = m.params * 2 + m.buffer_bytes;
+  CHECK(part(b, "weights") == weights);
+  CHECK(part(b, "cublas_workspace") == engine::kCublasWorkspace.value());
+  CHECK(part(b, "logits") == 2ULL * 512 * 1000 * 2);
+  CHECK(b.peak_phase == "forward_logits");
+  CHECK(b.peak_allocated.value() == weights + engine::kCublasWorkspace.value() + 2ULL * 512 * 1000 * 2 + 2ULL * 512 * 256 * 2);
+  CHECK(b.device_total == b.peak_allocated + b.allocator_reserve + b.cuda_context);
+}
+
+TEST_CASE("the KV cache holds keys and values of every layer and position", "[engine]") {
+  const auto m = tiny();
+  spec::Workload w;
+  w.mode = spec::Mode::generate;
+  w.batch = 4;
+  w.seq = 100;
+  w.new_tokens = 28;
+  const auto b = engine::estimate(m, w);
+  // 2 (k, v) * 2 layers * 2 kv heads * 64 * 2 bytes * 4 sequences * 128 positions
+  if (b.peak_phase == "decode") CHECK(part(b, "kv_cache") == 2ULL * 2 * 2 * 64 * 2 * 4 * 128);
+  REQUIRE(b.phases.size() == 2);
+  CHECK(b.phases[0].id == "prefill");
+  CHECK(b.phases[1].id == "decode");
+}
+
+TEST_CASE("optimizer state and step temporaries follow the optimizer table", "[engine]") {
+  const auto m = tiny();
+  spec::Workload w;
+  w.mode = spec::Mode::train;
+  w.batch = 1;
+  w.seq = 8;  // tiny activations: the optimizer step sets the peak
+  w.optimizer = spec::Optimizer::adamw;
+  auto b = engine::estimate(m, w);
+  CHECK(b.peak_phase == "optimizer_step");
+  CHECK(part(b, "optimizer_state") == 2 * m.params * 2);
+  CHECK(part(b, "gradients") == m.params * 2);
+  CHECK(part(b, "optimizer_step") == m.params * 2);
+
+  w.optimizer = spec::Optimizer::adamw_fused;
+  b = engine::estimate(m, w);
+  CHECK(part(b, "optimizer_step") == 0);
+
+  w.optimizer = spec::Optimizer::adamw_forloop;
+  b = engine::estimate(m, w);
+  CHECK(part(b, "optimizer_step") == 2ULL * (1000 * 256) * 2);  // two copies of the largest tensor
+
+  w.optimizer = spec::Optimizer::sgd;
+  b = engine::estimate(m, w);
+  CHECK(part(b, "optimizer_state") == 0);
+
+  w.optimizer = spec::Optimizer::sgd_momentum;
+  w.weights = DType::fp32;
+  b = engine::estimate(m, w);
+  CHECK(part(b, "optimizer_state") == m.params * 4);
+}
+
+TEST_CASE("LoRA trains fp32 adapters only", "[engine]") {
+  const auto m = tiny();
+  spec::Workload w;
+  w.mode = spec::Mode::lora;
+  w.lora.all_linear = false;
+  w.lora.targets = {"q_proj", "v_proj"};
+  w.lora.rank = 8;
+  w.batch = 1;
+  w.seq = 8;
+  const auto b = engine::estimate(m, w);
+  // per layer: q (8*(256+256)) + v (8*(256+128)); 2 layers; fp32
+  const std::uint64_t adapters = 2 * (8 * (256 + 256) + 8 * (256 + 128));
+  CHECK(part(b, "lora_adapters") == adapters * 4);
+  CHECK(part(b, "optimizer_state") == 2 * adapters * 4);
+}
+
+TEST_CASE("fixes never add memory", "[engine]") {
+  const auto m = tiny();
+  spec::Workload w;
+  w.mode = spec::Mode::train;
+  w.batch = 8;
+  w.seq = 1024;
+  const auto base = engine::estimate(m, w);
+  auto smaller = w;
+  smaller.batch = 4;
+  CHECK(engine::estimate(m, smaller).peak_allocated <= base.peak_allocated);
+  auto ckpt = w;
+  ckpt.checkpointing = true;
+  CHECK(engine::estimate(m, ckpt).peak_allocated <= base.peak_allocated);
+  auto fp32 = w;
+  fp32.weights = DType::fp32;
+  auto amp = fp32;
+  amp.autocast = DType::bf16;
+  CHECK(engine::estimate(m, amp).peak_allocated <= engine::estimate(m, fp32).peak_allocated);
+}
+
+TEST_CASE("sharding divides the per-GPU figure", "[engine]") {
+  const auto m = tiny();
+  spec::Workload w;
+  w.mode = spec::Mode::train;
+  w.batch = 1;
+  w.seq = 8;
+  const auto one = engine::estimate(m, w);
+  w.gpus = 4;
+  w.sharding = spec::Sharding::fsdp;
+  const auto four = engine::estimate(m, w);
+  CHECK(part(four, "optimizer_state") == (2 * m.params * 2 + 3) / 4);
+  CHECK(four.peak_allocated < one.peak_allocated);
+  CHECK(!four.notes.empty());
+}
+
+TEST_CASE("absurd sizes are refused, not wrapped", "[engine]") {
+  const auto m = spec::from_param_count(1000000000000000ULL);
+  spec::Workload w;
+  w.mode = spec::Mode::train;
+  w.batch = 1ULL << 40;
+  w.seq = 1ULL << 30;
+  CHECK_THROWS_AS(engine::estimate(m, w), InputError);
+}
