@@ -29,13 +29,14 @@ struct Loaded {
   std::vector<accuracy::CaseResult> results;
 };
 
-// Loads and estimates a truth file once per test run; empty when shared/ is absent.
-const Loaded& load(const std::string& file) {
+// Loads and estimates a truth file once per test run; empty when the folder is absent.
+// Config paths in a truth file are relative to `dir` (shared/truth's layout).
+const Loaded& load(const std::string& file, const std::filesystem::path& dir = VRAMFIT_TRUTH_DIR) {
   static std::map<std::string, Loaded> cache;
-  auto it = cache.find(file);
+  const std::string key = (dir / file).string();
+  auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  Loaded& l = cache[file];
-  const std::filesystem::path dir = VRAMFIT_TRUTH_DIR;
+  Loaded& l = cache[key];
   if (!std::filesystem::exists(dir / file)) return l;
   l.text = slurp(dir / file);
   l.cases = accuracy::parse_truth(l.text, file);
@@ -81,6 +82,22 @@ TEST_CASE("the expandable-segments subset is estimated as well", "[accuracy]") {
   INFO(accuracy::render_report(r));
   CHECK(r.all.median_abs <= 0.03);
   CHECK(r.all.unsafe_share <= 0.02);
+}
+
+TEST_CASE("architectures measured by the project meet the same targets", "[accuracy]") {
+  // gemma2, phi3, gpt_neox, qwen3, olmoe (MoE), mistral, gpt2-large; committed in tests/.
+  const auto& l = load("results/architectures.jsonl", std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/h200");
+  REQUIRE(l.cases.size() == 34);
+  const auto r = accuracy::make_report(l.results, *accuracy::truth_device_bytes(l.text));
+  INFO(accuracy::render_report(r));
+  for (const auto& [mode, st] : r.by_mode) {
+    INFO("mode " << mode);
+    CHECK(st.median_abs <= 0.03);
+  }
+  CHECK(r.all.p90_abs <= 0.08);
+  CHECK(r.all.unsafe_share <= 0.02);
+  CHECK(r.device.median_abs <= 0.05);
+  CHECK(r.params_exact == r.params_checked);
 }
 
 TEST_CASE("parts add up to the total on every truth case", "[accuracy][engine]") {

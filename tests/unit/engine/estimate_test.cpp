@@ -9,10 +9,10 @@ using namespace vramfit;
 
 namespace {
 
-// A small Llama: 2 layers, hidden 256, 4 heads of 64 (2 kv heads), MLP 512, vocab 1000.
+// A small Llama: 2 layers, hidden 256, 4 heads of 64 (2 kv heads), MLP 512, vocab 32000.
 spec::ModelSpec tiny() {
   return spec::from_config_text(R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000,
       "tie_word_embeddings": false})",
                                 "tiny.json");
 }
@@ -26,10 +26,10 @@ std::uint64_t part(const engine::Breakdown& b, std::string_view id) {
 }  // namespace
 
 TEST_CASE("tiny llama has the expected parameter count", "[engine]") {
-  // embed 1000*256 + lm_head 1000*256 + final norm 256 + 2 layers of
+  // embed 32000*256 + lm_head 32000*256 + final norm 256 + 2 layers of
   // (q 256*256 + k 256*128 + v 256*128 + o 256*256 + 3 * 256*512 + 2 norms of 256)
   const std::uint64_t layer = 256 * 256 + 2 * 256 * 128 + 256 * 256 + 3 * 256 * 512 + 2 * 256;
-  CHECK(tiny().params == 2 * 1000 * 256 + 256 + 2 * layer);
+  CHECK(tiny().params == 2 * 32000 * 256 + 256 + 2 * layer);
 }
 
 TEST_CASE("inference peak is weights + workspace + all-position logits + the last hidden state", "[engine]") {
@@ -42,9 +42,9 @@ TEST_CASE("inference peak is weights + workspace + all-position logits + the las
   const std::uint64_t weights = m.params * 2 + m.buffer_bytes;
   CHECK(part(b, "weights") == weights);
   CHECK(part(b, "cublas_workspace") == engine::kCublasWorkspace.value());
-  CHECK(part(b, "logits") == 2ULL * 512 * 1000 * 2);
+  CHECK(part(b, "logits") == 2ULL * 512 * 32000 * 2);
   CHECK(b.peak_phase == "forward_logits");
-  CHECK(b.peak_allocated.value() == weights + engine::kCublasWorkspace.value() + 2ULL * 512 * 1000 * 2 + 2ULL * 512 * 256 * 2);
+  CHECK(b.peak_allocated.value() == weights + engine::kCublasWorkspace.value() + 2ULL * 512 * 32000 * 2 + 2ULL * 512 * 256 * 2);
   CHECK(b.device_total == b.peak_allocated + b.allocator_reserve + b.cuda_context);
 }
 
@@ -82,7 +82,7 @@ TEST_CASE("optimizer state and step temporaries follow the optimizer table", "[e
 
   w.optimizer = spec::Optimizer::adamw_forloop;
   b = engine::estimate(m, w);
-  CHECK(part(b, "optimizer_step") == 2ULL * (1000 * 256) * 2);  // two copies of the largest tensor
+  CHECK(part(b, "optimizer_step") == 2ULL * (32000 * 256) * 2);  // two copies of the largest tensor
 
   w.optimizer = spec::Optimizer::sgd;
   b = engine::estimate(m, w);
