@@ -76,6 +76,7 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
   std::vector<TruthCase> out;
   std::size_t line_no = 0;
   std::size_t pos = 0;
+  bool expandable = false;
   while (pos < jsonl.size()) {
     std::size_t end = jsonl.find('\n', pos);
     if (end == std::string_view::npos) end = jsonl.size();
@@ -91,7 +92,12 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
       throw InputError(where, "not valid JSON", "each line must be one JSON object, as measure.py writes");
     }
     if (!c.is_object()) throw InputError(where, "not a JSON object", "each line must be one case object");
-    if (c.value("env", false)) continue;
+    if (c.value("env", false)) {
+      // The environment line says how the allocator was configured for every case after it.
+      const auto conf = c.value("alloc_conf", std::string());
+      expandable = conf.find("expandable_segments:True") != std::string::npos;
+      continue;
+    }
     try {
       TruthCase t;
       t.id = c.at("id").get<std::string>();
@@ -99,6 +105,7 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
       t.config = c.at("config").get<std::string>();
       t.status = c.value("status", std::string("ok"));
       t.workload = workload_of(c, where);
+      t.workload.expandable_segments = expandable;
       t.params = c.value("params", std::uint64_t{0});
       t.peak_allocated = Bytes{c.value("peak_allocated_bytes", std::uint64_t{0})};
       t.peak_reserved = Bytes{c.value("peak_reserved_bytes", std::uint64_t{0})};

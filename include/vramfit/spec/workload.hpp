@@ -53,6 +53,8 @@ struct Workload {
   std::uint64_t grad_accum = 1;
   std::uint64_t gpus = 1;
   Sharding sharding = Sharding::none;
+  /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (changes the allocator's reserve only).
+  bool expandable_segments = false;
 
   [[nodiscard]] bool trains() const noexcept {
     return mode == Mode::train || mode == Mode::lora || mode == Mode::qlora;
