@@ -1,0 +1,680 @@
+#include "vramfit/advisor/advise.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "vramfit/core/error.hpp"
+#include "vramfit/engine/estimate.hpp"
+
+namespace vramfit::advisor {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// The fixes. Each proposes the next workload from the current one (or says why it does not
+// apply); the walk re-estimates it with the engine and keeps it only when memory goes down.
+// ---------------------------------------------------------------------------------------
+
+/// What the walk knows while a fix looks at the current workload.
+struct Context {
+  const spec::ModelSpec& model;
+  const Budget& budget;
+};
+
+/// A fix's proposal for the current workload.
+struct Proposal {
+  bool applies = false;
+  std::string reason;   ///< applies: what changes; else why the fix does not apply
+  std::string title;    ///< overrides the table's title when not empty
+  std::string how;      ///< the code or setting that does it
+  std::string warning;  ///< its cost
+  AdviceWorkload next;
+  std::optional<engine::Breakdown> estimate;  ///< when the fix already estimated `next`
+};
+
+Proposal skip(std::string reason, std::string how = {}) {
+  Proposal p;
+  p.reason = std::move(reason);
+  p.how = std::move(how);
+  return p;
+}
+
+/// Smallest prime factor of n >= 2 (trial division: batches are small).
+std::uint64_t smallest_factor(std::uint64_t n) {
+  for (std::uint64_t f = 2; f <= n / f; ++f)
+    if (n % f == 0) return f;
+  return n;
+}
+
+// Seed step 1: "Divise batch_size par deux jusqu'à ce que l'erreur disparaisse. Pour garder le
+// même batch effectif, accumule les gradients." Halving stops at the first batch that fits, or
+// at 1. In training the micro-batch only takes divisors of itself (b / its smallest prime
+// factor: exactly half when even), and grad_accum grows by the same factor, so
+// batch x grad_accum is unchanged. Inference has no accumulation: more, smaller passes.
+Proposal propose_reduce_batch(const Context& ctx, const AdviceWorkload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur.workload;
+  if (w.batch <= 1) return skip("the micro-batch is already 1");
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  spec::Workload& n = p.next.workload;
+  while (true) {
+    if (w.trains()) {
+      const std::uint64_t f = smallest_factor(n.batch);
+      n.batch /= f;
+      n.grad_accum = checked_mul(n.grad_accum, f, "--grad-accum");
+    } else {
+      n.batch /= 2;
+    }
+    p.estimate = estimate(ctx.model, p.next);
+    if (n.batch == 1 || ctx.budget.fits(p.estimate->device_total)) break;
+  }
+  if (w.trains()) {
+    p.title = "Smaller micro-batch with gradient accumulation";
+    p.reason = fmt::format("micro-batch {} -> {}, grad_accum {} -> {} (effective batch {} unchanged)",
+                           w.batch, n.batch, w.grad_accum, n.grad_accum, checked_mul(w.batch, w.grad_accum));
+    p.how = fmt::format(
+        "Trainer: per_device_train_batch_size={}, gradient_accumulation_steps={}; by hand: divide the loss "
+        "by {} "
+        "and step the optimizer every {} batches",
+        n.batch, n.grad_accum, n.grad_accum, n.grad_accum);
+  } else {
+    const std::uint64_t passes = (w.batch + n.batch - 1) / n.batch;
+    p.reason = fmt::format("batch {} -> {} ({} passes for the same {} sequences)", w.batch, n.batch, passes,
+                           w.batch);
+    p.how = fmt::format("feed the model {} sequence{} at a time", n.batch, n.batch == 1 ? "" : "s");
+    p.warning = "lower throughput: more passes over the same inputs";
+  }
+  return p;
+}
+
+// Seed step 2: "bf16 si la carte le permet, sinon fp16 avec un GradScaler". Training of fp32
+// weights gets torch.autocast (the weights stay fp32 master copies); inference of fp32 weights
+// gets the weights cast to 16 bits, which is what mixed precision buys there.
+Proposal propose_mixed_precision(const Context& ctx, const AdviceWorkload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur.workload;
+  if (w.weights != DType::fp32) {
+    if (bits_of(w.weights) < 16)
+      return skip(fmt::format("the weights are already quantized ({})", vramfit::name_of(w.weights)));
+    return skip(fmt::format("the weights are already 16-bit ({})", vramfit::name_of(w.weights)));
+  }
+  const DType dt = ctx.budget.gpu_bf16 ? DType::bf16 : DType::fp16;
+  const std::string torch_dt = ctx.budget.gpu_bf16 ? "torch.bfloat16" : "torch.float16";
+  const std::string why_dt = ctx.budget.gpu_bf16 ? "the GPU supports bf16" : "the GPU has no bf16, so fp16";
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  if (w.trains()) {
+    if (w.autocast) return skip(fmt::format("autocast is already on ({})", vramfit::name_of(*w.autocast)));
+    p.next.workload.autocast = dt;
+    p.reason = fmt::format("torch.autocast in {} ({}); the fp32 weights stay as master copies",
+                           vramfit::name_of(dt), why_dt);
+    p.how = fmt::format("with torch.autocast(device_type=\"cuda\", dtype={}): loss = ...", torch_dt);
+    if (dt == DType::fp16) {
+      p.how +=
+          "; scaler = torch.amp.GradScaler(\"cuda\"); scaler.scale(loss).backward(); scaler.step(optimizer)";
+      p.warning = "fp16 needs the GradScaler: without it small gradients underflow to zero";
+    }
+  } else {
+    // Autocast does not shrink stored weights; casting them does, whether autocast is on or not.
+    p.next.workload.weights = dt;
+    p.reason = fmt::format("cast the fp32 weights to {} for inference ({})", vramfit::name_of(dt), why_dt);
+    p.how = fmt::format("from_pretrained(..., torch_dtype={}) or model.to({})", torch_dt, torch_dt);
+    if (dt == DType::fp16) p.warning = "fp16 can overflow on models trained in bf16: check the outputs";
+  }
+  return p;
+}
+
+// Seed step 3: activations are recomputed during backward instead of kept.
+Proposal propose_checkpointing(const Context&, const AdviceWorkload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur.workload;
+  if (!w.trains())
+    return skip("inference keeps no activations for a backward pass; checkpointing only helps training");
+  if (w.checkpointing) return skip("gradient checkpointing is already on");
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.workload.checkpointing = true;
+  p.reason = "keep only each layer's input and recompute the rest during backward";
+  p.how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})";
+  p.warning = "slower steps: each layer's forward runs twice";
+  return p;
+}
+
+constexpr std::string_view kQualityWarning = "quantized weights can cost quality: check your evaluations";
+
+// Seed step 4, first half: 8-bit weights (bitsandbytes LLM.int8()) for inference, or a LoRA
+// base in 8 bits. Full fine-tuning cannot train 8-bit weights: quantize_4bit offers QLoRA.
+Proposal propose_quantize_8bit(const Context&, const AdviceWorkload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur.workload;
+  if (w.mode == spec::Mode::train)
+    return skip(
+        "full fine-tuning updates every weight and cannot train 8-bit weights (QLoRA is the 4-bit step)");
+  if (w.mode == spec::Mode::qlora) return skip("the QLoRA base is already 4-bit");
+  if (bits_of(w.weights) <= 8)
+    return skip(
+        fmt::format("the weights are already {}-bit ({})", bits_of(w.weights), vramfit::name_of(w.weights)));
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.workload.weights = DType::int8;
+  p.how = "from_pretrained(..., quantization_config=BitsAndBytesConfig(load_in_8bit=True))";
+  p.warning = std::string(kQualityWarning);
+  if (w.mode == spec::Mode::lora) {
+    p.title = "LoRA on an 8-bit base";
+    p.reason = fmt::format("load the frozen base in int8 instead of {}", vramfit::name_of(w.weights));
+    p.how += "; peft.prepare_model_for_kbit_training(model)";
+  } else {
+    p.reason = fmt::format("load the weights in int8 instead of {}", vramfit::name_of(w.weights));
+  }
+  return p;
+}
+
+// Seed step 4, second half: "charger les poids en 4 bits" (nf4, bitsandbytes). For inference
+// the weights go nf4; for LoRA the base does (QLoRA); full fine-tuning that still does not fit
+// becomes QLoRA with peft's defaults (rank 16, all linear layers) — a different job, said so.
+Proposal propose_quantize_4bit(const Context& ctx, const AdviceWorkload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur.workload;
+  if (w.mode == spec::Mode::qlora) return skip("the QLoRA base is already 4-bit");
+  if (bits_of(w.weights) <= 4)
+    return skip(
+        fmt::format("the weights are already {}-bit ({})", bits_of(w.weights), vramfit::name_of(w.weights)));
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  spec::Workload& n = p.next.workload;
+  n.weights = DType::nf4;
+  // The 4-bit kernels compute in bf16 where the GPU has it, else fp16 (T4, V100).
+  p.how = fmt::format(
+      "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype={})",
+      ctx.budget.gpu_bf16 ? "torch.bfloat16" : "torch.float16");
+  p.warning = std::string(kQualityWarning);
+  if (w.mode == spec::Mode::train) {
+    n.mode = spec::Mode::qlora;
+    n.lora = spec::Lora{};
+    p.title = "QLoRA instead of full fine-tuning";
+    p.reason = fmt::format(
+        "train rank-{} LoRA adapters on all linear layers of a frozen nf4 base instead of every weight",
+        n.lora.rank);
+    p.how += "; peft.prepare_model_for_kbit_training(model); LoraConfig(r=16, target_modules=\"all-linear\")";
+    p.warning =
+        "changes the job: only the adapters train, on a 4-bit base; can cost quality: check your evaluations";
+  } else if (w.mode == spec::Mode::lora) {
+    n.mode = spec::Mode::qlora;
+    p.title = "QLoRA: LoRA on a 4-bit base";
+    p.reason =
+        fmt::format("load the frozen base in nf4 instead of {} (same adapters)", vramfit::name_of(w.weights));
+    p.how += "; peft.prepare_model_for_kbit_training(model)";
+  } else {
+    p.reason = fmt::format("load the weights in nf4 instead of {}", vramfit::name_of(w.weights));
+  }
+  return p;
+}
+
+// Seed step 5: "Sans torch.inference_mode(), PyTorch garde ce qu'il faut pour une
+// rétropropagation". The engine's inference and generate modes already assume inference_mode,
+// so there is nothing left to save in the estimate; the step says so rather than invent a gain.
+Proposal propose_inference_mode(const Context&, const AdviceWorkload& cur, const engine::Breakdown&) {
+  if (cur.workload.trains())
+    return skip("training needs autograd; inference mode is for inference and generation");
+  return skip(
+      "already assumed: the estimate runs the forward under torch.inference_mode(); if your script does not, "
+      "it needs more than this estimate",
+      "model.eval(); with torch.inference_mode(): outputs = model(inputs)");
+}
+
+/// The allocator reserve counts as fragmentation worth recovering above this share of the total.
+constexpr std::uint64_t kReservePercentThreshold = 10;
+
+// Seed step 6: "Si le message indique beaucoup de mémoire « reserved but unallocated », laisse
+// l'allocateur agrandir ses segments." Applies when the reserve is over 10% of device_total.
+Proposal propose_expandable_segments(const Context&, const AdviceWorkload& cur,
+                                     const engine::Breakdown& est) {
+  if (cur.expandable_segments) return skip("expandable segments are already on");
+  const std::uint64_t reserve = est.allocator_reserve.value();
+  const std::uint64_t total = est.device_total.value();
+  // reserve / total > 10% in integers: reserve > floor(total / 10) <=> 10 * reserve > total.
+  if (reserve <= total / (100 / kReservePercentThreshold)) {
+    // The share is only shown, so a rounded double is fine here.
+    const auto pct = total == 0 ? 0.0 : static_cast<double>(reserve) * 100.0 / static_cast<double>(total);
+    return skip(
+        fmt::format("the allocator reserve is {:.1f}% of the total, not over {}%: little fragmentation to "
+                    "recover",
+                    pct, kReservePercentThreshold));
+  }
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.expandable_segments = true;
+  p.reason = "let the caching allocator grow its segments instead of reserving new blocks";
+  p.how = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py";
+  return p;
+}
+
+using ProposeFn = Proposal (*)(const Context&, const AdviceWorkload&, const engine::Breakdown&);
+
+struct Fix {
+  FixInfo info;
+  ProposeFn propose;
+};
+
+// The fixes in the seed document's order (/work/shared/seed, "Les correctifs, dans l'ordre").
+constexpr std::array<Fix, 7> kFixes{{
+    // 1. Halve the micro-batch until it fits (to 1); training raises grad_accum to match.
+    {{"reduce_batch", "Smaller micro-batch"}, propose_reduce_batch},
+    // 2. bf16 autocast (fp16 + GradScaler without bf16) for fp32 training; 16-bit weights for inference.
+    {{"mixed_precision", "Mixed precision"}, propose_mixed_precision},
+    // 3. Recompute activations in backward (training only).
+    {{"gradient_checkpointing", "Gradient checkpointing"}, propose_checkpointing},
+    // 4a. int8 weights (inference, LoRA base); never for full fine-tuning.
+    {{"quantize_8bit", "8-bit weights"}, propose_quantize_8bit},
+    // 4b. nf4 weights (inference), QLoRA (LoRA, or full fine-tuning that cannot fit).
+    {{"quantize_4bit", "4-bit weights"}, propose_quantize_4bit},
+    // 5. torch.inference_mode(): already assumed by the engine, so always reported as skipped.
+    {{"inference_mode", "Inference mode"}, propose_inference_mode},
+    // 6. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when the reserve is over 10% of the total.
+    {{"expandable_segments", "Expandable allocator segments"}, propose_expandable_segments},
+}};
+
+constexpr std::array<FixInfo, kFixes.size()> kFixInfos = [] {
+  std::array<FixInfo, kFixes.size()> a{};
+  for (std::size_t i = 0; i < kFixes.size(); ++i) a[i] = kFixes[i].info;
+  return a;
+}();
+
+// Names that stand for several fixes in --allow/--deny.
+struct Alias {
+  std::string_view name;
+  std::array<std::string_view, 2> ids;
+};
+constexpr std::array<Alias, 1> kAliases{{
+    // A team that refuses quantization denies both steps at once.
+    {"quantize", {"quantize_8bit", "quantize_4bit"}},
+}};
+
+// ---------------------------------------------------------------------------------------
+// --allow / --deny
+// ---------------------------------------------------------------------------------------
+
+/// Why a fix may not run, or empty when it may.
+using Rules = std::array<std::string, kFixes.size()>;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) s += i + 1 == names.size() ? " or " : ", ";
+    s += "'" + names[i] + "'";
+  }
+  return s;
+}
+
+/// The fix indexes named by the entries (comma-separated ids or aliases); unknown names go to `diags`.
+std::vector<bool> named(const std::vector<std::string>& entries, std::string_view field, Diagnostics& diags) {
+  std::vector<bool> on(kFixes.size(), false);
+  std::vector<std::string> known;
+  for (const auto& f : kFixes) known.emplace_back(f.info.id);
+  for (const auto& a : kAliases) known.emplace_back(a.name);
+  for (const auto& entry : entries) {
+    std::string_view rest = entry;
+    while (true) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view name = trim(rest.substr(0, comma));
+      if (!name.empty()) {
+        std::string lowered(name);
+        for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::replace(lowered.begin(), lowered.end(), '-', '_');
+        bool found = false;
+        for (std::size_t i = 0; i < kFixes.size(); ++i)
+          if (kFixes[i].info.id == lowered) on[i] = found = true;
+        for (const auto& a : kAliases) {
+          if (a.name != lowered) continue;
+          found = true;
+          for (std::size_t i = 0; i < kFixes.size(); ++i)
+            if (std::find(a.ids.begin(), a.ids.end(), kFixes[i].info.id) != a.ids.end()) on[i] = true;
+        }
+        if (!found) {
+          const auto close = catalog::did_you_mean(lowered, known);
+          std::string all;
+          for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
+          diags.add(
+              std::string(field), fmt::format("unknown fix '{}'", name),
+              close.empty() ? "known fixes: " + all : fmt::format("did you mean {}?", quoted_list(close)));
+        }
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return on;
+}
+
+Rules resolve_rules(const AdviseOptions& options) {
+  Diagnostics diags;
+  const std::vector<bool> allowed = named(options.allow, "--allow", diags);
+  const std::vector<bool> denied = named(options.deny, "--deny", diags);
+  for (std::size_t i = 0; i < kFixes.size(); ++i)
+    if (allowed[i] && denied[i])
+      diags.add("--deny", fmt::format("fix '{}' is both allowed and denied", kFixes[i].info.id),
+                "name it in --allow or --deny, not both");
+  diags.throw_if_any();
+  const bool allow_list = std::find(allowed.begin(), allowed.end(), true) != allowed.end();
+  Rules rules;
+  for (std::size_t i = 0; i < kFixes.size(); ++i) {
+    if (denied[i])
+      rules[i] = "ruled out by --deny";
+    else if (allow_list && !allowed[i])
+      rules[i] = "not in --allow";
+  }
+  return rules;
+}
+
+// ---------------------------------------------------------------------------------------
+// The walk
+// ---------------------------------------------------------------------------------------
+
+/// The problems spec::validate finds in a workload, as strings.
+std::vector<std::string> problems(const spec::Workload& w, const spec::ModelSpec& m) {
+  Diagnostics d;
+  spec::validate(w, m, d);
+  std::vector<std::string> out;
+  for (const auto& x : d.items()) out.push_back(x.str());
+  return out;
+}
+
+/// The first problem of `w` that `baseline` (the workload the user gave) did not have.
+std::optional<std::string> new_problem(const std::vector<std::string>& baseline, const spec::Workload& w,
+                                       const spec::ModelSpec& m) {
+  for (auto& p : problems(w, m))
+    if (std::find(baseline.begin(), baseline.end(), p) == baseline.end()) return p;
+  return std::nullopt;
+}
+
+struct WalkResult {
+  std::optional<LargerBatch> larger_batch;
+  engine::Breakdown initial;
+  bool fits_initially = false;
+  bool fits = false;
+  std::vector<StepResult> steps;
+  AdviceWorkload final_workload;
+  engine::Breakdown final_estimate;
+};
+
+/// The divisors of n in (lo, hi], ascending (trial division up to sqrt(n): batches are small).
+std::vector<std::uint64_t> divisors_between(std::uint64_t n, std::uint64_t lo, std::uint64_t hi) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    for (const std::uint64_t x : {d, n / d})
+      if (x > lo && x <= hi) out.push_back(x);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::optional<LargerBatch> find_larger_batch(const spec::ModelSpec& model, const Budget& budget,
+                                             const spec::Workload& given, const WalkResult& r);
+
+WalkResult walk(const spec::ModelSpec& model, const spec::Workload& workload, const Budget& budget,
+                const Rules& rules) {
+  WalkResult r;
+  AdviceWorkload cur{workload, false};
+  engine::Breakdown est = estimate(model, cur);
+  r.initial = est;
+  r.fits_initially = r.fits = budget.fits(est.device_total);
+  if (!r.fits) {
+    const Context ctx{model, budget};
+    const std::vector<std::string> baseline = problems(workload, model);
+    for (std::size_t i = 0; i < kFixes.size(); ++i) {
+      const Fix& fix = kFixes[i];
+      StepResult s;
+      s.id = fix.info.id;
+      s.title = fix.info.title;
+      s.before = s.after = est.device_total;
+      if (!rules[i].empty()) {
+        s.ruled_out = true;
+        s.reason = rules[i];
+      } else {
+        Proposal p = fix.propose(ctx, cur, est);
+        if (!p.title.empty()) s.title = p.title;
+        if (!p.applies) {
+          s.reason = std::move(p.reason);
+          s.how = std::move(p.how);
+        } else if (const auto problem = new_problem(baseline, p.next.workload, model)) {
+          s.reason = fmt::format("{}: not a valid workload ({})", p.reason, *problem);
+        } else {
+          engine::Breakdown next = p.estimate ? std::move(*p.estimate) : estimate(model, p.next);
+          if (next.device_total >= est.device_total) {
+            // A fix is kept only when the engine says it lowers memory: no step increases it.
+            s.reason = fmt::format("{}: does not lower the estimate", p.reason);
+          } else {
+            cur = std::move(p.next);
+            est = std::move(next);
+            s.applied = true;
+            s.reason = std::move(p.reason);
+            s.how = std::move(p.how);
+            s.warning = std::move(p.warning);
+            s.after = est.device_total;
+            s.fits = budget.fits(s.after);
+          }
+        }
+      }
+      s.workload = cur.workload;
+      s.expandable_segments = cur.expandable_segments;
+      r.steps.push_back(std::move(s));
+      if (r.steps.back().fits) {
+        r.fits = true;
+        break;
+      }
+    }
+  }
+  r.final_workload = std::move(cur);
+  r.final_estimate = std::move(est);
+  if (r.fits) r.larger_batch = find_larger_batch(model, budget, workload, r);
+  return r;
+}
+
+// After the walk fits: if reduce_batch cut the batch and a later fix freed memory, the largest
+// micro-batch above the walk's, up to the user's own, that still fits, searched like
+// `fit --solve`. The user's own batch coming back means reduce_batch was not needed after all.
+std::optional<LargerBatch> find_larger_batch(const spec::ModelSpec& model, const Budget& budget,
+                                             const spec::Workload& given, const WalkResult& r) {
+  if (r.steps.size() < 2 || r.steps.front().id != "reduce_batch" || !r.steps.front().applied)
+    return std::nullopt;
+  const std::uint64_t low = r.final_workload.workload.batch;
+  const std::uint64_t high = given.batch;
+  const std::uint64_t effective = checked_mul(given.batch, given.grad_accum);
+  // Training keeps batch x grad_accum: only divisors of the effective batch. Inference: any.
+  std::vector<std::uint64_t> candidates;
+  if (given.trains()) candidates = divisors_between(effective, low, high);
+  const std::uint64_t count = given.trains() ? candidates.size() : (high > low ? high - low : 0);
+  const auto value_at = [&](std::uint64_t i) { return given.trains() ? candidates[i] : low + 1 + i; };
+  const auto try_at = [&](std::uint64_t i, engine::Breakdown& out) {
+    AdviceWorkload w = r.final_workload;
+    w.workload.batch = value_at(i);
+    if (given.trains()) w.workload.grad_accum = effective / w.workload.batch;
+    out = estimate(model, w);
+    return budget.fits(out.device_total);
+  };
+  // Binary search for the last index that fits, assuming memory grows with the batch.
+  std::optional<LargerBatch> best;
+  std::uint64_t lo = 0, hi = count;  // answer in [lo, hi): indexes below lo fit
+  engine::Breakdown e;
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (try_at(mid, e)) {
+      const std::uint64_t b = value_at(mid);
+      best = LargerBatch{b, given.trains() ? effective / b : r.final_workload.workload.grad_accum,
+                         e.device_total};
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tiers
+// ---------------------------------------------------------------------------------------
+
+/// GPU counts tried for every catalog GPU ("up to 8 GPUs" in one server).
+constexpr std::array<std::uint64_t, 4> kTierCounts{1, 2, 4, 8};
+
+Budget tier_budget(const catalog::Gpu& gpu, const Budget& user) {
+  // A percentage margin applies to each card's memory; a fixed size as is.
+  return budget_for_gpu(gpu, user.headroom);
+}
+
+TierChoice choice(const catalog::Tier& tier, const catalog::Gpu& gpu, const AdviceWorkload& w,
+                  const engine::Breakdown& est, std::vector<std::string> fixes_applied) {
+  TierChoice c;
+  c.tier = tier;
+  c.gpu_memory = gpu.memory;
+  c.total_memory = gpu.memory * tier.count;
+  c.per_gpu_total = est.device_total;
+  c.workload = w.workload;
+  c.expandable_segments = w.expandable_segments;
+  c.fixes = std::move(fixes_applied);
+  return c;
+}
+
+}  // namespace
+
+std::span<const FixInfo> fixes() noexcept { return kFixInfos; }
+
+engine::Breakdown estimate(const spec::ModelSpec& model, const AdviceWorkload& w) {
+  // The engine models the allocator setting (its reserve under expandable segments).
+  spec::Workload x = w.workload;
+  x.expandable_segments = x.expandable_segments || w.expandable_segments;
+  return engine::estimate(model, x);
+}
+
+spec::Workload on_gpus(const spec::Workload& workload, std::uint64_t count) {
+  spec::Workload w = workload;
+  w.gpus = count;
+  if (count <= 1) {
+    w.gpus = 1;
+    w.sharding = spec::Sharding::none;
+    return w;
+  }
+  switch (workload.sharding) {
+    // These split the model itself across the cards: keep the user's choice.
+    case spec::Sharding::zero3:
+    case spec::Sharding::fsdp:
+    case spec::Sharding::tp:
+    case spec::Sharding::device_map: return w;
+    // none/ddp/zero1/zero2 keep a full copy of the weights on every card.
+    default: w.sharding = workload.trains() ? spec::Sharding::fsdp : spec::Sharding::device_map; return w;
+  }
+}
+
+std::vector<catalog::Tier> candidate_tiers(const catalog::Catalog& catalog,
+                                           const std::optional<std::string>& provider) {
+  std::vector<catalog::Tier> out;
+  if (provider) {
+    std::vector<std::string> known;
+    for (const auto& t : catalog.tiers()) {
+      if (t.provider == *provider) out.push_back(t);
+      if (std::find(known.begin(), known.end(), t.provider) == known.end()) known.push_back(t.provider);
+    }
+    if (out.empty()) {
+      const auto close = catalog::did_you_mean(*provider, known);
+      std::string all;
+      for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
+      throw InputError("--provider", fmt::format("unknown provider '{}'", *provider),
+                       close.empty()
+                           ? (known.empty() ? "the catalog lists no provider" : "known providers: " + all)
+                           : fmt::format("did you mean {}?", quoted_list(close)));
+    }
+  } else {
+    out = catalog.tiers();
+    for (const auto& gpu : catalog.gpus()) {
+      for (const std::uint64_t count : kTierCounts) {
+        const bool offered =
+            std::any_of(catalog.tiers().begin(), catalog.tiers().end(),
+                        [&](const catalog::Tier& t) { return t.gpu == gpu.id && t.count == count; });
+        if (offered) continue;
+        catalog::Tier t;
+        t.id = fmt::format("{}-x{}", gpu.id, count);
+        t.gpu = gpu.id;
+        t.count = count;
+        t.source = gpu.source;
+        out.push_back(std::move(t));
+      }
+    }
+  }
+  const auto key = [&](const catalog::Tier& t) {
+    return std::make_tuple(catalog.gpu(t.gpu).memory * t.count, t.count, t.id, t.provider);
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const catalog::Tier& a, const catalog::Tier& b) { return key(a) < key(b); });
+  return out;
+}
+
+Advice advise(const spec::ModelSpec& model, const spec::Workload& workload, const Budget& budget,
+              const catalog::Catalog& catalog, const AdviseOptions& options) {
+  check_budget(budget);
+  const Rules rules = resolve_rules(options);
+  // Validate --provider before the walk so bad input fails fast.
+  std::vector<catalog::Tier> tiers;
+  if (options.tiers) tiers = candidate_tiers(catalog, options.provider);
+
+  WalkResult r = walk(model, workload, budget, rules);
+  Advice a;
+  a.budget = budget.bytes;
+  a.headroom = budget.headroom_bytes();
+  a.fits_initially = r.fits_initially;
+  a.fits = r.fits;
+  a.initial_estimate = std::move(r.initial);
+  a.steps = std::move(r.steps);
+  a.final_workload = r.final_workload.workload;
+  a.final_expandable_segments = r.final_workload.expandable_segments;
+  a.final_estimate = std::move(r.final_estimate);
+  a.larger_batch = r.larger_batch;
+  a.provider = options.provider;
+  if (!options.tiers) return a;
+
+  a.tiers_considered = tiers.size();
+  const std::vector<std::string> baseline = problems(workload, model);
+  // The smallest tier that runs the workload as given.
+  std::size_t unchanged_at = tiers.size();
+  for (std::size_t i = 0; i < tiers.size(); ++i) {
+    const catalog::Gpu& gpu = catalog.gpu(tiers[i].gpu);
+    const AdviceWorkload w{on_gpus(workload, tiers[i].count), false};
+    if (new_problem(baseline, w.workload, model)) continue;
+    const engine::Breakdown est = estimate(model, w);
+    if (!tier_budget(gpu, budget).fits(est.device_total)) continue;
+    a.tier_unchanged = choice(tiers[i], gpu, w, est, {});
+    unchanged_at = i;
+    break;
+  }
+  // The smallest tier where the walk (same rules, that card's bf16 and memory) fits. It is never
+  // larger than tier_unchanged: there the walk fits with no fix.
+  for (std::size_t i = 0; i < tiers.size() && i <= unchanged_at; ++i) {
+    const catalog::Gpu& gpu = catalog.gpu(tiers[i].gpu);
+    const spec::Workload w = on_gpus(workload, tiers[i].count);
+    if (new_problem(baseline, w, model)) continue;
+    WalkResult t = walk(model, w, tier_budget(gpu, budget), rules);
+    if (!t.fits) continue;
+    std::vector<std::string> applied;
+    for (const auto& s : t.steps)
+      if (s.applied) applied.push_back(s.id);
+    a.tier_with_fixes = choice(tiers[i], gpu, t.final_workload, t.final_estimate, std::move(applied));
+    break;
+  }
+  return a;
+}
+
+}  // namespace vramfit::advisor

@@ -1,0 +1,231 @@
+#include "vramfit/advisor/report.hpp"
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "vramfit/render/format.hpp"
+
+namespace vramfit::advisor {
+
+namespace {
+
+using nlohmann::json;
+
+// Units appear only in renderers; this is one, with the project's one byte formatter.
+std::string human(Bytes b) { return render::format_bytes(b); }
+
+/// before - after as a saving (never negative: the walk keeps only fixes that lower memory).
+Bytes saving(const StepResult& s) { return Bytes::saturating_sub(s.before, s.after); }
+
+json or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+std::string_view status_of(const StepResult& s) {
+  if (s.applied) return "applied";
+  return s.ruled_out ? "ruled_out" : "skipped";
+}
+
+json tier_json(const std::optional<TierChoice>& t) {
+  if (!t) return nullptr;
+  json fixes_applied = json::array();
+  for (const auto& f : t->fixes) fixes_applied.push_back(f);
+  return json{{"id", t->tier.id},
+              {"provider", or_null(t->tier.provider)},
+              {"gpu", t->tier.gpu},
+              {"count", t->tier.count},
+              {"gpu_memory", t->gpu_memory.value()},
+              {"total_memory", t->total_memory.value()},
+              {"per_gpu_total", t->per_gpu_total.value()},
+              {"fixes", std::move(fixes_applied)},
+              {"workload", workload_json(t->workload, t->expandable_segments)}};
+}
+
+std::string tier_line(const TierChoice& t) {
+  std::string s =
+      t.tier.provider.empty() ? std::string{} : fmt::format("{} tier '{}': ", t.tier.provider, t.tier.id);
+  s += fmt::format("{} x {} ({} in all), {} per GPU", t.tier.count, t.tier.gpu, human(t.total_memory),
+                   human(t.per_gpu_total));
+  if (t.tier.count > 1) s += fmt::format(", sharding {}", spec::name_of(t.workload.sharding));
+  return s;
+}
+
+std::size_t applied_count(const Advice& a) {
+  std::size_t n = 0;
+  for (const auto& s : a.steps) n += s.applied ? 1 : 0;
+  return n;
+}
+
+std::string budget_words(const Advice& a) {
+  std::string s = fmt::format("a budget of {}", human(a.budget));
+  if (a.headroom.value() > 0) s += fmt::format(" ({} kept free)", human(a.headroom));
+  return s;
+}
+
+std::string larger_batch_line(const Advice& a) {
+  const LargerBatch& l = *a.larger_batch;
+  std::string s = fmt::format("With these fixes a larger micro-batch fits too: batch {}", l.batch);
+  if (a.final_workload.trains()) s += fmt::format(", grad_accum {}", l.grad_accum);
+  return s + fmt::format(" ({}).", human(l.device_total));
+}
+
+}  // namespace
+
+ExitCode exit_code(const Advice& advice) noexcept {
+  return advice.fits_initially ? ExitCode::ok : ExitCode::does_not_fit;
+}
+
+ExitCode exit_code(const FitResult& fit) noexcept {
+  return fit.fits_at_one ? ExitCode::ok : ExitCode::does_not_fit;
+}
+
+json workload_json(const spec::Workload& w, bool expandable_segments) {
+  json lora = nullptr;
+  if (w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora)
+    lora = json{{"rank", w.lora.rank}, {"all_linear", w.lora.all_linear}, {"targets", w.lora.targets}};
+  return json{{"mode", spec::name_of(w.mode)},
+              {"weights", vramfit::name_of(w.weights)},
+              {"autocast", w.autocast ? json(vramfit::name_of(*w.autocast)) : json(nullptr)},
+              {"batch", w.batch},
+              {"seq", w.seq},
+              {"new_tokens", w.new_tokens},
+              {"grad_accum", w.grad_accum},
+              {"checkpointing", w.checkpointing},
+              {"optimizer", spec::name_of(w.optimizer)},
+              {"gpus", w.gpus},
+              {"sharding", spec::name_of(w.sharding)},
+              {"lora", std::move(lora)},
+              {"expandable_segments", expandable_segments}};
+}
+
+json advice_json(const Advice& a) {
+  json steps = json::array();
+  for (const auto& s : a.steps) {
+    steps.push_back(json{{"id", s.id},
+                         {"title", s.title},
+                         {"status", status_of(s)},
+                         {"reason", s.reason},
+                         {"how", or_null(s.how)},
+                         {"warning", or_null(s.warning)},
+                         {"before", s.before.value()},
+                         {"after", s.after.value()},
+                         {"saves", saving(s).value()},
+                         {"fits", s.fits},
+                         {"workload", workload_json(s.workload, s.expandable_segments)}});
+  }
+  return json{{"budget", a.budget.value()},
+              {"headroom", a.headroom.value()},
+              {"fits_initially", a.fits_initially},
+              {"fits", a.fits},
+              {"initial_device_total", a.initial_estimate.device_total.value()},
+              {"final_device_total", a.final_estimate.device_total.value()},
+              {"steps", std::move(steps)},
+              {"final_workload", workload_json(a.final_workload, a.final_expandable_segments)},
+              {"larger_batch", a.larger_batch ? json{{"batch", a.larger_batch->batch},
+                                                     {"grad_accum", a.larger_batch->grad_accum},
+                                                     {"device_total", a.larger_batch->device_total.value()}}
+                                              : json(nullptr)},
+              {"tiers", json{{"provider", a.provider ? json(*a.provider) : json(nullptr)},
+                             {"considered", a.tiers_considered},
+                             {"unchanged", tier_json(a.tier_unchanged)},
+                             {"with_fixes", tier_json(a.tier_with_fixes)}}}};
+}
+
+std::string advice_text(const Advice& a) {
+  std::string out;
+  const Bytes initial = a.initial_estimate.device_total;
+  if (a.fits_initially) {
+    out += fmt::format("Fits: needs {} of {}; nothing to fix.\n", human(initial), budget_words(a));
+  } else {
+    out += fmt::format("Does not fit: needs {} on {}.\n", human(initial), budget_words(a));
+    out += "\nFixes, in order, each re-estimated by the engine:\n";
+    for (std::size_t i = 0; i < a.steps.size(); ++i) {
+      const StepResult& s = a.steps[i];
+      out += fmt::format("  {}. {}  {}\n", i + 1, s.id, s.title);
+      if (s.applied) {
+        out += fmt::format("     applied: {} -> {} (saves {})\n", human(s.before), human(s.after),
+                           human(saving(s)));
+        out += fmt::format("     {}\n", s.reason);
+        if (!s.how.empty()) out += fmt::format("     how: {}\n", s.how);
+        if (!s.warning.empty()) out += fmt::format("     cost: {}\n", s.warning);
+      } else {
+        out += fmt::format("     {}: {}\n", s.ruled_out ? "ruled out" : "skipped", s.reason);
+        if (!s.how.empty()) out += fmt::format("     how: {}\n", s.how);
+      }
+    }
+    const Bytes final_total = a.final_estimate.device_total;
+    if (a.fits)
+      out += fmt::format("\nFits after {} fix{}: {} on {}.\n", applied_count(a),
+                         applied_count(a) == 1 ? "" : "es", human(final_total), budget_words(a));
+    else
+      out += fmt::format("\nStill does not fit after every fix: {} on {}.\n", human(final_total),
+                         budget_words(a));
+    if (a.larger_batch) out += larger_batch_line(a) + "\n";
+  }
+  if (a.tiers_considered > 0) {
+    out += fmt::format("\nGPU tiers ({} considered{}, smallest total memory first):\n", a.tiers_considered,
+                       a.provider ? ", provider " + *a.provider : "");
+    out += "  as given:    " + (a.tier_unchanged ? tier_line(*a.tier_unchanged) : "no tier fits") + "\n";
+    std::string fixed = "no tier fits";
+    if (a.tier_with_fixes) {
+      fixed = tier_line(*a.tier_with_fixes);
+      std::string ids;
+      for (const auto& f : a.tier_with_fixes->fixes) ids += (ids.empty() ? "" : ", ") + f;
+      fixed += ids.empty() ? ", no fix needed" : ", after " + ids;
+    }
+    out += "  with fixes:  " + fixed + "\n";
+  }
+  return out;
+}
+
+std::string advice_summary(const Advice& a) {
+  if (a.fits_initially) return {};
+  std::string out = "Advice (run 'vramfit advise' with the same flags for details):\n";
+  for (const auto& s : a.steps)
+    if (s.applied) out += fmt::format("  - {}: {} (saves {})\n", s.id, s.reason, human(saving(s)));
+  if (a.fits)
+    out += fmt::format("  => fits: {} on {}\n", human(a.final_estimate.device_total), budget_words(a));
+  else
+    out +=
+        fmt::format("  => still does not fit after every fix ({})\n", human(a.final_estimate.device_total));
+  if (a.larger_batch) out += "  " + larger_batch_line(a) + "\n";
+  if (a.tier_unchanged)
+    out += "  smallest tier as given: " + tier_line(*a.tier_unchanged) + "\n";
+  else if (a.tiers_considered > 0)
+    out += "  no tier runs it as given\n";
+  if (a.tier_with_fixes && !a.tier_with_fixes->fixes.empty())
+    out += "  smallest tier with fixes: " + tier_line(*a.tier_with_fixes) + "\n";
+  return out;
+}
+
+json fit_json(const FitResult& f) {
+  return json{{"dimension", name_of(f.dimension)},
+              {"fits_at_one", f.fits_at_one},
+              {"value", f.value},
+              {"capped", f.capped},
+              {"cap", search_cap(f.dimension)},
+              {"device_total", f.estimate.device_total.value()},
+              {"budget", f.budget.value()},
+              {"headroom", f.headroom.value()},
+              {"estimates", f.estimates},
+              {"notes", f.notes},
+              {"workload", workload_json(f.workload, false)}};
+}
+
+std::string fit_text(const FitResult& f) {
+  std::string out;
+  std::string budget = human(f.budget);
+  if (f.headroom.value() > 0) budget += fmt::format(" ({} kept free)", human(f.headroom));
+  const std::string_view dim = name_of(f.dimension);
+  if (!f.fits_at_one) {
+    out += fmt::format("Nothing fits: even {} 1 needs {} on a budget of {}.\n", dim,
+                       human(f.estimate.device_total), budget);
+    out += "Run 'vramfit advise' with the same flags for fixes and GPU tiers.\n";
+    return out;
+  }
+  out += fmt::format("Largest {} that fits: {}{} (needs {} of {}).\n", dim, f.value,
+                     f.capped ? " or more" : "", human(f.estimate.device_total), budget);
+  for (const auto& n : f.notes) out += fmt::format("note: {}\n", n);
+  return out;
+}
+
+}  // namespace vramfit::advisor

@@ -1,0 +1,298 @@
+#include "vramfit/catalog/catalog.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "vramfit/core/error.hpp"
+
+namespace vramfit::catalog {
+
+// Defined in the source that src/catalog/embed_data.cmake generates from data/ at build time.
+const std::map<std::string, std::string>& embedded_files();
+
+namespace {
+
+using nlohmann::json;
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+/// Reads typed fields of one JSON object, every error naming `file: path.field`.
+class Reader {
+ public:
+  Reader(const json& obj, std::string file, std::string path)
+      : obj_(obj), file_(std::move(file)), path_(std::move(path)) {
+    if (!obj_.is_object()) fail("", fmt::format("must be a JSON object, not {}", obj_.type_name()));
+  }
+
+  [[nodiscard]] std::string where(std::string_view key) const {
+    std::string p = path_;
+    if (!key.empty()) p += p.empty() ? std::string(key) : "." + std::string(key);
+    return p.empty() ? file_ : file_ + ": " + p;
+  }
+
+  [[noreturn]] void fail(std::string_view key, std::string problem) const {
+    throw InputError(where(key), std::move(problem), "fix the catalog file");
+  }
+
+  const json& get(std::string_view key) const {
+    const auto it = obj_.find(std::string(key));
+    if (it == obj_.end()) fail(key, "missing");
+    return *it;
+  }
+
+  [[nodiscard]] std::string string(std::string_view key, bool allow_empty = false) const {
+    const json& v = get(key);
+    if (!v.is_string()) fail(key, fmt::format("must be a string, not {}", v.type_name()));
+    auto s = v.get<std::string>();
+    if (s.empty() && !allow_empty) fail(key, "must not be empty");
+    return s;
+  }
+
+  [[nodiscard]] std::uint64_t positive(std::string_view key) const {
+    const json& v = get(key);
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > 0) return v.get<std::uint64_t>();
+    fail(key, fmt::format("must be a positive integer, not {}", v.dump()));
+  }
+
+  [[nodiscard]] std::optional<std::uint64_t> positive_or_null(std::string_view key) const {
+    if (get(key).is_null()) return std::nullopt;
+    return positive(key);
+  }
+
+  [[nodiscard]] bool boolean(std::string_view key) const {
+    const json& v = get(key);
+    if (!v.is_boolean()) fail(key, fmt::format("must be true or false, not {}", v.dump()));
+    return v.get<bool>();
+  }
+
+  [[nodiscard]] const json& array(std::string_view key) const {
+    const json& v = get(key);
+    if (!v.is_array()) fail(key, fmt::format("must be an array, not {}", v.type_name()));
+    return v;
+  }
+
+ private:
+  const json& obj_;
+  std::string file_;
+  std::string path_;
+};
+
+/// An id is lower-case letters, digits, '-', '.', '_' (they are typed on command lines).
+void check_id(const Reader& r, std::string_view key, std::string_view id) {
+  for (const char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+    if (!ok)
+      r.fail(key, fmt::format("'{}' is not a valid id (use lower-case letters, digits, '-', '.', '_')", id));
+  }
+}
+
+json parse_json(const std::string& file, const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    // nlohmann's message reads "[json.exception.parse_error.101] parse error at line 3, ...".
+    std::string what = e.what();
+    if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    throw InputError(file, "malformed JSON: " + what, "fix the catalog file");
+  }
+}
+
+void parse_gpus(const std::string& file, const std::string& text, std::vector<Gpu>& gpus,
+                std::vector<Tier>& tiers) {
+  const json doc = parse_json(file, text);
+  const Reader top(doc, file, "");
+  const json& gpu_list = top.array("gpus");
+  std::set<std::string> gpu_ids;
+  for (std::size_t i = 0; i < gpu_list.size(); ++i) {
+    const Reader r(gpu_list[i], file, fmt::format("gpus[{}]", i));
+    Gpu g;
+    g.id = r.string("id");
+    check_id(r, "id", g.id);
+    if (!gpu_ids.insert(g.id).second) r.fail("id", fmt::format("duplicate GPU id '{}'", g.id));
+    g.name = r.string("name");
+    g.vendor = r.string("vendor");
+    g.memory_label = r.string("memory_label");
+    g.memory = Bytes{r.positive("memory_bytes")};
+    g.bf16 = r.boolean("bf16");
+    g.source = r.string("source");
+    gpus.push_back(std::move(g));
+  }
+  const json& providers = top.array("providers");
+  std::set<std::string> provider_ids;
+  for (std::size_t i = 0; i < providers.size(); ++i) {
+    const Reader p(providers[i], file, fmt::format("providers[{}]", i));
+    const std::string provider = p.string("id");
+    check_id(p, "id", provider);
+    if (!provider_ids.insert(provider).second)
+      p.fail("id", fmt::format("duplicate provider id '{}'", provider));
+    (void)p.string("name");
+    const std::string source = p.string("source");
+    const json& tier_list = p.array("tiers");
+    std::set<std::string> tier_ids;
+    for (std::size_t j = 0; j < tier_list.size(); ++j) {
+      const Reader t(tier_list[j], file, fmt::format("providers[{}].tiers[{}]", i, j));
+      Tier tier;
+      tier.id = t.string("id");
+      if (!tier_ids.insert(tier.id).second)
+        t.fail("id", fmt::format("duplicate tier id '{}' in provider '{}'", tier.id, provider));
+      tier.provider = provider;
+      tier.gpu = t.string("gpu");
+      if (gpu_ids.count(tier.gpu) == 0) t.fail("gpu", fmt::format("unknown GPU '{}'", tier.gpu));
+      tier.count = t.positive("count");
+      tier.source = source;
+      tiers.push_back(std::move(tier));
+    }
+  }
+}
+
+Preset parse_preset(const std::string& file, const std::string& stem, const std::string& text) {
+  const json doc = parse_json(file, text);
+  const Reader r(doc, file, "");
+  Preset p;
+  p.id = r.string("id");
+  check_id(r, "id", p.id);
+  if (p.id != stem) r.fail("id", fmt::format("'{}' differs from the file name '{}'", p.id, stem));
+  p.name = r.string("name");
+  p.hf_repo = r.string("hf_repo");
+  p.source = r.string("source");
+  p.published_params = r.positive_or_null("published_params");
+  if (p.published_params) {
+    p.published_params_source = r.string("published_params_source");
+  } else if (doc.contains("published_params_source") && !doc["published_params_source"].is_null()) {
+    p.published_params_source = r.string("published_params_source", true);
+  }
+  const json& config = r.get("config");
+  if (!config.is_object()) r.fail("config", fmt::format("must be a JSON object, not {}", config.type_name()));
+  p.config = config;
+  return p;
+}
+
+/// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) s += i + 1 == names.size() ? " or " : ", ";
+    s += "'" + names[i] + "'";
+  }
+  return s;
+}
+
+template <typename T>
+const T& lookup(const std::vector<T>& items, std::string_view id, std::string_view field,
+                std::string_view what, std::string_view list_command) {
+  const std::string wanted = lower(id);
+  for (const auto& item : items)
+    if (item.id == wanted) return item;
+  std::vector<std::string> known;
+  known.reserve(items.size());
+  for (const auto& item : items) known.push_back(item.id);
+  const auto close = did_you_mean(wanted, known);
+  const std::string fix = close.empty() ? fmt::format("run 'vramfit {}' to list them", list_command)
+                                        : fmt::format("did you mean {}?", quoted_list(close));
+  throw InputError(std::string(field), fmt::format("unknown {} '{}'", what, id), fix);
+}
+
+}  // namespace
+
+const Catalog& Catalog::embedded() {
+  // Parsed once, on first use; the embedded files were validated by the data tests.
+  static const Catalog catalog = parse(embedded_files());
+  return catalog;
+}
+
+Catalog Catalog::parse(const std::map<std::string, std::string>& files) {
+  Catalog c;
+  const auto gpus = files.find("gpus.json");
+  if (gpus == files.end())
+    throw InputError("gpus.json", "missing from the catalog",
+                     "the data folder needs gpus.json and models/*.json");
+  parse_gpus(gpus->first, gpus->second, c.gpus_, c.tiers_);
+
+  constexpr std::string_view kModels = "models/";
+  constexpr std::string_view kJson = ".json";
+  for (const auto& [path, text] : files) {
+    if (path == "gpus.json") continue;
+    const bool is_model = path.size() > kModels.size() + kJson.size() && path.starts_with(kModels) &&
+                          path.ends_with(kJson) && path.find('/', kModels.size()) == std::string::npos;
+    if (!is_model)
+      throw InputError(path, "unexpected file in the catalog",
+                       "the data folder holds gpus.json and models/<id>.json only");
+    const std::string stem = path.substr(kModels.size(), path.size() - kModels.size() - kJson.size());
+    c.presets_.push_back(parse_preset(path, stem, text));
+  }
+  // std::map iterates in key order, so presets are sorted by id.
+  return c;
+}
+
+const Gpu& Catalog::gpu(std::string_view id, std::string_view field) const {
+  return lookup(gpus_, id, field, "GPU", "gpus");
+}
+
+const Preset& Catalog::preset(std::string_view id, std::string_view field) const {
+  return lookup(presets_, id, field, "model preset", "models");
+}
+
+std::vector<std::string> did_you_mean(std::string_view name, const std::vector<std::string>& known) {
+  const std::string n = lower(name);
+  if (n.empty()) return {};
+  // Tiers, best first:
+  //   0: the name is the start of a known one ("h10" -> "h100-80gb"), in alphabetical order;
+  //   1: one typo away, or a known name is the start of this one ("h100-80gb-sxm"), nearest first;
+  //   2: up to a third of the name in typos (at least 2), or one name inside the other
+  //      ("4090" -> "rtx-4090"), nearest first; shown only when tiers 0 and 1 are empty.
+  const std::size_t max_distance = std::max<std::size_t>(2, n.size() / 3);
+  struct Match {
+    int tier;
+    std::size_t distance;  // 0 in tier 0, so that tier sorts by name
+    std::size_t length;
+    std::string name;
+    auto operator<=>(const Match&) const = default;
+  };
+  std::vector<Match> matches;
+  for (const auto& k : known) {
+    const std::string kl = lower(k);
+    const bool long_enough = n.size() >= 3 && kl.size() >= 3;
+    if (long_enough && kl.starts_with(n)) {
+      matches.push_back({0, 0, 0, k});
+      continue;
+    }
+    const std::size_t d = edit_distance(n, kl);
+    const bool inside = long_enough && (kl.find(n) != std::string::npos || n.find(kl) != std::string::npos);
+    if (d <= 1 || (long_enough && n.starts_with(kl)))
+      matches.push_back({1, d, k.size(), k});
+    else if (d <= max_distance || inside)
+      matches.push_back({2, d, k.size(), k});
+  }
+  std::sort(matches.begin(), matches.end());
+  std::vector<std::string> out;
+  for (const auto& m : matches) {
+    if (out.size() == 3 || (m.tier == 2 && matches.front().tier < 2)) break;
+    if (std::find(out.begin(), out.end(), m.name) == out.end()) out.push_back(m.name);
+  }
+  return out;
+}
+
+}  // namespace vramfit::catalog

@@ -1,0 +1,265 @@
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/render/format.hpp"
+#include "vramfit/render/render.hpp"
+
+namespace vramfit::render {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string s;
+  for (const auto& p : parts) {
+    if (!s.empty()) s += sep;
+    s += p;
+  }
+  return s;
+}
+
+std::string lora_targets(const spec::Lora& l) { return l.all_linear ? "all-linear" : join(l.targets, ","); }
+
+// ---- JSON ------------------------------------------------------------------------
+
+ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
+  ojson j;
+  j["name"] = m.name;
+  j["source"] = m.source;
+  j["model_type"] = m.model_type;
+  j["family"] = m.family;
+  j["params"] = m.params;
+  j["dtype"] = name_of(w.weights);
+  j["checkpoint_dtype"] = m.checkpoint_dtype ? ojson(name_of(*m.checkpoint_dtype)) : ojson(nullptr);
+  j["exact_from_checkpoint"] = m.exact_from_checkpoint;
+  j["hidden_size"] = m.hidden_size;
+  j["num_layers"] = m.num_layers;
+  j["num_heads"] = m.num_heads;
+  j["num_kv_heads"] = m.num_kv_heads;
+  j["head_dim"] = m.head_dim;
+  j["intermediate_size"] = m.intermediate_size;
+  j["vocab_size"] = m.vocab_size;
+  j["max_positions"] = m.max_positions;
+  j["tied_embeddings"] = m.tied_embeddings;
+  if (m.moe.num_experts > 0) {
+    ojson moe;
+    moe["num_experts"] = m.moe.num_experts;
+    moe["experts_per_token"] = m.moe.experts_per_token;
+    moe["expert_intermediate"] = m.moe.expert_intermediate;
+    moe["shared_intermediate"] = m.moe.shared_intermediate;
+    j["moe"] = moe;
+  } else {
+    j["moe"] = nullptr;
+  }
+  return j;
+}
+
+ojson workload_json(const spec::Workload& w) {
+  const bool lora = w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora;
+  ojson j;
+  j["mode"] = spec::name_of(w.mode);
+  j["batch"] = w.batch;
+  j["seq"] = w.seq;
+  j["new_tokens"] = w.mode == spec::Mode::generate ? ojson(w.new_tokens) : ojson(nullptr);
+  j["optimizer"] = w.trains() ? ojson(spec::name_of(w.optimizer)) : ojson(nullptr);
+  j["autocast"] = w.autocast ? ojson(name_of(*w.autocast)) : ojson(nullptr);
+  j["checkpointing"] = w.checkpointing;
+  j["attention"] = spec::name_of(w.attention);
+  if (lora) {
+    ojson l;
+    l["rank"] = w.lora.rank;
+    l["targets"] = w.lora.all_linear ? ojson::array({"all-linear"}) : ojson(w.lora.targets);
+    l["dropout"] = w.lora.dropout;
+    j["lora"] = l;
+  } else {
+    j["lora"] = nullptr;
+  }
+  j["grad_accum"] = w.grad_accum;
+  j["gpus"] = w.gpus;
+  j["sharding"] = spec::name_of(w.sharding);
+  return j;
+}
+
+std::string estimate_json(const EstimateReport& r) {
+  const auto& b = r.breakdown;
+  ojson j;
+  j["schema_version"] = kSchemaVersion;
+  j["model"] = model_json(r.model, r.workload);
+  j["workload"] = workload_json(r.workload);
+  ojson components = ojson::array();
+  for (const auto& c : b.components) {
+    ojson o;
+    o["id"] = c.id;
+    o["bytes"] = c.bytes.value();
+    o["description"] = c.description;
+    o["in_peak_allocated"] = c.in_peak_allocated;
+    components.push_back(o);
+  }
+  j["components"] = components;
+  ojson phases = ojson::array();
+  for (const auto& p : b.phases) {
+    ojson o;
+    o["id"] = p.id;
+    o["bytes"] = p.allocated.value();
+    phases.push_back(o);
+  }
+  j["phases"] = phases;
+  j["peak_phase"] = b.peak_phase;
+  j["peak_allocated_bytes"] = b.peak_allocated.value();
+  j["device_total_bytes"] = b.device_total.value();
+  if (r.budget) {
+    ojson o;
+    o["bytes"] = r.budget->bytes.value();
+    o["fits"] = fits(b, r.budget->bytes);
+    o["headroom_bytes"] = headroom_bytes(b, r.budget->bytes);
+    o["gpu"] = r.budget->gpu ? ojson(*r.budget->gpu) : ojson(nullptr);
+    j["budget"] = o;
+  } else {
+    j["budget"] = nullptr;
+  }
+  j["notes"] = all_notes(r);
+  return j.dump(2) + "\n";
+}
+
+// ---- text ------------------------------------------------------------------------
+
+std::string shape_line(const spec::ModelSpec& m) {
+  std::vector<std::string> parts;
+  parts.push_back(fmt::format("{} layers", m.num_layers));
+  parts.push_back(fmt::format("hidden {}", m.hidden_size));
+  std::string heads = fmt::format("{} heads", m.num_heads);
+  if (m.num_kv_heads != 0 && m.num_kv_heads != m.num_heads)
+    heads += fmt::format(" ({} KV, head dim {})", m.num_kv_heads, m.head_dim);
+  else
+    heads += fmt::format(" (head dim {})", m.head_dim);
+  parts.push_back(heads);
+  if (m.intermediate_size != 0) parts.push_back(fmt::format("MLP {}", m.intermediate_size));
+  if (m.moe.num_experts != 0)
+    parts.push_back(fmt::format("MoE {} experts, top {}", m.moe.num_experts, m.moe.experts_per_token));
+  parts.push_back(fmt::format("vocab {}", format_count(m.vocab_size)));
+  return join(parts, ", ");
+}
+
+std::vector<std::string> workload_lines(const spec::Workload& w) {
+  std::vector<std::string> lines;
+  std::string first = fmt::format("{}: batch {} x {} tokens", spec::name_of(w.mode), w.batch, w.seq);
+  if (w.mode == spec::Mode::generate)
+    first = fmt::format("generate: batch {}, prompt {} + {} new tokens", w.batch, w.seq, w.new_tokens);
+  if (w.trains()) first += fmt::format(", {}", spec::name_of(w.optimizer));
+  first += fmt::format(", {} attention", spec::name_of(w.attention));
+  lines.push_back(first);
+  std::vector<std::string> extra;
+  if (w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora)
+    extra.push_back(
+        fmt::format("LoRA rank {} on {}, dropout {}", w.lora.rank, lora_targets(w.lora), w.lora.dropout));
+  if (w.autocast) extra.push_back(fmt::format("autocast {}", name_of(*w.autocast)));
+  if (w.checkpointing) extra.emplace_back("gradient checkpointing");
+  if (w.grad_accum > 1) extra.push_back(fmt::format("gradient accumulation {}", w.grad_accum));
+  if (w.gpus > 1 || w.sharding != spec::Sharding::none)
+    extra.push_back(fmt::format("{} GPUs, sharding {}", w.gpus, spec::name_of(w.sharding)));
+  if (!extra.empty()) lines.push_back(join(extra, ", "));
+  return lines;
+}
+
+std::string estimate_text(const EstimateReport& r) {
+  const auto& m = r.model;
+  const auto& b = r.breakdown;
+  std::string out;
+
+  std::vector<std::vector<std::string>> head;
+  std::string title = m.name;
+  if (!m.source.empty() || !m.model_type.empty()) {
+    std::vector<std::string> what;
+    if (!m.source.empty()) what.push_back(m.source);
+    if (!m.model_type.empty()) what.push_back(m.model_type);
+    title += " (" + join(what, ", ") + ")";
+  }
+  head.push_back({"Model", title});
+  std::string params = fmt::format("{} parameters ({}), weights {}", format_params(m.params),
+                                   format_count(m.params), name_of(r.workload.weights));
+  if (m.exact_from_checkpoint) params += ", counted from the checkpoint";
+  head.push_back({"", params});
+  head.push_back({"", shape_line(m)});
+  const auto wl = workload_lines(r.workload);
+  for (std::size_t i = 0; i < wl.size(); ++i) head.push_back({i == 0 ? "Workload" : "", wl[i]});
+  out += table(head, {});
+  out += '\n';
+
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"Component", "Memory", "Share", "Description"});
+  for (const auto& c : b.components) {
+    // Empty parts (no KV cache in training, ...) stay in the JSON but would only clutter the table.
+    if (!c.in_peak_allocated || c.bytes.value() == 0) continue;
+    rows.push_back({c.id, format_bytes(c.bytes), format_share(c.bytes, b.peak_allocated), c.description});
+  }
+  const std::string at = b.peak_phase.empty() ? std::string() : "at " + b.peak_phase;
+  rows.push_back({"peak allocated", format_bytes(b.peak_allocated),
+                  format_share(b.peak_allocated, b.peak_allocated), at});
+  for (const auto& c : b.components) {
+    if (c.in_peak_allocated) continue;
+    rows.push_back({c.id, format_bytes(c.bytes), "-", c.description});
+  }
+  rows.push_back({"device total", format_bytes(b.device_total), "", "what the GPU must have"});
+  out += table(rows, {Align::left, Align::right, Align::right, Align::left});
+
+  if (r.budget) {
+    const Bytes budget = r.budget->bytes;
+    const std::int64_t headroom = headroom_bytes(b, budget);
+    out += '\n';
+    std::vector<std::vector<std::string>> verdict;
+    std::string label =
+        r.budget->gpu ? fmt::format("{}, {}", r.budget->label, format_bytes(budget)) : format_bytes(budget);
+    if (!r.budget->gpu && r.budget->label != format_bytes(budget))
+      label += fmt::format(" ({})", r.budget->label);
+    verdict.push_back({"Budget", label});
+    if (fits(b, budget))
+      verdict.push_back({"Verdict", fmt::format("FITS, headroom {}", format_signed_bytes(headroom))});
+    else
+      verdict.push_back(
+          {"Verdict", fmt::format("DOES NOT FIT, short by {}", format_signed_bytes(-headroom))});
+    out += table(verdict, {});
+  }
+
+  const auto notes = all_notes(r);
+  if (!notes.empty()) {
+    out += "\nNotes\n";
+    for (const auto& n : notes) out += "  - " + n + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+bool fits(const engine::Breakdown& b, Bytes budget) noexcept { return b.device_total <= budget; }
+
+std::int64_t headroom_bytes(const engine::Breakdown& b, Bytes budget) noexcept {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  const std::uint64_t have = budget.value();
+  const std::uint64_t need = b.device_total.value();
+  if (have >= need) return static_cast<std::int64_t>(std::min(have - need, kMax));
+  const std::uint64_t short_by = need - have;
+  if (short_by > kMax) return std::numeric_limits<std::int64_t>::min();
+  return -static_cast<std::int64_t>(short_by);
+}
+
+std::vector<std::string> all_notes(const EstimateReport& r) {
+  std::vector<std::string> notes;
+  for (const auto* list : {&r.model.notes, &r.breakdown.notes, &r.notes})
+    for (const auto& n : *list)
+      if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
+  return notes;
+}
+
+std::string render_estimate(const EstimateReport& r, Format f) {
+  switch (f) {
+    case Format::text: return estimate_text(r);
+    case Format::json: return estimate_json(r);
+  }
+  return {};
+}
+
+}  // namespace vramfit::render

@@ -1,0 +1,112 @@
+// Headroom parsing, margins and the fit rule of a Budget.
+#include "vramfit/advisor/budget.hpp"
+
+#include "fixtures.hpp"
+
+using namespace vramfit;
+using namespace vramfit::advisor;
+using advisor_test::error_of;
+
+namespace {
+const std::string kFix = " (give a percentage of the budget like 10% or a size like 2GiB)";
+}
+
+TEST_CASE("parse_headroom reads percentages exactly", "[advisor]") {
+  const Headroom ten = parse_headroom("10%");
+  CHECK(ten.is_percent);
+  CHECK(ten.ppm == 100000);
+  CHECK(ten.on(GiB(80)) == GiB(8));
+  CHECK(ten.label() == "10%");
+
+  const Headroom frac = parse_headroom(" 7.5 % ");
+  CHECK(frac.ppm == 75000);
+  CHECK(frac.label() == "7.5%");
+  CHECK(frac.on(Bytes{1000}) == Bytes{75});
+
+  const Headroom tiny = parse_headroom("0.0001%");
+  CHECK(tiny.ppm == 1);
+  CHECK(tiny.label() == "0.0001%");
+  CHECK(tiny.on(Bytes{1}) == Bytes{1});  // rounded up: a margin errs on the safe side
+  CHECK(tiny.on(Bytes{1000000}) == Bytes{1});
+  CHECK(tiny.on(Bytes{1000001}) == Bytes{2});
+
+  CHECK(parse_headroom("99.9999%").ppm == 999999);
+  CHECK(parse_headroom("0%").on(GiB(80)) == Bytes{0});
+  CHECK(parse_headroom("007%").ppm == 70000);
+  CHECK(parse_headroom(".5%").ppm == 5000);
+  // No overflow on huge memories: split by 10^6 before multiplying.
+  CHECK(parse_headroom("50%").on(Bytes{~std::uint64_t{0}}) == Bytes{~std::uint64_t{0} / 2 + 1});
+}
+
+TEST_CASE("parse_headroom reads sizes and zero", "[advisor]") {
+  const Headroom h = parse_headroom("2GiB");
+  CHECK_FALSE(h.is_percent);
+  CHECK(h.bytes == GiB(2));
+  CHECK(h.on(GiB(80)) == GiB(2));
+  CHECK(h.on(GiB(1)) == GiB(2));  // a fixed size may exceed a small card
+  CHECK(parse_headroom("500MB").bytes == Bytes{500'000'000});
+  CHECK(parse_headroom("0") == Headroom{});
+  CHECK(parse_headroom("0.0") == Headroom{});
+  CHECK(parse_headroom("0GiB") == Headroom{});
+  CHECK(parse_headroom("0").label() == "0");
+}
+
+TEST_CASE("parse_headroom rejects bad values with the field and a fix", "[advisor]") {
+  CHECK(error_of([] { parse_headroom(""); }) == "--headroom: is empty" + kFix);
+  CHECK(error_of([] { parse_headroom("-5%"); }) == "--headroom: '-5%' is negative" + kFix);
+  CHECK(error_of([] { parse_headroom("-1GiB"); }) == "--headroom: '-1GiB' is negative" + kFix);
+  CHECK(error_of([] { parse_headroom("100%"); }) ==
+        "--headroom: 100% is not below 100% of the budget" + kFix);
+  CHECK(error_of([] { parse_headroom("150%"); }) ==
+        "--headroom: 150% is not below 100% of the budget" + kFix);
+  CHECK(error_of([] { parse_headroom("12345%"); }) ==
+        "--headroom: 12345% is not below 100% of the budget" + kFix);
+  CHECK(error_of([] { parse_headroom("nan%"); }) == "--headroom: 'nan%' is not a finite number" + kFix);
+  CHECK(error_of([] { parse_headroom("NaN"); }) == "--headroom: 'NaN' is not a finite number" + kFix);
+  CHECK(error_of([] { parse_headroom("inf"); }) == "--headroom: 'inf' is not a finite number" + kFix);
+  CHECK(error_of([] { parse_headroom("abc%"); }) == "--headroom: 'abc%' is not a percentage" + kFix);
+  CHECK(error_of([] { parse_headroom("1e1%"); }) == "--headroom: '1e1%' is not a percentage" + kFix);
+  CHECK(error_of([] { parse_headroom("%"); }) == "--headroom: '%' is not a percentage" + kFix);
+  CHECK(error_of([] { parse_headroom(".%"); }) == "--headroom: '.%' is not a percentage" + kFix);
+  CHECK(error_of([] { parse_headroom("1.23456%"); }) ==
+        "--headroom: '1.23456%' has more than 4 decimals" + kFix);
+  CHECK(error_of([] { parse_headroom("-5%", "--margin"); }) == "--margin: '-5%' is negative" + kFix);
+  // Sizes go through spec::parse_size, which names the same field.
+  CHECK(error_of([] { parse_headroom("lots"); }).rfind("--headroom: ", 0) == 0);
+  CHECK(error_of([] { parse_headroom("0xyz"); }).rfind("--headroom: ", 0) == 0);
+}
+
+TEST_CASE("Budget::fits keeps the margin free, boundary included", "[advisor]") {
+  Budget b = budget_of(GiB(24), parse_headroom("10%"));
+  CHECK(b.headroom_bytes() == Bytes{2576980378});  // ceil(24 GiB / 10)
+  CHECK(b.gpu_bf16);
+  CHECK(b.gpu_id.empty());
+  const Bytes usable = GiB(24) - Bytes{2576980378};
+  CHECK(b.fits(usable));
+  CHECK_FALSE(b.fits(usable + Bytes{1}));
+  CHECK(b.fits(Bytes{0}));
+
+  b.headroom = Headroom{};
+  CHECK(b.fits(GiB(24)));
+  CHECK_FALSE(b.fits(GiB(24) + Bytes{1}));
+
+  b.headroom = parse_headroom("30GiB");  // more than the budget: nothing fits
+  CHECK_FALSE(b.fits(Bytes{0}));
+}
+
+TEST_CASE("budget_for_gpu takes the card's memory, bf16 and id", "[advisor]") {
+  const auto& v100 = advisor_test::test_catalog().gpu("v100-32gb");
+  const Budget b = budget_for_gpu(v100, parse_headroom("1GiB"));
+  CHECK(b.bytes == Bytes{34089730048});
+  CHECK_FALSE(b.gpu_bf16);
+  CHECK(b.gpu_id == "v100-32gb");
+  CHECK(b.headroom_bytes() == GiB(1));
+}
+
+TEST_CASE("check_budget refuses a margin that leaves nothing", "[advisor]") {
+  CHECK_NOTHROW(check_budget(budget_of(GiB(24), parse_headroom("99%"))));
+  CHECK(error_of([] { check_budget(budget_of(GiB(2), parse_headroom("2GiB"))); }) ==
+        "--headroom: a margin of 2147483648 bytes leaves nothing of the budget (2147483648 bytes) (use a "
+        "smaller "
+        "margin or a larger budget)");
+}
