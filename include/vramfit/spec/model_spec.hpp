@@ -17,7 +17,10 @@ struct Linear {
   std::uint64_t out_features = 0;
   bool bias = false;
   std::uint64_t copies = 1;         ///< >1 for MoE experts: one per expert
-  bool expert = false;              ///< part of a routed expert (runs on top_k of tokens)
+  /// Part of a routed expert (runs on top_k of tokens). transformers 5 stores routed experts
+  /// as fused 3-D parameters (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`) rather
+  /// than nn.Linear modules; the parameter counts are the same.
+  bool expert = false;
   bool shared_expert = false;       ///< part of an always-on shared expert
 
   [[nodiscard]] std::uint64_t params() const;  ///< (in*out + bias) * copies, checked
@@ -53,7 +56,10 @@ struct ModelSpec {
   std::string name;          ///< preset id, config path, or "--params 7e9"
   std::string source;        ///< "preset", "config", "params"
   std::string model_type;    ///< the config's model_type ("llama", "gpt2", ...)
-  std::string family;        ///< the builder used: llama, gpt2, gpt_neox, phi3, gemma, ..., generic
+  /// The builder used: llama (llama, mistral, mixtral, qwen2*, qwen3*, olmoe), phi3, gemma
+  /// (gemma, gemma2, gemma3_text), gpt2, gpt_neox, deepseek (v2, v3), phi, starcoder2, or
+  /// generic (an unknown model_type, laid out like llama).
+  std::string family;
 
   std::uint64_t hidden_size = 0;
   std::uint64_t num_layers = 0;
@@ -75,7 +81,7 @@ struct ModelSpec {
   /// Multi-head latent attention (deepseek_v2/v3): kv cache holds per-head K and V
   /// as Hugging Face's implementation expands them.
   std::uint64_t kv_lora_rank = 0;
-  std::uint64_t q_lora_rank = 0;
+  std::uint64_t q_lora_rank = 0;          ///< 0 when q_lora_rank is null (a plain q_proj)
   std::uint64_t qk_rope_head_dim = 0;
   std::uint64_t qk_nope_head_dim = 0;
   std::uint64_t v_head_dim = 0;
@@ -95,9 +101,14 @@ struct ModelSpec {
   std::uint64_t embedding_params = 0;     ///< token (+ position) embeddings
   std::uint64_t lm_head_params = 0;       ///< 0 when tied
   std::uint64_t final_norm_params = 0;
-  std::uint64_t buffer_bytes = 0;         ///< non-parameter buffers (rotary inv_freq, ...)
+  /// Non-parameter buffers: rotary inv_freq + original_inv_freq (fp32 whatever the model's
+  /// dtype), gemma's embed_scale, deepseek_v3's e_score_correction_bias. The last two take
+  /// the model's dtype in PyTorch; they are counted as fp32 here (a few KiB at most).
+  std::uint64_t buffer_bytes = 0;
 
-  /// Exact parameter total; equals the sum of the parts above.
+  /// Exact parameter total; equals count_params() for configs and presets. For
+  /// source "params" it is the user's count exactly, and the parts only approximate it.
+  /// After apply_checkpoint(), the checkpoint's count.
   std::uint64_t params = 0;
   /// Parameters stored in each dtype, when a safetensors header told us (else empty).
   std::optional<DType> checkpoint_dtype;

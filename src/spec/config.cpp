@@ -1,0 +1,961 @@
+// Builds a ModelSpec from a Hugging Face config.json.
+//
+// Every shape below mirrors the module tree that transformers builds for the model type
+// (src/transformers/models/<type>/modeling_<type>.py, transformers 5.x, the version the
+// measured truth in ../shared/truth used), so that count_params() equals what
+// `sum(p.numel() for p in model.parameters())` prints. Defaults for absent keys follow the
+// config classes (configuration_<type>.py).
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/core/error.hpp"
+#include "vramfit/spec/model_spec.hpp"
+#include "vramfit/spec/parse.hpp"
+
+namespace vramfit::spec {
+
+namespace {
+
+using nlohmann::json;
+
+// No real dimension comes near 2^40 (a trillion); a value that large is a typo or a
+// corrupted file, and products of such values would overflow 64 bits.
+constexpr std::uint64_t kMaxDim = 1ULL << 40;
+
+constexpr std::string_view kConfigFix =
+    "check the value against the model's config.json on the Hugging Face Hub";
+
+/// A JSON value as the user wrote it, cut short for a one-line diagnostic.
+std::string show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+std::string_view kind_of(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null: return "null";
+    case json::value_t::number_float: return "a number with a fraction";
+    default: return "a number";
+  }
+}
+
+/// Reads typed values out of one JSON object, adding a diagnostic for each bad one.
+class Reader {
+ public:
+  Reader(const json& obj, std::string prefix, Diagnostics& diags)
+      : obj_(obj), prefix_(std::move(prefix)), diags_(diags) {}
+
+  [[nodiscard]] std::string field(std::string_view key) const { return prefix_ + std::string(key); }
+  [[nodiscard]] const json& object() const { return obj_; }
+
+  /// The value under `key`, or nullptr when absent. `null` values count as present.
+  [[nodiscard]] const json* find(std::string_view key) const {
+    const auto it = obj_.find(key);
+    return it == obj_.end() ? nullptr : &*it;
+  }
+  /// True when `key` holds something other than null.
+  [[nodiscard]] bool has(std::string_view key) const {
+    const json* v = find(key);
+    return v != nullptr && !v->is_null();
+  }
+
+  /// An optional integer: nullopt when absent or null; a diagnostic (and nullopt) when bad.
+  std::optional<std::uint64_t> uint(std::string_view key, bool zero_ok = false) {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return std::nullopt;
+    return checked_uint(key, *v, zero_ok);
+  }
+
+  /// The first of `keys` that is present; a "missing" diagnostic naming keys[0] when none is.
+  /// Returns 0 after any diagnostic.
+  std::uint64_t required(std::initializer_list<std::string_view> keys, bool zero_ok = false) {
+    for (std::string_view k : keys) {
+      if (const json* v = find(k)) return checked_uint(k, *v, zero_ok).value_or(0);
+    }
+    const std::string_view first = *keys.begin();
+    diags_.add(
+        field(first), "missing: the model's size cannot be worked out without it",
+        fmt::format("add \"{}\" as it appears in the model's config.json on the Hugging Face Hub", first));
+    return 0;
+  }
+
+  /// The first of `keys` present and not null, or nullopt.
+  std::optional<std::uint64_t> any(std::initializer_list<std::string_view> keys, bool zero_ok = false) {
+    for (std::string_view k : keys)
+      if (has(k)) return uint(k, zero_ok);
+    return std::nullopt;
+  }
+
+  /// A boolean, `dflt` when absent or null.
+  bool flag(std::string_view key, bool dflt) {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return dflt;
+    if (v->is_boolean()) return v->get<bool>();
+    diags_.add(field(key), fmt::format("expected true or false, got {}", show(*v)),
+               "write true or false without quotes");
+    return dflt;
+  }
+
+  /// A number, `dflt` when absent or null.
+  double number(std::string_view key, double dflt) {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return dflt;
+    if (v->is_number()) {
+      const double d = v->get<double>();
+      if (std::isfinite(d) && d >= 0) return d;
+    }
+    diags_.add(field(key), fmt::format("expected a non-negative number, got {}", show(*v)),
+               std::string(kConfigFix));
+    return dflt;
+  }
+
+  /// A string, nullopt when absent or null; a diagnostic when another type.
+  std::optional<std::string> string(std::string_view key) {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return std::nullopt;
+    if (v->is_string()) return v->get<std::string>();
+    diags_.add(field(key), fmt::format("expected a string, got {}", show(*v)), std::string(kConfigFix));
+    return std::nullopt;
+  }
+
+  Diagnostics& diags() { return diags_; }
+
+ private:
+  std::optional<std::uint64_t> checked_uint(std::string_view key, const json& v, bool zero_ok) {
+    const std::string_view want = zero_ok ? "a non-negative integer" : "a positive integer";
+    std::uint64_t x = 0;
+    bool ok = false;
+    if (v.is_number_unsigned()) {
+      x = v.get<std::uint64_t>();
+      ok = true;
+    } else if (v.is_number_integer()) {
+      const auto i = v.get<std::int64_t>();
+      ok = i >= 0;
+      x = ok ? static_cast<std::uint64_t>(i) : 0;
+    }
+    if (!ok || (x == 0 && !zero_ok)) {
+      diags_.add(field(key), fmt::format("expected {}, got {}", want, show(v)),
+                 v.is_string() ? "write the number without quotes" : std::string(kConfigFix));
+      return std::nullopt;
+    }
+    if (x > kMaxDim) {
+      diags_.add(field(key), fmt::format("{} is absurdly large (over 2^40)", x), std::string(kConfigFix));
+      return std::nullopt;
+    }
+    return x;
+  }
+
+  const json& obj_;
+  std::string prefix_;
+  Diagnostics& diags_;
+};
+
+// ---------------------------------------------------------------------------------------
+// The model types we know, and how each one's modules are laid out.
+
+enum class Builder { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2 };
+
+/// How a config.json `model_type` maps onto a builder and its defaults. One row per type;
+/// defaults come from the type's configuration_<type>.py.
+struct TypeRow {
+  std::string_view model_type;
+  Builder builder;
+  std::string_view family;
+  bool tied_default;       // tie_word_embeddings default of the config class
+  bool qkv_bias;           // q, k, v biases regardless of attention_bias (qwen2)
+  bool moe;                // sparse MoE layers
+  std::uint64_t head_dim;  // head_dim default of the config class; 0: hidden / heads
+};
+
+constexpr TypeRow kTypes[] = {
+    // LlamaConfig: tie_word_embeddings=False, attention_bias=False, mlp_bias=False.
+    {"llama", Builder::llama, "llama", false, false, false, 0},
+    // MistralConfig: sliding_window applies to every layer when set.
+    {"mistral", Builder::llama, "llama", false, false, false, 0},
+    // MixtralConfig: num_local_experts routed experts of intermediate_size in every layer.
+    {"mixtral", Builder::llama, "llama", false, false, true, 0},
+    // Qwen2Attention: q_proj, k_proj, v_proj always have biases; o_proj never.
+    {"qwen2", Builder::llama, "llama", false, true, false, 0},
+    // Qwen2MoeConfig: num_experts, moe_intermediate_size, shared_expert (+ gate).
+    {"qwen2_moe", Builder::llama, "llama", false, true, true, 0},
+    // Qwen3Attention: q_norm/k_norm over head_dim; Qwen3Config: head_dim=128 (not
+    // hidden / heads; checked with transformers 5.17), attention_bias=False.
+    {"qwen3", Builder::llama, "llama", false, false, false, 128},
+    {"qwen3_moe", Builder::llama, "llama", false, false, true, 0},
+    // OlmoeAttention: q_norm over hidden_size, k_norm over kv_heads*head_dim.
+    {"olmoe", Builder::llama, "llama", false, false, true, 0},
+    // Phi3: fused qkv_proj and gate_up_proj, no biases.
+    {"phi3", Builder::phi3, "phi3", false, false, false, 0},
+    // Gemma*Config: tie_word_embeddings=True, head_dim=256 (whatever hidden / heads is);
+    // embeddings scaled by sqrt(hidden).
+    {"gemma", Builder::gemma, "gemma", true, false, false, 256},
+    {"gemma2", Builder::gemma, "gemma", true, false, false, 256},
+    {"gemma3_text", Builder::gemma, "gemma", true, false, false, 256},
+    // GPT2Config does not pass tie_word_embeddings: PretrainedConfig's default True.
+    {"gpt2", Builder::gpt2, "gpt2", true, false, false, 0},
+    // GPTNeoXConfig: tie_word_embeddings=False, attention_bias=True.
+    {"gpt_neox", Builder::gpt_neox, "gpt_neox", false, false, false, 0},
+    // DeepseekV2/V3Config: multi-head latent attention, shared + routed experts.
+    {"deepseek_v2", Builder::deepseek, "deepseek", false, false, true, 0},
+    {"deepseek_v3", Builder::deepseek, "deepseek", false, false, true, 0},
+    // PhiConfig (phi-2): parallel attention and MLP, LayerNorm, lm_head with a bias.
+    {"phi", Builder::phi, "phi", false, false, false, 0},
+    // Starcoder2Config: use_bias=True, LayerNorm, plain (ungated) MLP.
+    {"starcoder2", Builder::starcoder2, "starcoder2", true, false, false, 0},
+};
+
+const TypeRow* find_type(std::string_view model_type) {
+  for (const TypeRow& r : kTypes)
+    if (r.model_type == model_type) return &r;
+  return nullptr;
+}
+
+/// Maps a Hugging Face activation name (ACT2FN's keys) to what the engine distinguishes.
+std::optional<Activation> activation_from(std::string_view s) {
+  // activations.py: "gelu_new" is NewGELUActivation (tanh formula in Python ops, saves
+  // several intermediates); "gelu_pytorch_tanh" is one fused torch op; "gelu_fast" is
+  // FastGELUActivation, also Python ops.
+  if (s == "silu" || s == "swish") return Activation::silu;
+  if (s == "gelu" || s == "gelu_python" || s == "quick_gelu" || s == "gelu_accurate") return Activation::gelu;
+  if (s == "gelu_new" || s == "gelu_fast") return Activation::gelu_tanh_python;
+  if (s == "gelu_pytorch_tanh") return Activation::gelu_pytorch_tanh;
+  if (s == "relu") return Activation::relu;
+  return std::nullopt;
+}
+
+/// Elements of one rotary `inv_freq` buffer: torch.arange(0, dim, 2) for the rotary dim.
+std::uint64_t inv_freq_elems(std::uint64_t rotary_dim) { return (rotary_dim + 1) / 2; }
+
+/// Bytes of one rotary embedding module: transformers 5 registers `inv_freq` and
+/// `original_inv_freq` (modeling_rope_utils / LlamaRotaryEmbedding), both fp32 (built with
+/// `.float()`), so they stay fp32 whatever the model's dtype. Measured: 256 bytes for
+/// head_dim 64 and 512 for head_dim 128 (../shared/truth/results/public.jsonl).
+std::uint64_t rotary_bytes(std::uint64_t rotary_dim) { return 2 * inv_freq_elems(rotary_dim) * 4; }
+
+/// A product of config dimensions (each up to 2^40): checked, since two of them can
+/// overflow 64 bits. Overflow is reported by from_config with the config's name.
+std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b, "parameters"); }
+
+Linear lin(std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
+  Linear l;
+  l.name = std::move(name);
+  l.in_features = in;
+  l.out_features = out;
+  l.bias = bias;
+  return l;
+}
+
+Linear expert(std::string name, std::uint64_t in, std::uint64_t out, std::uint64_t copies) {
+  Linear l = lin(std::move(name), in, out);
+  l.copies = copies;
+  l.expert = true;
+  return l;
+}
+
+Linear shared(std::string name, std::uint64_t in, std::uint64_t out) {
+  Linear l = lin(std::move(name), in, out);
+  l.shared_expert = true;
+  return l;
+}
+
+/// Appends a layer to the groups, merging it into the last group when identical.
+void push_layer(std::vector<LayerGroup>& groups, LayerGroup layer) {
+  if (!groups.empty()) {
+    LayerGroup& last = groups.back();
+    const auto same = [](const Linear& a, const Linear& b) {
+      return a.name == b.name && a.in_features == b.in_features && a.out_features == b.out_features &&
+             a.bias == b.bias && a.copies == b.copies && a.expert == b.expert &&
+             a.shared_expert == b.shared_expert;
+    };
+    if (last.moe == layer.moe && last.norm_params == layer.norm_params &&
+        last.other_params == layer.other_params &&
+        std::equal(last.linears.begin(), last.linears.end(), layer.linears.begin(), layer.linears.end(),
+                   same)) {
+      last.count += layer.count;
+      return;
+    }
+  }
+  groups.push_back(std::move(layer));
+}
+
+/// Counts entries of a config's `layer_types` list equal to "sliding_attention".
+std::optional<std::uint64_t> sliding_from_layer_types(Reader& r) {
+  const json* lt = r.find("layer_types");
+  if (lt == nullptr || !lt->is_array()) return std::nullopt;
+  std::uint64_t n = 0;
+  for (const json& t : *lt)
+    if (t.is_string() && t.get<std::string>() == "sliding_attention") ++n;
+  return n;
+}
+
+/// Everything read from the config before any module is laid out.
+struct Shape {
+  std::uint64_t H = 0, L = 0, heads = 0, kv = 0, hd = 0, I = 0, V = 0, max_pos = 0;
+  bool head_dim_given = false;
+};
+
+/// Reads the common dimensions, with the type's key spellings, and checks that they agree.
+Shape read_shape(Reader& r, const TypeRow* row, bool needs_intermediate) {
+  Shape s;
+  const bool gpt2 = row != nullptr && row->builder == Builder::gpt2;
+  if (gpt2) {
+    // GPT2Config's attribute_map: hidden_size -> n_embd, num_hidden_layers -> n_layer, ...
+    s.H = r.required({"n_embd", "hidden_size"});
+    s.L = r.required({"n_layer", "num_hidden_layers"});
+    s.heads = r.required({"n_head", "num_attention_heads"});
+    s.V = r.required({"vocab_size"});
+    s.max_pos = r.any({"n_positions", "max_position_embeddings"}).value_or(0);
+    if (!r.has("n_positions") && !r.has("max_position_embeddings"))
+      s.max_pos = 1024;  // GPT2Config default n_positions=1024
+    // n_inner null or absent: 4 * n_embd (GPT2Block).
+    s.I = r.any({"n_inner", "intermediate_size"}).value_or(s.H * 4);
+  } else {
+    s.H = r.required({"hidden_size", "n_embd", "d_model"});
+    s.L = r.required({"num_hidden_layers", "n_layer", "num_layers"});
+    s.heads = r.required({"num_attention_heads", "n_head"});
+    s.V = r.required({"vocab_size"});
+    s.max_pos = r.any({"max_position_embeddings", "n_positions"}).value_or(0);
+    if (needs_intermediate)
+      s.I = r.required({"intermediate_size"});
+    else
+      s.I = r.uint("intermediate_size").value_or(0);
+  }
+  s.kv = r.uint("num_key_value_heads").value_or(s.heads);
+  if (const auto hd = r.uint("head_dim")) {
+    s.hd = *hd;
+    s.head_dim_given = true;
+  } else if (row != nullptr && row->head_dim != 0 && !r.has("head_dim")) {
+    s.hd = row->head_dim;  // the config class's default, not hidden / heads
+  } else if (s.H != 0 && s.heads != 0) {
+    if (s.H % s.heads != 0) {
+      r.diags().add(r.field(gpt2 && r.has("n_head") ? "n_head" : "num_attention_heads"),
+                    fmt::format("{} does not divide {} {}", s.heads,
+                                gpt2 && r.has("n_embd") ? "n_embd" : "hidden_size", s.H),
+                    "check both values against the model's config.json; set head_dim if the model has one");
+    }
+    s.hd = s.H / s.heads;
+  }
+  if (s.heads != 0 && s.kv != 0 && s.heads % s.kv != 0) {
+    r.diags().add(
+        r.field("num_key_value_heads"),
+        fmt::format("{} does not divide num_attention_heads {}", s.kv, s.heads),
+        "grouped-query attention needs a whole number of query heads per key/value head: check both values");
+  }
+  return s;
+}
+
+/// The attention projections of a Llama-like layer and their biases.
+struct AttnBias {
+  bool q = false, k = false, v = false, o = false;
+};
+
+/// Llama-like attention: q_proj, k_proj, v_proj, o_proj (LlamaAttention).
+void llama_attention(LayerGroup& g, const Shape& s, AttnBias b) {
+  g.linears.push_back(lin("q_proj", s.H, mul(s.heads, s.hd), b.q));
+  g.linears.push_back(lin("k_proj", s.H, mul(s.kv, s.hd), b.k));
+  g.linears.push_back(lin("v_proj", s.H, mul(s.kv, s.hd), b.v));
+  g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), s.H, b.o));
+}
+
+/// Gated MLP: gate_proj, up_proj, down_proj (LlamaMLP), with `prefix` for shared experts.
+void gated_mlp(LayerGroup& g, std::uint64_t H, std::uint64_t I, bool bias) {
+  g.linears.push_back(lin("gate_proj", H, I, bias));
+  g.linears.push_back(lin("up_proj", H, I, bias));
+  g.linears.push_back(lin("down_proj", I, H, bias));
+}
+
+/// Shorthand for the few optional MoE keys.
+struct MoeKeys {
+  std::uint64_t experts = 0, top_k = 0, expert_I = 0, shared_I = 0;
+  std::uint64_t sparse_step = 1;
+  std::set<std::uint64_t> mlp_only;
+  std::uint64_t first_dense = 0, layer_freq = 1;
+  std::uint64_t n_shared = 0;
+};
+
+}  // namespace
+
+namespace {
+ModelSpec build(const nlohmann::json& config, std::string_view origin) {
+  const std::string org(origin);
+  Diagnostics diags;
+  if (!config.is_object()) {
+    diags.add(org, fmt::format("expected a JSON object ({{...}}), got {}", kind_of(config)),
+              "pass the model's config.json, which holds one JSON object");
+    diags.throw_if_any();
+  }
+
+  ModelSpec spec;
+  spec.name = org;
+  spec.source = "config";
+
+  // Multimodal configs (gemma3, llava, mistral3, ...) keep the language model's shape in
+  // text_config; the top level then lacks hidden_size.
+  const json* root = &config;
+  std::string prefix = org + ": ";
+  std::string model_type;
+  if (const auto it = config.find("model_type"); it != config.end() && it->is_string())
+    model_type = it->get<std::string>();
+  else if (it != config.end() && !it->is_null())
+    diags.add(org + ": model_type", fmt::format("expected a string, got {}", show(*it)),
+              std::string(kConfigFix));
+
+  const auto text_it = config.find("text_config");
+  const bool top_has_dims =
+      config.contains("hidden_size") || config.contains("n_embd") || config.contains("d_model");
+  bool gemma3_text_defaults = false;
+  if (text_it != config.end() && text_it->is_object() && !top_has_dims) {
+    const std::string outer = model_type.empty() ? "unknown" : model_type;
+    root = &*text_it;
+    prefix = org + ": text_config.";
+    if (const auto mt = text_it->find("model_type"); mt != text_it->end() && mt->is_string())
+      model_type = mt->get<std::string>();
+    else if (outer == "gemma3")
+      model_type = "gemma3_text";
+    else if (outer == "llava" || outer == "llava_next")
+      model_type = "llama";  // LlavaConfig: text_config defaults to LlamaConfig
+    else
+      model_type = outer + "_text";
+    gemma3_text_defaults = model_type == "gemma3_text";
+    spec.notes.push_back(fmt::format(
+        "multimodal config (model_type '{}'): only the language model in text_config ('{}') is estimated; "
+        "the vision tower and projector are not counted",
+        outer, model_type));
+  }
+  spec.model_type = model_type;
+
+  // Gemma3's config.json files leave most of text_config to Gemma3TextConfig's defaults
+  // (configuration_gemma3.py): fill those we need, as transformers would.
+  json filled;
+  if (gemma3_text_defaults) {
+    filled = *root;
+    const std::pair<const char*, std::uint64_t> defaults[] = {
+        {"hidden_size", 2304},      {"intermediate_size", 9216},         {"num_hidden_layers", 26},
+        {"num_attention_heads", 8}, {"num_key_value_heads", 4},          {"head_dim", 256},
+        {"vocab_size", 262208},     {"max_position_embeddings", 131072}, {"sliding_window", 4096},
+    };
+    std::vector<std::string> used;
+    for (const auto& [k, v] : defaults)
+      if (!filled.contains(k)) {
+        filled[k] = v;
+        used.emplace_back(k);
+      }
+    if (!used.empty()) {
+      std::string list;
+      for (const auto& k : used) list += (list.empty() ? "" : ", ") + k;
+      spec.notes.push_back("text_config leaves " + list + " to Gemma3TextConfig's defaults; used those");
+    }
+    root = &filled;
+  }
+  Reader rr(*root, prefix, diags);
+
+  const TypeRow* row = find_type(model_type);
+  if (row == nullptr) {
+    spec.family = "generic";
+    spec.notes.push_back(
+        model_type.empty()
+            ? std::string("the config has no model_type: estimated as a generic Llama-like decoder")
+            : fmt::format("model_type '{}' is not known: estimated as a generic Llama-like decoder",
+                          model_type));
+  } else {
+    spec.family = std::string(row->family);
+  }
+  const Builder builder = row ? row->builder : Builder::llama;
+  const bool moe_type = row && row->moe;
+
+  // --- MoE keys -----------------------------------------------------------------------
+  MoeKeys mk;
+  if (moe_type) {
+    if (model_type == "mixtral") {
+      mk.experts = rr.required({"num_local_experts"});
+    } else if (builder == Builder::deepseek) {
+      mk.experts = rr.uint("n_routed_experts", true).value_or(0);
+    } else {
+      mk.experts = rr.required({"num_experts"}, /*zero_ok=*/model_type != "olmoe");
+    }
+    mk.top_k = rr.required({"num_experts_per_tok"});
+    if (mk.experts != 0 && mk.top_k > mk.experts) {
+      diags.add(rr.field("num_experts_per_tok"),
+                fmt::format("{} is more than the {} experts", mk.top_k, mk.experts),
+                "a token cannot be routed to more experts than exist: check both values");
+    }
+    if (model_type == "qwen2_moe" || model_type == "qwen3_moe" || builder == Builder::deepseek) {
+      if (mk.experts != 0) mk.expert_I = rr.required({"moe_intermediate_size"});
+    }
+    if (model_type == "qwen2_moe") mk.shared_I = rr.uint("shared_expert_intermediate_size", true).value_or(0);
+    if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+      mk.sparse_step = rr.uint("decoder_sparse_step").value_or(1);
+      if (const json* m = rr.find("mlp_only_layers"); m && !m->is_null()) {
+        if (!m->is_array()) {
+          diags.add(rr.field("mlp_only_layers"),
+                    fmt::format("expected a list of layer indices, got {}", show(*m)),
+                    std::string(kConfigFix));
+        } else {
+          for (const json& e : *m) {
+            if (e.is_number_integer() && e.get<std::int64_t>() >= 0)
+              mk.mlp_only.insert(e.get<std::uint64_t>());
+            else
+              diags.add(rr.field("mlp_only_layers"), fmt::format("expected layer indices, got {}", show(e)),
+                        std::string(kConfigFix));
+          }
+        }
+      }
+    }
+    if (builder == Builder::deepseek) {
+      mk.first_dense = rr.uint("first_k_dense_replace", true).value_or(0);
+      mk.layer_freq = rr.uint("moe_layer_freq").value_or(1);
+      mk.n_shared = rr.uint("n_shared_experts", true).value_or(0);
+    }
+  }
+
+  // Mixtral and OLMoE keep the expert width in intermediate_size; the others need it for
+  // their dense MLPs (qwen*_moe only when some layer is dense, so it is optional there).
+  const bool needs_I = !(model_type == "qwen2_moe" || model_type == "qwen3_moe");
+  Shape s = read_shape(rr, row, needs_I);
+  if (model_type == "mixtral" || model_type == "olmoe") mk.expert_I = s.I;
+
+  // --- flags shared by most builders --------------------------------------------------
+  const bool tied = rr.flag("tie_word_embeddings", row ? row->tied_default : false);
+  const bool attention_bias = rr.flag("attention_bias", builder == Builder::gpt_neox);
+  const bool mlp_bias = rr.flag("mlp_bias", false);
+
+  std::optional<std::string> act_name;
+  if (builder == Builder::gpt2)
+    act_name = rr.string("activation_function");
+  else if (builder == Builder::gemma)
+    act_name = rr.has("hidden_activation") ? rr.string("hidden_activation") : std::nullopt;
+  else
+    act_name = rr.string("hidden_act");
+
+  // Partial rotary: phi3/phi partial_rotary_factor, gpt_neox rotary_pct; transformers 5
+  // may also nest it in rope_parameters.
+  double rotary_fraction = 1.0;
+  if (builder == Builder::phi) rotary_fraction = 0.5;        // PhiConfig default
+  if (builder == Builder::gpt_neox) rotary_fraction = 0.25;  // GPTNeoXConfig default
+  rotary_fraction = rr.number("partial_rotary_factor", rr.number("rotary_pct", rotary_fraction));
+  if (const json* rp = rr.find("rope_parameters"); rp && rp->is_object()) {
+    if (const auto it = rp->find("partial_rotary_factor"); it != rp->end() && it->is_number())
+      rotary_fraction = it->get<double>();
+  }
+  if (rotary_fraction > 1.0) {
+    diags.add(rr.field("partial_rotary_factor"), fmt::format("{} is more than 1", rotary_fraction),
+              "the rotary share of a head is a fraction between 0 and 1");
+    rotary_fraction = 1.0;
+  }
+
+  const bool use_bias = builder == Builder::starcoder2 && rr.flag("use_bias", true);  // Starcoder2Config
+  const bool phi_qk_layernorm = builder == Builder::phi && rr.flag("qk_layernorm", false);
+  const bool parallel_residual_flag = builder == Builder::gpt_neox && rr.flag("use_parallel_residual", true);
+  const bool qwen_sliding = rr.flag("use_sliding_window", false);
+  const std::uint64_t max_window_layers = rr.uint("max_window_layers", true).value_or(s.L);
+  const std::uint64_t window_pattern = rr.uint("sliding_window_pattern").value_or(6);
+  const std::uint64_t window = rr.uint("sliding_window", true).value_or(0);  // 0 or null: none
+  const std::uint64_t nextn = rr.uint("num_nextn_predict_layers", true).value_or(0);
+  // Gemma2Config defaults: final_logit_softcapping=30.0, attn_logit_softcapping=50.0.
+  const bool gemma2 = model_type == "gemma2";
+  const double final_softcap = rr.number("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
+  const double attn_softcap = rr.number("attn_logit_softcapping", gemma2 ? 50.0 : 0.0);
+
+  // Dropout probabilities (the engine counts dropout masks in training). Keys and defaults:
+  // GPT2Config attn_pdrop/resid_pdrop/embd_pdrop = 0.1; PhiConfig resid_pdrop/embd_pdrop = 0;
+  // GPTNeoXConfig hidden_dropout = 0; Starcoder2Config residual_dropout/embedding_dropout = 0;
+  // everyone's attention_dropout = 0.
+  double attn_dropout = 0, hidden_dropout = 0, embedding_dropout = 0;
+  if (builder == Builder::gpt2) {
+    attn_dropout = rr.number("attn_pdrop", 0.1);
+    hidden_dropout = rr.number("resid_pdrop", 0.1);
+    embedding_dropout = rr.number("embd_pdrop", 0.1);
+  } else {
+    attn_dropout = rr.number("attention_dropout", 0.0);
+    if (builder == Builder::phi) {
+      hidden_dropout = rr.number("resid_pdrop", 0.0);
+      embedding_dropout = rr.number("embd_pdrop", 0.0);
+    } else if (builder == Builder::gpt_neox) {
+      hidden_dropout = rr.number("hidden_dropout", 0.0);
+    } else if (builder == Builder::starcoder2) {
+      hidden_dropout = rr.number("residual_dropout", 0.0);
+      embedding_dropout = rr.number("embedding_dropout", 0.0);
+    }
+  }
+
+  // MLA (deepseek): the latent ranks and the split of a head into rope and no-rope parts.
+  std::optional<std::uint64_t> q_lora;
+  if (builder == Builder::deepseek) {
+    spec.kv_lora_rank = rr.required({"kv_lora_rank"});
+    spec.qk_rope_head_dim = rr.required({"qk_rope_head_dim"});
+    spec.qk_nope_head_dim = rr.required({"qk_nope_head_dim"});
+    spec.v_head_dim = rr.required({"v_head_dim"});
+    if (const json* q = rr.find("q_lora_rank"); q == nullptr) {
+      q_lora = 1536;  // DeepseekV2Config / DeepseekV3Config default
+      spec.notes.push_back("q_lora_rank is absent: used the config class's default 1536");
+    } else if (!q->is_null()) {
+      q_lora = rr.uint("q_lora_rank");
+    }
+  }
+
+  // Which layers are sparse: Qwen2MoeDecoderLayer (not in mlp_only_layers and
+  // (i + 1) % decoder_sparse_step == 0), DeepseekV2DecoderLayer (i >= first_k_dense_replace
+  // and i % moe_layer_freq == 0); Mixtral and OLMoE: every layer.
+  const auto layer_is_moe = [&](std::uint64_t i) {
+    if (!moe_type || mk.experts == 0) return false;
+    if (builder == Builder::deepseek) return i >= mk.first_dense && i % mk.layer_freq == 0;
+    if (model_type == "qwen2_moe" || model_type == "qwen3_moe")
+      return mk.mlp_only.count(i) == 0 && (i + 1) % mk.sparse_step == 0;
+    return true;
+  };
+  // The first layer after i whose kind differs (or L). Without a period, the kind changes
+  // only at first_k_dense_replace and around mlp_only_layers, so configs with absurd layer
+  // counts are still laid out in a few steps.
+  const bool periodic = mk.sparse_step > 1 || mk.layer_freq > 1;
+  const auto next_change = [&](std::uint64_t i) -> std::uint64_t {
+    if (periodic) return i + 1;
+    std::uint64_t j = s.L;
+    if (mk.first_dense > i) j = std::min(j, mk.first_dense);
+    for (std::uint64_t m : mk.mlp_only) {
+      if (m > i) j = std::min(j, m);
+      if (m + 1 > i) j = std::min(j, m + 1);
+    }
+    const bool k = layer_is_moe(i);
+    // Merge neighbours of the same kind (push_layer merges them too).
+    while (j < s.L && layer_is_moe(j) == k) {
+      std::uint64_t nj = s.L;
+      if (mk.first_dense > j) nj = std::min(nj, mk.first_dense);
+      for (std::uint64_t m : mk.mlp_only) {
+        if (m > j) nj = std::min(nj, m);
+        if (m + 1 > j) nj = std::min(nj, m + 1);
+      }
+      j = nj;
+    }
+    return j;
+  };
+  if (periodic && s.L > 100000)
+    diags.add(rr.field("num_hidden_layers"),
+              fmt::format("{} layers is far more than any real model has", s.L), std::string(kConfigFix));
+  bool any_dense = false;
+  for (std::uint64_t i = 0; i < s.L && !any_dense; i = next_change(i)) any_dense = !layer_is_moe(i);
+  if (any_dense && s.I == 0 && !needs_I && diags.empty())
+    diags.add(rr.field("intermediate_size"), "missing: some layers are dense and their MLP width is needed",
+              "add \"intermediate_size\" as it appears in the model's config.json on the Hugging Face Hub");
+
+  diags.throw_if_any();
+
+  // --- shape-level fields -------------------------------------------------------------
+  spec.hidden_size = s.H;
+  spec.num_layers = s.L;
+  spec.num_heads = s.heads;
+  spec.num_kv_heads = builder == Builder::deepseek ? s.heads : s.kv;
+  spec.head_dim = builder == Builder::deepseek ? spec.qk_nope_head_dim + spec.qk_rope_head_dim : s.hd;
+  spec.q_lora_rank = q_lora.value_or(0);
+  spec.vocab_size = s.V;
+  spec.max_positions = s.max_pos;
+  spec.tied_embeddings = tied;
+  if (spec.head_dim > kMaxDim)
+    throw InputError(rr.field("head_dim"), "absurdly large", std::string(kConfigFix));
+
+  // Activation: each builder's config-class default, then the config's own.
+  switch (builder) {
+    case Builder::gpt2: spec.activation = Activation::gelu_tanh_python; break;    // "gelu_new"
+    case Builder::gpt_neox: spec.activation = Activation::gelu; break;            // "gelu"
+    case Builder::phi: spec.activation = Activation::gelu_tanh_python; break;     // "gelu_new"
+    case Builder::gemma: spec.activation = Activation::gelu_pytorch_tanh; break;  // hidden_activation
+    case Builder::starcoder2: spec.activation = Activation::gelu_pytorch_tanh; break;
+    default: spec.activation = Activation::silu; break;
+  }
+  if (act_name) {
+    if (const auto a = activation_from(*act_name))
+      spec.activation = *a;
+    else
+      spec.notes.push_back(fmt::format("activation '{}' is not modelled: counted as {}", *act_name,
+                                       spec.activation == Activation::silu ? "silu" : "gelu"));
+  }
+
+  const bool layer_norm = builder == Builder::gpt2 || builder == Builder::gpt_neox ||
+                          builder == Builder::phi || builder == Builder::starcoder2;
+  spec.norm = layer_norm ? Norm::layer : Norm::rms;
+  const std::uint64_t norm_size = layer_norm ? 2 * s.H : s.H;  // weight (+ bias)
+
+  spec.gated_mlp = !(builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
+                     builder == Builder::starcoder2);
+  spec.learned_positions = builder == Builder::gpt2;
+  spec.parallel_residual = builder == Builder::phi || parallel_residual_flag;
+  spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "olmoe" ||
+                 model_type == "gemma3_text";
+  spec.scaled_embeddings = builder == Builder::gemma;
+  spec.attention_dropout = attn_dropout;
+  spec.hidden_dropout = hidden_dropout;
+  spec.embedding_dropout = embedding_dropout;
+
+  // --- sliding-window attention -------------------------------------------------------
+  if (window != 0) {
+    std::uint64_t sliding = 0;
+    if (const auto lt = sliding_from_layer_types(rr)) {
+      sliding = *lt;
+    } else if (model_type == "gemma2") {
+      // Gemma2Config.layer_types: "sliding_attention" when (i + 1) % 2, i.e. layers 0, 2, ...
+      sliding = (s.L + 1) / 2;
+    } else if (model_type == "gemma3_text") {
+      // Gemma3TextConfig: sliding unless (i + 1) % sliding_window_pattern == 0 (pattern 6).
+      sliding = s.L - s.L / window_pattern;
+    } else if (model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen3" ||
+               model_type == "qwen3_moe") {
+      // Qwen2Config: the window applies only with use_sliding_window, from layer
+      // max_window_layers on.
+      if (qwen_sliding) sliding = max_window_layers < s.L ? s.L - max_window_layers : 0;
+    } else if (model_type == "mistral" || model_type == "mixtral" || model_type == "phi3" ||
+               model_type == "starcoder2" || row == nullptr) {
+      sliding = s.L;
+    }
+    if (sliding != 0) {
+      spec.sliding_window = window;
+      spec.sliding_layers = std::min(sliding, s.L);
+    }
+  }
+  if (builder == Builder::gemma) {
+    spec.final_logit_softcap = final_softcap;
+    spec.attn_logit_softcap = attn_softcap;
+  }
+
+  // --- decoder layers ------------------------------------------------------------------
+  const std::uint64_t H = s.H;
+  std::uint64_t buffers = 0;
+
+  // One layer of each kind, laid out once; the groups repeat them.
+  const auto make_layer = [&](bool moe) {
+    LayerGroup g;
+    g.count = 1;
+    g.moe = moe;
+
+    // Attention.
+    switch (builder) {
+      case Builder::gpt2:
+        // GPT2Attention: c_attn (Conv1D hidden -> 3*hidden), c_proj; all with biases.
+        g.linears.push_back(lin("c_attn", H, 3 * H, true));
+        g.linears.push_back(lin("c_proj", H, H, true));
+        break;
+      case Builder::gpt_neox:
+        // GPTNeoXAttention: query_key_value and dense, bias=attention_bias.
+        g.linears.push_back(lin("query_key_value", H, 3 * H, attention_bias));
+        g.linears.push_back(lin("dense", H, H, attention_bias));
+        break;
+      case Builder::phi3: {
+        // Phi3Attention: qkv_proj (q, k and v fused), o_proj; no biases.
+        const std::uint64_t op = checked_add(mul(s.heads, s.hd), 2 * mul(s.kv, s.hd), "parameters");
+        g.linears.push_back(lin("qkv_proj", H, op));
+        g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), H));
+        break;
+      }
+      case Builder::phi:
+        // PhiAttention: q_proj, k_proj, v_proj, dense, all with biases.
+        g.linears.push_back(lin("q_proj", H, mul(s.heads, s.hd), true));
+        g.linears.push_back(lin("k_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin("v_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, true));
+        if (phi_qk_layernorm) g.norm_params += 2 * 2 * s.hd;  // LayerNorm(head_dim) x2
+        break;
+      case Builder::deepseek: {
+        // DeepseekV2Attention / DeepseekV3Attention (multi-head latent attention).
+        const std::uint64_t qk_head = spec.qk_nope_head_dim + spec.qk_rope_head_dim;
+        if (q_lora) {
+          g.linears.push_back(lin("q_a_proj", H, *q_lora, attention_bias));
+          g.norm_params += *q_lora;  // q_a_layernorm
+          g.linears.push_back(lin("q_b_proj", *q_lora, mul(s.heads, qk_head)));
+        } else {
+          g.linears.push_back(lin("q_proj", H, mul(s.heads, qk_head)));
+        }
+        g.linears.push_back(
+            lin("kv_a_proj_with_mqa", H, spec.kv_lora_rank + spec.qk_rope_head_dim, attention_bias));
+        g.norm_params += spec.kv_lora_rank;  // kv_a_layernorm
+        g.linears.push_back(
+            lin("kv_b_proj", spec.kv_lora_rank, mul(s.heads, spec.qk_nope_head_dim + spec.v_head_dim)));
+        g.linears.push_back(lin("o_proj", mul(s.heads, spec.v_head_dim), H, attention_bias));
+        break;
+      }
+      case Builder::starcoder2:
+        llama_attention(g, s, AttnBias{use_bias, use_bias, use_bias, use_bias});
+        break;
+      case Builder::llama:
+      case Builder::gemma: {
+        AttnBias b{attention_bias, attention_bias, attention_bias, attention_bias};
+        if (row && row->qkv_bias) b = AttnBias{true, true, true, false};
+        llama_attention(g, s, b);
+        if (model_type == "olmoe") {
+          g.norm_params += H + s.kv * (H / s.heads);  // q_norm(hidden), k_norm(kv * hidden/heads)
+        } else if (spec.qk_norm) {
+          g.norm_params += 2 * s.hd;  // q_norm, k_norm over head_dim
+        }
+        break;
+      }
+    }
+
+    // MLP.
+    if (g.moe) {
+      const std::uint64_t E = mk.experts;
+      g.linears.push_back(lin("gate", H, E));  // the router
+      g.linears.push_back(expert("gate_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert("up_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert("down_proj", mk.expert_I, H, E));
+      if (model_type == "qwen2_moe" && mk.shared_I != 0) {
+        g.linears.push_back(shared("shared_expert.gate_proj", H, mk.shared_I));
+        g.linears.push_back(shared("shared_expert.up_proj", H, mk.shared_I));
+        g.linears.push_back(shared("shared_expert.down_proj", mk.shared_I, H));
+        g.linears.push_back(shared("shared_expert_gate", H, 1));
+      }
+      if (builder == Builder::deepseek && mk.n_shared != 0) {
+        // DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts.
+        const std::uint64_t si = mul(mk.expert_I, mk.n_shared);
+        g.linears.push_back(shared("shared_experts.gate_proj", H, si));
+        g.linears.push_back(shared("shared_experts.up_proj", H, si));
+        g.linears.push_back(shared("shared_experts.down_proj", si, H));
+      }
+    } else {
+      switch (builder) {
+        case Builder::gpt2:
+          g.linears.push_back(lin("c_fc", H, s.I, true));
+          g.linears.push_back(lin("c_proj", s.I, H, true));
+          break;
+        case Builder::gpt_neox:
+          g.linears.push_back(lin("dense_h_to_4h", H, s.I, true));
+          g.linears.push_back(lin("dense_4h_to_h", s.I, H, true));
+          break;
+        case Builder::phi3:
+          g.linears.push_back(lin("gate_up_proj", H, 2 * s.I));
+          g.linears.push_back(lin("down_proj", s.I, H));
+          break;
+        case Builder::phi:
+          g.linears.push_back(lin("fc1", H, s.I, true));
+          g.linears.push_back(lin("fc2", s.I, H, true));
+          break;
+        case Builder::starcoder2:
+          g.linears.push_back(lin("c_fc", H, s.I, use_bias));
+          g.linears.push_back(lin("c_proj", s.I, H, use_bias));
+          break;
+        default: gated_mlp(g, H, s.I, mlp_bias); break;
+      }
+    }
+
+    // Per-layer norms: input + post-attention, except where noted.
+    std::uint64_t norms = 2;
+    if (builder == Builder::phi) norms = 1;  // PhiDecoderLayer: one input_layernorm
+    if (model_type == "gemma2" || model_type == "gemma3_text") norms = 4;  // pre/post attn and ffw
+    g.norm_params += norms * norm_size;
+    return g;
+  };
+  const LayerGroup dense_layer = make_layer(false);
+  const LayerGroup moe_layer = make_layer(true);
+  if (moe_type && mk.experts != 0 && model_type == "deepseek_v3") {
+    // DeepseekV3TopkRouter: e_score_correction_bias (n_routed_experts fp32), a buffer.
+    for (std::uint64_t i = 0; i < s.L; i = next_change(i))
+      if (layer_is_moe(i)) buffers = checked_add(buffers, checked_mul(next_change(i) - i, mk.experts * 4));
+  }
+  for (std::uint64_t i = 0; i < s.L;) {
+    const std::uint64_t j = next_change(i);
+    LayerGroup g = layer_is_moe(i) ? moe_layer : dense_layer;
+    g.count = j - i;
+    push_layer(spec.layers, std::move(g));
+    i = j;
+  }
+
+  // --- embeddings, head, final norm, buffers ------------------------------------------
+  spec.embedding_params = checked_mul(s.V, H, "parameters");
+  if (builder == Builder::gpt2)
+    spec.embedding_params = checked_add(spec.embedding_params, mul(s.max_pos, H));  // wpe
+  spec.lm_head_params = tied ? 0 : checked_mul(s.V, H, "parameters");
+  if (builder == Builder::phi && !tied) spec.lm_head_params += s.V;  // PhiForCausalLM: lm_head bias=True
+  spec.final_norm_params = norm_size;
+
+  if (builder != Builder::gpt2) {
+    std::uint64_t rot_dim = builder == Builder::deepseek
+                                ? spec.qk_rope_head_dim
+                                : static_cast<std::uint64_t>(static_cast<double>(s.hd) * rotary_fraction);
+    std::uint64_t rotaries = 1;
+    // Gemma3RotaryEmbedding keeps one inv_freq pair per layer type (full_attention and
+    // sliding_attention, the latter with rope_local_base_freq).
+    if (model_type == "gemma3_text") rotaries = 2;
+    buffers += rotaries * rotary_bytes(rot_dim);
+  }
+  // Gemma*ScaledWordEmbedding registers `embed_scale` (an fp32 scalar): measured with
+  // transformers 5.17 on gemma, gemma2 and gemma3_text.
+  if (builder == Builder::gemma) buffers += 4;
+  spec.buffer_bytes = buffers;
+
+  // --- the MoE summary ----------------------------------------------------------------
+  if (moe_type && mk.experts != 0) {
+    spec.moe.num_experts = mk.experts;
+    spec.moe.experts_per_token = mk.top_k;
+    spec.moe.expert_intermediate = mk.expert_I;
+    spec.moe.shared_intermediate = model_type == "qwen2_moe"
+                                       ? mk.shared_I
+                                       : (builder == Builder::deepseek ? mul(mk.expert_I, mk.n_shared) : 0);
+    spec.moe.shared_expert_gate = model_type == "qwen2_moe" && mk.shared_I != 0;
+  }
+  spec.intermediate_size = any_dense ? s.I : 0;
+
+  if (model_type == "deepseek_v3" && nextn != 0)
+    spec.notes.push_back(
+        "the multi-token-prediction layer (num_nextn_predict_layers) is not built by transformers "
+        "and is not counted");
+  if (!s.head_dim_given && row == nullptr && !rr.has("head_dim"))
+    spec.notes.push_back(fmt::format("head_dim taken as hidden_size / num_attention_heads = {}", s.hd));
+  if (row == nullptr && !rr.has("tie_word_embeddings"))
+    spec.notes.push_back("tie_word_embeddings is absent: assumed false (a separate lm_head)");
+
+  spec.params = count_params(spec);
+  diags.throw_if_any();
+  return spec;
+}
+}  // namespace
+
+ModelSpec from_config(const nlohmann::json& config, std::string_view origin) {
+  try {
+    return build(config, origin);
+  } catch (const InputError& e) {
+    // checked_mul/checked_add name the field "parameters": say which file is absurd.
+    if (e.diagnostics().size() == 1 && e.diagnostics()[0].field == "parameters") {
+      throw InputError(
+          std::string(origin), "the model's sizes are absurd: its parameter count overflows 64 bits",
+          "check hidden_size, num_hidden_layers, vocab_size and the other sizes against the model's "
+          "config.json");
+    }
+    throw;
+  }
+}
+
+ModelSpec from_config_text(std::string_view text, std::string_view origin) {
+  const std::string org(origin);
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    throw InputError(org, "the file is empty",
+                     "pass the model's config.json (download it from the model's Hugging Face repo)");
+  }
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {  // parse_error, or out_of_range.406 for 1e999
+    // nlohmann's what() starts with "[json.exception.parse_error.101] "; the rest says
+    // where and why.
+    std::string msg = e.what();
+    if (const auto p = msg.find("] "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0)
+      msg = msg.substr(p + 2);
+    if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
+    throw InputError(org, "not valid JSON: " + msg, "check the file is a complete config.json");
+  }
+  return from_config(j, origin);
+}
+
+}  // namespace vramfit::spec

@@ -1,0 +1,283 @@
+// safetensors headers: exact parameter counts without reading the weights.
+//
+// Format (huggingface/safetensors, docs/source/index.mdx "Format"): 8 bytes, a little-endian
+// u64 N; N bytes of UTF-8 JSON, an object of
+//   name -> {"dtype": "BF16", "shape": [d0, d1, ...], "data_offsets": [begin, end]}
+// plus an optional "__metadata__" object of strings; then the data section. Offsets are
+// relative to the data section, end - begin = elements * dtype size. The reference
+// implementation caps N at 100 MB (MAX_HEADER_SIZE in safetensors/src/tensor.rs).
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/core/error.hpp"
+#include "vramfit/spec/parse.hpp"
+
+namespace vramfit::spec {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint64_t kMaxHeader = 100'000'000;  // safetensors' MAX_HEADER_SIZE
+
+/// Bits per element of each safetensors dtype (safetensors/src/tensor.rs, `Dtype::bitsize`).
+struct DtypeRow {
+  std::string_view name;
+  std::uint64_t bits;
+};
+constexpr DtypeRow kDtypes[] = {
+    {"BOOL", 8}, {"U8", 8},   {"I8", 8},    {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},
+    {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32},    {"U32", 32},    {"F32", 32},    {"F64", 64},
+    {"I64", 64}, {"U64", 64}, {"C64", 64},  {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},
+};
+
+std::optional<std::uint64_t> dtype_bits(std::string_view name) {
+  for (const DtypeRow& d : kDtypes)
+    if (d.name == name) return d.bits;
+  return std::nullopt;
+}
+
+std::string known_dtypes() {
+  std::string s;
+  for (const DtypeRow& d : kDtypes) s += (s.empty() ? "" : ", ") + std::string(d.name);
+  return s;
+}
+
+std::string show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::uint64_t file_size,
+                                                 std::string_view origin) {
+  const std::string org(origin);
+  const std::string fix_file = "the file is truncated or not a safetensors file: download it again";
+  if (prefix.size() < 8 || file_size < 8) {
+    throw InputError(
+        org,
+        fmt::format("too short for a safetensors file ({} bytes; the header length alone takes 8)",
+                    std::min<std::uint64_t>(prefix.size(), file_size)),
+        fix_file);
+  }
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(prefix[static_cast<std::size_t>(i)]);
+  if (n > kMaxHeader) {
+    throw InputError(
+        org, fmt::format("the header says it is {} bytes, over the 100 MB safetensors allows", n), fix_file);
+  }
+  if (8 + n > file_size) {
+    throw InputError(org, fmt::format("the header says {} bytes but the file has only {}", n, file_size - 8),
+                     fix_file);
+  }
+  if (prefix.size() < 8 + n) {
+    throw InputError(org, fmt::format("the header says {} bytes but only {} were read", n, prefix.size() - 8),
+                     "read the first 8 + N bytes of the file");
+  }
+  const std::uint64_t data_size = file_size - 8 - n;
+
+  json header;
+  try {
+    header = json::parse(prefix.substr(8, n));
+  } catch (const json::exception& e) {  // parse_error, or out_of_range.406 for 1e999
+    std::string msg = e.what();
+    if (const auto p = msg.find("] "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0)
+      msg = msg.substr(p + 2);
+    if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
+    throw InputError(org, "the header is not valid JSON: " + msg, fix_file);
+  }
+  if (!header.is_object()) throw InputError(org, "the header is not a JSON object", fix_file);
+
+  Diagnostics diags;
+  std::vector<TensorInfo> out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;  // free-form strings: format, quantization, ...
+    const std::string field = org + ": " + name;
+    if (!entry.is_object()) {
+      diags.add(field,
+                fmt::format("expected an object with dtype, shape and data_offsets, got {}", show(entry)),
+                fix_file);
+      continue;
+    }
+    TensorInfo t;
+    t.name = name;
+    bool ok = true;
+
+    std::optional<std::uint64_t> bits;
+    if (const auto it = entry.find("dtype"); it != entry.end() && it->is_string()) {
+      t.dtype = it->get<std::string>();
+      bits = dtype_bits(t.dtype);
+      if (!bits) {
+        diags.add(field + ".dtype", fmt::format("unknown dtype {}", show(*it)), "known: " + known_dtypes());
+        ok = false;
+      }
+    } else {
+      diags.add(field + ".dtype",
+                it == entry.end() ? "missing" : fmt::format("expected a string, got {}", show(*it)),
+                fix_file);
+      ok = false;
+    }
+
+    std::uint64_t elements = 1;
+    if (const auto it = entry.find("shape"); it != entry.end() && it->is_array()) {
+      for (const json& d : *it) {
+        if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0)) {
+          diags.add(field + ".shape", fmt::format("expected non-negative integers, got {}", show(*it)),
+                    fix_file);
+          ok = false;
+          break;
+        }
+        const auto dim = d.get<std::uint64_t>();
+        t.shape.push_back(dim);
+        try {
+          elements = checked_mul(elements, dim, field + ".shape");
+        } catch (const InputError& e) {
+          for (const Diagnostic& x : e.diagnostics()) diags.add(x.field, x.problem, x.fix);
+          ok = false;
+          break;
+        }
+      }
+    } else {
+      diags.add(field + ".shape",
+                it == entry.end() ? "missing" : fmt::format("expected a list, got {}", show(*it)), fix_file);
+      ok = false;
+    }
+
+    std::uint64_t begin = 0, end = 0;
+    if (const auto it = entry.find("data_offsets"); it != entry.end() && it->is_array() && it->size() == 2 &&
+                                                    (*it)[0].is_number_unsigned() &&
+                                                    (*it)[1].is_number_unsigned()) {
+      begin = (*it)[0].get<std::uint64_t>();
+      end = (*it)[1].get<std::uint64_t>();
+      if (end < begin) {
+        diags.add(field + ".data_offsets", fmt::format("ends before it begins: {}", show(*it)), fix_file);
+        ok = false;
+      } else if (end > data_size) {
+        diags.add(field + ".data_offsets",
+                  fmt::format("ends at byte {} but the data section has only {}", end, data_size), fix_file);
+        ok = false;
+      }
+    } else {
+      diags.add(field + ".data_offsets",
+                it == entry.end() ? "missing" : fmt::format("expected [begin, end], got {}", show(*it)),
+                fix_file);
+      ok = false;
+    }
+
+    if (ok && bits) {
+      std::uint64_t expected = 0;
+      try {
+        expected = bytes_of_bits(elements, *bits).value();
+      } catch (const InputError&) {
+        expected = ~std::uint64_t{0};  // cannot fit any file: reported as a mismatch below
+      }
+      if (end - begin != expected) {
+        diags.add(field + ".data_offsets",
+                  fmt::format("holds {} bytes but {} elements of {} take {}", end - begin, elements, t.dtype,
+                              expected),
+                  fix_file);
+        ok = false;
+      }
+    }
+    if (!ok) continue;
+    t.elements = elements;
+    out.push_back(std::move(t));
+  }
+  diags.throw_if_any();
+  return out;
+}
+
+void apply_checkpoint(ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
+  // Quantized checkpoints store packed integer tensors (bitsandbytes: U8 weights with
+  // .absmax / .quant_state.*; GPTQ/AWQ: I32 .qweight / .qzeros; bnb int8: I8 with .SCB):
+  // their element counts are not parameter counts, so the config's count stands.
+  bool bnb4 = false, packed_int = false, int8 = false;
+  for (const TensorInfo& t : tensors) {
+    const bool integer = t.dtype == "U8" || t.dtype == "I32" || t.dtype == "I8";
+    if (!integer) continue;
+    if (t.name.find(".absmax") != std::string::npos || t.name.find(".quant_state") != std::string::npos ||
+        t.name.find(".quant_map") != std::string::npos)
+      bnb4 = true;
+    if (ends_with(t.name, ".qweight") || ends_with(t.name, ".qzeros")) packed_int = true;
+    if (t.dtype == "I8" && ends_with(t.name, ".weight")) int8 = true;
+  }
+  for (const TensorInfo& t : tensors)
+    if (ends_with(t.name, ".SCB")) int8 = true;  // bitsandbytes LLM.int8() row scales
+
+  if (bnb4 || packed_int) {
+    spec.checkpoint_dtype = bnb4 ? DType::nf4 : DType::int4;
+    spec.notes.push_back(
+        fmt::format("the checkpoint is quantized ({}): its packed tensors do not give the parameter count, "
+                    "so the config's "
+                    "{} is used",
+                    bnb4 ? "bitsandbytes 4-bit" : "GPTQ/AWQ packed int4", spec.params));
+    return;
+  }
+
+  // Parameters per dtype; the dtype holding the largest share is the checkpoint's dtype.
+  std::map<std::string, std::uint64_t> by_dtype;
+  std::uint64_t total = 0;
+  for (const TensorInfo& t : tensors) {
+    // Old conversions saved the rotary `inv_freq` buffer (persistent before transformers
+    // 4.31); it is not a parameter.
+    if (ends_with(t.name, "rotary_emb.inv_freq")) continue;
+    // bitsandbytes LLM.int8() row scales and format flags live beside the I8 weights; in the
+    // loaded model they are attributes of the weight, not parameters.
+    if (ends_with(t.name, ".SCB") || ends_with(t.name, ".weight_format")) continue;
+    // A tied model's lm_head is the embedding: model.parameters() counts it once, but some
+    // checkpoints store the copy too.
+    if (spec.tied_embeddings && t.name == "lm_head.weight") {
+      spec.notes.push_back(
+          "the checkpoint stores lm_head.weight although the embeddings are tied: counted once");
+      continue;
+    }
+    total = checked_add(total, t.elements, "parameters");
+    by_dtype[t.dtype] = checked_add(by_dtype[t.dtype], t.elements, "parameters");
+  }
+  std::string top;
+  std::uint64_t top_n = 0;
+  for (const auto& [d, n] : by_dtype)
+    if (n > top_n) {
+      top = d;
+      top_n = n;
+    }
+
+  std::optional<DType> dtype;
+  if (top == "F32")
+    dtype = DType::fp32;
+  else if (top == "F16")
+    dtype = DType::fp16;
+  else if (top == "BF16")
+    dtype = DType::bf16;
+  else if (top == "F8_E4M3" || top == "F8_E5M2")
+    dtype = DType::fp8;
+  else if (top == "I8" || int8)
+    dtype = DType::int8;
+
+  if (spec.params != 0 && total != spec.params) {
+    spec.notes.push_back(
+        fmt::format("the checkpoint holds {} parameters; the config gives {}: the checkpoint's count is used",
+                    total, spec.params));
+  }
+  spec.params = total;
+  spec.checkpoint_dtype = dtype;
+  spec.exact_from_checkpoint = true;
+}
+
+}  // namespace vramfit::spec

@@ -1,0 +1,226 @@
+// Workload spellings and the checks that a workload makes sense for a model.
+
+#include "vramfit/spec/workload.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace vramfit::spec {
+
+namespace {
+
+// Flag spellings, first the canonical one (stable: JSON and golden files use it).
+constexpr std::array<std::pair<std::string_view, Mode>, 6> kModes{{
+    {"inference", Mode::inference},
+    {"generate", Mode::generate},
+    {"train", Mode::train},
+    {"lora", Mode::lora},
+    {"qlora", Mode::qlora},
+    {"forward", Mode::inference},  // the truth harness's name for it (../shared/truth/README.md)
+}};
+
+constexpr std::array<std::pair<std::string_view, Optimizer>, 9> kOptimizers{{
+    {"adamw", Optimizer::adamw},                  // torch.optim.AdamW, foreach (the default)
+    {"adamw-fused", Optimizer::adamw_fused},      // AdamW(fused=True)
+    {"adamw-forloop", Optimizer::adamw_forloop},  // AdamW(foreach=False)
+    {"adam", Optimizer::adam},                    // torch.optim.Adam
+    {"sgd", Optimizer::sgd},                      // SGD without momentum: no state
+    {"sgd-momentum", Optimizer::sgd_momentum},    // SGD(momentum=0.9): one buffer
+    {"adafactor", Optimizer::adafactor},          // torch.optim.Adafactor: factored moments
+    {"adamw-8bit", Optimizer::adamw_8bit},        // bitsandbytes AdamW8bit
+    {"lion", Optimizer::lion},                    // Lion: one moment
+}};
+
+constexpr std::array<std::pair<std::string_view, Attention>, 2> kAttention{{
+    {"sdpa", Attention::sdpa},
+    {"eager", Attention::eager},
+}};
+
+constexpr std::array<std::pair<std::string_view, Sharding>, 8> kSharding{{
+    {"none", Sharding::none},
+    {"ddp", Sharding::ddp},
+    {"zero1", Sharding::zero1},
+    {"zero2", Sharding::zero2},
+    {"zero3", Sharding::zero3},
+    {"fsdp", Sharding::fsdp},
+    {"tp", Sharding::tp},
+    {"device-map", Sharding::device_map},
+}};
+
+/// Lower case, '_' as '-': `adamw_fused`, `ADAMW-FUSED` and `adamw-fused` are one name.
+std::string normalize(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (c == '_') c = '-';
+  }
+  return out;
+}
+
+template <typename E, std::size_t N>
+std::string_view name_in(const std::array<std::pair<std::string_view, E>, N>& table, E e) noexcept {
+  for (const auto& [name, v] : table)
+    if (v == e) return name;
+  return table[0].first;
+}
+
+template <typename E, std::size_t N>
+std::optional<E> parse_in(const std::array<std::pair<std::string_view, E>, N>& table, std::string_view s) {
+  const std::string n = normalize(s);
+  for (const auto& [name, v] : table)
+    if (name == n) return v;
+  return std::nullopt;
+}
+
+/// Edit distance, for "did you mean".
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string_view last_component(std::string_view s) {
+  const auto p = s.rfind('.');
+  return p == std::string_view::npos ? s : s.substr(p + 1);
+}
+
+/// The model's linear module names, each once, in order of appearance.
+std::vector<std::string> linear_names(const ModelSpec& m) {
+  std::vector<std::string> names;
+  for (const LayerGroup& g : m.layers)
+    for (const Linear& l : g.linears)
+      if (std::find(names.begin(), names.end(), l.name) == names.end()) names.push_back(l.name);
+  return names;
+}
+
+/// peft matches a target string against a module's full name by equality or by the
+/// `.target` suffix (peft/tuners/tuners_utils.py, check_target_module_exists).
+bool target_exists(std::string_view target, const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    if (n == target || last_component(n) == target || last_component(target) == last_component(n))
+      return true;
+    if (n.size() > target.size() && n.compare(n.size() - target.size(), target.size(), target) == 0 &&
+        n[n.size() - target.size() - 1] == '.')
+      return true;
+  }
+  return false;
+}
+
+constexpr std::uint64_t kMaxSeq = 1ULL << 31;
+constexpr std::uint64_t kMaxGpus = 4096;
+
+}  // namespace
+
+std::string_view name_of(Mode m) noexcept { return name_in(kModes, m); }
+std::string_view name_of(Optimizer o) noexcept { return name_in(kOptimizers, o); }
+std::string_view name_of(Attention a) noexcept { return name_in(kAttention, a); }
+std::string_view name_of(Sharding s) noexcept { return name_in(kSharding, s); }
+
+std::optional<Mode> parse_mode(std::string_view s) noexcept { return parse_in(kModes, s); }
+std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept { return parse_in(kOptimizers, s); }
+std::optional<Attention> parse_attention(std::string_view s) noexcept { return parse_in(kAttention, s); }
+std::optional<Sharding> parse_sharding(std::string_view s) noexcept { return parse_in(kSharding, s); }
+
+void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
+  if (w.batch < 1) out.add("--batch", "must be at least 1, got 0", "use --batch 1 or more");
+  if (w.seq < 1) out.add("--seq", "must be at least 1 token, got 0", "use --seq 1 or more (e.g. 2048)");
+  if (w.seq > kMaxSeq) {
+    out.add("--seq",
+            fmt::format("{} tokens is beyond what vramfit models (at most 2^31 = {})", w.seq, kMaxSeq),
+            "use a realistic sequence length (the longest contexts are about 10^7 tokens)");
+  }
+  if (w.mode == Mode::generate) {
+    if (w.new_tokens < 1) {
+      out.add("--new-tokens", "generate needs at least 1 new token, got 0",
+              "set --new-tokens (e.g. --new-tokens 256)");
+    } else if (w.seq <= kMaxSeq && w.new_tokens > kMaxSeq - w.seq) {
+      out.add("--new-tokens",
+              fmt::format("{} prompt + {} new tokens is beyond what vramfit models (at most 2^31 = {})",
+                          w.seq, w.new_tokens, kMaxSeq),
+              "use a realistic number of new tokens");
+    }
+  }
+
+  if (w.mode == Mode::lora || w.mode == Mode::qlora) {
+    const Lora& l = w.lora;
+    if (l.rank < 1) {
+      out.add("--lora-rank", "must be at least 1, got 0", "use a rank like 8, 16 or 64");
+    } else if (m.hidden_size != 0 && l.rank > m.hidden_size) {
+      out.add("--lora-rank", fmt::format("{} is more than the model's hidden size {}", l.rank, m.hidden_size),
+              "a low-rank adapter needs a rank below the hidden size: use 8, 16 or 64");
+    }
+    if (!(l.dropout >= 0.0 && l.dropout < 1.0)) {
+      out.add("--lora-dropout", fmt::format("must be in [0, 1), got {}", l.dropout), "use 0, 0.05 or 0.1");
+    }
+    if (!l.all_linear) {
+      const std::vector<std::string> names = linear_names(m);
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      if (l.targets.empty()) {
+        out.add("--lora-targets", "no modules given", "name linear modules (" + list + ") or use all-linear");
+      }
+      for (const std::string& t : l.targets) {
+        if (t == "all-linear" || target_exists(t, names)) continue;
+        std::string best;
+        std::size_t best_d = SIZE_MAX;
+        for (const auto& n : names) {
+          const std::size_t d = distance(t, n);
+          if (d < best_d) {
+            best_d = d;
+            best = n;
+          }
+        }
+        std::string fix = "modules: " + list;
+        if (!best.empty() && best_d <= std::max<std::size_t>(2, best.size() / 3))
+          fix = fmt::format("did you mean '{}'? {}", best, fix);
+        out.add("--lora-targets", fmt::format("'{}' is not a linear module of this model", t), fix);
+      }
+    }
+  }
+
+  if (w.gpus < 1) {
+    out.add("--gpus", "must be at least 1, got 0", "use --gpus 1 or more");
+  } else if (w.gpus > kMaxGpus) {
+    out.add("--gpus", fmt::format("{} GPUs is more than vramfit models (at most {})", w.gpus, kMaxGpus),
+            "estimate per GPU: the memory of one GPU does not depend on thousands more");
+  } else if (w.sharding != Sharding::none && w.gpus < 2) {
+    out.add("--gpus", fmt::format("--sharding {} needs at least 2 GPUs, got {}", name_of(w.sharding), w.gpus),
+            "set --gpus 2 or more, or drop --sharding");
+  } else if (w.sharding == Sharding::none && w.gpus >= 2) {
+    out.add("--sharding", fmt::format("{} GPUs but no sharding strategy", w.gpus),
+            "say how the model is split: --sharding ddp|zero1|zero2|zero3|fsdp|tp|device-map");
+  }
+  if (w.grad_accum < 1) out.add("--grad-accum", "must be at least 1, got 0", "use --grad-accum 1 or more");
+
+  if (w.autocast && *w.autocast != DType::bf16 && *w.autocast != DType::fp16) {
+    out.add("--autocast", fmt::format("{} is not an autocast dtype", name_of(*w.autocast)),
+            "use --autocast bf16 or --autocast fp16");
+  }
+  const bool four_bit = w.weights == DType::nf4 || w.weights == DType::int4;
+  if (w.mode == Mode::qlora && !four_bit) {
+    out.add("--weights", fmt::format("qlora needs 4-bit weights, got {}", name_of(w.weights)),
+            "use --weights nf4 (the default for --mode qlora) or int4, or --mode lora");
+  }
+  if (w.mode == Mode::train && !is_float_compute(w.weights)) {
+    out.add("--weights", "full fine-tuning of quantized weights is not supported",
+            "use --mode qlora or lora");
+  }
+}
+
+}  // namespace vramfit::spec
