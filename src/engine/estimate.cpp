@@ -533,6 +533,16 @@ Breakdown estimate(const ModelSpec& m, const Workload& w) {
   const std::uint64_t adapters = lora_params(m, w);
   if (adapters) base.add("lora_adapters", Bytes{mul(adapters, 4)});
   base.add("cublas_workspace", kCublasWorkspace);
+  if (p.quantized) {
+    // bitsandbytes / GPTQ kernels dequantize one linear's weight to 16 bits per matmul
+    // (bitsandbytes MatMul4Bit: F.dequantize_4bit(B).to(A.dtype)), in forward and backward.
+    std::uint64_t largest = 0;
+    for (const auto& g : m.layers)
+      for (const auto& l : g.linears) largest = std::max(largest, mul(l.in_features, l.out_features));
+    base.add("temporaries", Bytes{mul(largest, 2)});
+    notes.emplace_back("quantized weights: packed sizes follow the formats (block scales included); the "
+                       "kernels' own buffers beyond one dequantized weight are not measured");
+  }
 
   if (w.gpus > 1 && w.sharding != spec::Sharding::none)
     notes.push_back(fmt::format("per-GPU figures for {} GPUs with {}: sharding follows the ZeRO/FSDP/TP rules "

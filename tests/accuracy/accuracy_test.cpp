@@ -87,7 +87,7 @@ TEST_CASE("the expandable-segments subset is estimated as well", "[accuracy]") {
 TEST_CASE("architectures measured by the project meet the same targets", "[accuracy]") {
   // gemma2, phi3, gpt_neox, qwen3, olmoe (MoE), mistral, gpt2-large; committed in tests/.
   const auto& l = load("results/architectures.jsonl", std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/h200");
-  REQUIRE(l.cases.size() == 59);
+  REQUIRE(l.cases.size() == 67);
   const auto r = accuracy::make_report(l.results, *accuracy::truth_device_bytes(l.text));
   INFO(accuracy::render_report(r));
   for (const auto& [mode, st] : r.by_mode) {
