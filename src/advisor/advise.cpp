@@ -24,6 +24,7 @@ namespace {
 struct Context {
   const spec::ModelSpec& model;
   const Budget& budget;
+  bool checkpointing_allowed = true;  ///< gradient_checkpointing is not ruled out by --allow/--deny
 };
 
 /// A fix's proposal for the current workload.
@@ -194,22 +195,29 @@ Proposal propose_quantize_4bit(const Context& ctx, const AdviceWorkload& cur, co
       "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype={})",
       ctx.budget.gpu_bf16 ? "torch.bfloat16" : "torch.float16");
   p.warning = std::string(kQualityWarning);
+  // QLoRA recipes call peft.prepare_model_for_kbit_training, which turns gradient
+  // checkpointing on by default (use_gradient_checkpointing=True) unless it is ruled out.
+  const bool ckpt = ctx.checkpointing_allowed && w.trains() && !w.checkpointing;
+  if (ckpt) n.checkpointing = true;
+  const std::string_view ckpt_how =
+      ctx.checkpointing_allowed ? "peft.prepare_model_for_kbit_training(model)"
+                                : "peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)";
   if (w.mode == spec::Mode::train) {
     n.mode = spec::Mode::qlora;
     n.lora = spec::Lora{};
     p.title = "QLoRA instead of full fine-tuning";
     p.reason = fmt::format(
-        "train rank-{} LoRA adapters on all linear layers of a frozen nf4 base instead of every weight",
-        n.lora.rank);
-    p.how += "; peft.prepare_model_for_kbit_training(model); LoraConfig(r=16, target_modules=\"all-linear\")";
+        "train rank-{} LoRA adapters on all linear layers of a frozen nf4 base instead of every weight{}",
+        n.lora.rank, ckpt ? ", with gradient checkpointing as QLoRA recipes do" : "");
+    p.how += fmt::format("; {}; LoraConfig(r=16, target_modules=\"all-linear\")", ckpt_how);
     p.warning =
         "changes the job: only the adapters train, on a 4-bit base; can cost quality: check your evaluations";
   } else if (w.mode == spec::Mode::lora) {
     n.mode = spec::Mode::qlora;
     p.title = "QLoRA: LoRA on a 4-bit base";
-    p.reason =
-        fmt::format("load the frozen base in nf4 instead of {} (same adapters)", vramfit::name_of(w.weights));
-    p.how += "; peft.prepare_model_for_kbit_training(model)";
+    p.reason = fmt::format("load the frozen base in nf4 instead of {} (same adapters){}",
+                           vramfit::name_of(w.weights), ckpt ? ", with gradient checkpointing" : "");
+    p.how += fmt::format("; {}", ckpt_how);
   } else {
     p.reason = fmt::format("load the weights in nf4 instead of {}", vramfit::name_of(w.weights));
   }
@@ -434,7 +442,9 @@ WalkResult walk(const spec::ModelSpec& model, const spec::Workload& workload, co
   r.initial = est;
   r.fits_initially = r.fits = budget.fits(est.device_total);
   if (!r.fits) {
-    const Context ctx{model, budget};
+    const auto ckpt_rule = std::find_if(kFixes.begin(), kFixes.end(),
+                                        [](const Fix& f) { return f.info.id == "gradient_checkpointing"; });
+    const Context ctx{model, budget, rules[static_cast<std::size_t>(ckpt_rule - kFixes.begin())].empty()};
     const std::vector<std::string> baseline = problems(workload, model);
     for (std::size_t i = 0; i < kFixes.size(); ++i) {
       const Fix& fix = kFixes[i];

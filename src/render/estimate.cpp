@@ -114,9 +114,10 @@ std::string estimate_json(const EstimateReport& r) {
   if (r.budget) {
     ojson o;
     o["bytes"] = r.budget->bytes.value();
-    o["fits"] = fits(b, r.budget->bytes);
+    o["fits"] = fits(b, *r.budget);
     o["headroom_bytes"] = headroom_bytes(b, r.budget->bytes);
     o["gpu"] = r.budget->gpu ? ojson(*r.budget->gpu) : ojson(nullptr);
+    o["keep_free_bytes"] = r.budget->keep_free.value();
     j["budget"] = o;
   } else {
     j["budget"] = nullptr;
@@ -215,12 +216,29 @@ std::string estimate_text(const EstimateReport& r) {
         r.budget->gpu ? fmt::format("{}, {}", r.budget->label, format_bytes(budget)) : format_bytes(budget);
     if (!r.budget->gpu && r.budget->label != format_bytes(budget))
       label += fmt::format(" ({})", r.budget->label);
+    const Bytes keep_free = r.budget->keep_free;
+    if (keep_free.value() > 0) {
+      label += fmt::format(", {} kept free", format_bytes(keep_free));
+      if (!r.budget->keep_free_label.empty() && r.budget->keep_free_label != format_bytes(keep_free))
+        label += fmt::format(" ({})", r.budget->keep_free_label);
+    }
     verdict.push_back({"Budget", label});
-    if (fits(b, budget))
+    if (fits(b, *r.budget)) {
       verdict.push_back({"Verdict", fmt::format("FITS, headroom {}", format_signed_bytes(headroom))});
-    else
+    } else if (keep_free.value() == 0) {
       verdict.push_back(
           {"Verdict", fmt::format("DOES NOT FIT, short by {}", format_signed_bytes(-headroom))});
+    } else {
+      // Short by device_total + keep_free - budget (the headroom alone may be positive), saturated.
+      const std::uint64_t total = b.device_total.value();
+      const std::uint64_t short_by =
+          keep_free <= budget ? total - (budget.value() - keep_free.value())
+          : total > std::numeric_limits<std::uint64_t>::max() - (keep_free.value() - budget.value())
+              ? std::numeric_limits<std::uint64_t>::max()
+              : total + (keep_free.value() - budget.value());
+      verdict.push_back({"Verdict", fmt::format("DOES NOT FIT, short by {} with {} kept free",
+                                                format_bytes(Bytes{short_by}), format_bytes(keep_free))});
+    }
     out += table(verdict, {});
   }
 
@@ -235,6 +253,12 @@ std::string estimate_text(const EstimateReport& r) {
 }  // namespace
 
 bool fits(const engine::Breakdown& b, Bytes budget) noexcept { return b.device_total <= budget; }
+
+bool fits(const engine::Breakdown& b, const Budget& budget) noexcept {
+  // Compared by subtraction: device_total + keep_free may overflow.
+  if (budget.keep_free > budget.bytes) return false;
+  return b.device_total.value() <= budget.bytes.value() - budget.keep_free.value();
+}
 
 std::int64_t headroom_bytes(const engine::Breakdown& b, Bytes budget) noexcept {
   constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());

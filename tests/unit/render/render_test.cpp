@@ -146,7 +146,8 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   CHECK(j["device_total_bytes"] == 36076273664ULL);
   CHECK(j["budget"] ==
         nlohmann::ordered_json::parse(
-            R"({"bytes": 25769803776, "fits": false, "headroom_bytes": -10306469888, "gpu": "rtx-4090"})"));
+            R"({"bytes": 25769803776, "fits": false, "headroom_bytes": -10306469888, "gpu": "rtx-4090",
+                "keep_free_bytes": 0})"));
   CHECK(j["notes"].size() == 3);
   CHECK(text.back() == '\n');
 }

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "vramfit/advisor/budget.hpp"
+#include "vramfit/catalog/catalog.hpp"
+#include "vramfit/core/exit_code.hpp"
+#include "vramfit/render/render.hpp"
+
+namespace vramfit::cli {
+
+/// Where the catalog comes from: the embedded data/, or a folder given by `--data-dir`
+/// (or VRAMFIT_DATA_DIR). Loaded on first use, so commands that need no catalog never
+/// read it.
+class CatalogSource {
+ public:
+  /// `data_dir` empty: the embedded catalog. `field` names the flag in errors.
+  explicit CatalogSource(std::string data_dir = {}, std::string field = "--data-dir");
+
+  /// The catalog; throws InputError when the folder cannot be read or does not validate.
+  const catalog::Catalog& get();
+
+ private:
+  std::string dir_;
+  std::string field_;
+  std::optional<catalog::Catalog> loaded_;
+};
+
+/// The model, workload and budget flags shared by `estimate`, `advise`, `fit` and `explain`,
+/// exactly as typed: each value is the raw text (empty when the flag was not given), parsed
+/// and checked by build_estimate so every message is ours.
+struct EstimateFlags {
+  std::string params, model, config, dtype;
+  std::string mode, batch, seq, new_tokens, optimizer, autocast, attention;
+  std::string lora_rank, lora_targets, lora_dropout, grad_accum, gpus, sharding;
+  bool checkpointing = false;
+  std::string gpu, budget, headroom;
+  /// Long names of the flags given on the command line ("--optimizer", ...), from CLI11's
+  /// option->count(): a flag given with its default value still counts as given.
+  std::set<std::string> given;
+
+  [[nodiscard]] bool has(const std::string& flag) const { return given.count(flag) != 0; }
+  /// True when a model source (--params, --model, --config) was given.
+  [[nodiscard]] bool has_model() const { return has("--params") || has("--model") || has("--config"); }
+};
+
+/// Whether a command needs a budget (`advise`, `fit`) or may go without (`estimate`).
+enum class BudgetRule { optional, required };
+
+/// A checked command line: the engine's report, and the budget as the advisor sees it.
+struct Estimate {
+  render::EstimateReport report;  ///< report.budget carries the --headroom margin too
+  /// The budget with its margin and the GPU's bf16 support; set exactly when report.budget is.
+  std::optional<advisor::Budget> budget;
+};
+
+/// Checks the flags, builds the model and the workload, runs the engine. Collects every
+/// problem it can before throwing InputError (fields are flag names): bad values, a
+/// --headroom without a budget, no budget under BudgetRule::required, a margin that leaves
+/// nothing of the budget.
+Estimate build_estimate(const EstimateFlags& flags, CatalogSource& catalog,
+                        BudgetRule rule = BudgetRule::optional);
+
+/// The estimate's JSON document (render::render_estimate in JSON, as an ordered object), for
+/// the commands that build on it: `estimate` adds `advice`, `advise` and `fit` reuse `model`
+/// and `workload`.
+nlohmann::ordered_json estimate_document(const render::EstimateReport& report);
+
+/// The first block of the estimate's text (the Model and Workload lines, and the Budget line
+/// when there is one), ending with a newline: the heading of `advise` and `fit`.
+std::string estimate_heading(const render::EstimateReport& report);
+
+/// `vramfit estimate`: the report, and under an exceeded budget the advisor's short advice
+/// (text: advice_summary after the report; JSON: the `advice` key, null when the job fits or
+/// there is no budget). Returns ok, or does_not_fit when the budget is exceeded.
+ExitCode run_estimate(const Estimate& estimate, CatalogSource& catalog, render::Format format,
+                      std::ostream& out);
+
+}  // namespace vramfit::cli

@@ -1,0 +1,340 @@
+// `vramfit estimate`: flags -> ModelSpec + Workload -> engine -> report.
+#include "vramfit/cli/estimate.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <functional>
+#include <ostream>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "vramfit/advisor/advise.hpp"
+#include "vramfit/advisor/budget.hpp"
+#include "vramfit/advisor/report.hpp"
+#include "vramfit/cli/files.hpp"
+#include "vramfit/core/error.hpp"
+#include "vramfit/engine/estimate.hpp"
+#include "vramfit/spec/parse.hpp"
+
+namespace vramfit::cli {
+
+namespace {
+
+/// Runs `step`, moving any InputError it throws into `diags`; false when it threw.
+bool collect(Diagnostics& diags, const std::function<void()>& step) {
+  try {
+    step();
+    return true;
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics()) diags.add(d.field, d.problem, d.fix);
+    return false;
+  }
+}
+
+/// A positive whole number typed for `flag`; every way it can be wrong gets its own message
+/// (CLI11 would wrap "-1" into a huge unsigned number or print a generic conversion error).
+std::optional<std::uint64_t> parse_count(const std::string& text, const std::string& flag,
+                                         std::string_view example, Diagnostics& diags) {
+  const std::string fix = fmt::format("give a positive whole number, e.g. {} {}", flag, example);
+  if (text.empty()) {
+    diags.add(flag, "empty value", fix);
+    return std::nullopt;
+  }
+  if (text.front() == '-') {
+    diags.add(flag, fmt::format("{} is negative", text), fix);
+    return std::nullopt;
+  }
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range) {
+    diags.add(flag, fmt::format("{} is too large", text), fix);
+    return std::nullopt;
+  }
+  if (ec != std::errc() || ptr != end) {
+    diags.add(flag, fmt::format("'{}' is not a whole number", text), fix);
+    return std::nullopt;
+  }
+  if (v == 0) {
+    diags.add(flag, "0 is not allowed", fix);
+    return std::nullopt;
+  }
+  return v;
+}
+
+/// A name from a closed list ("--mode train"): unknown names get the list and a suggestion.
+template <typename T, std::size_t N>
+std::optional<T> parse_choice(const std::string& text, const std::string& flag, std::string_view what,
+                              std::optional<T> (*parse)(std::string_view) noexcept,
+                              const std::array<std::string_view, N>& names, Diagnostics& diags) {
+  if (auto v = parse(text)) return v;
+  std::vector<std::string> known(names.begin(), names.end());
+  const auto close = catalog::did_you_mean(text, known);
+  std::string list;
+  for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+  const std::string fix =
+      close.empty() ? "one of " + list : fmt::format("did you mean '{}'? one of {}", close[0], list);
+  diags.add(flag, fmt::format("unknown {} '{}'", what, text), fix);
+  return std::nullopt;
+}
+
+constexpr std::array<std::string_view, 5> kModes{"inference", "generate", "train", "lora", "qlora"};
+constexpr std::array<std::string_view, 7> kDTypes{"fp32", "fp16", "bf16", "fp8", "int8", "int4", "nf4"};
+constexpr std::array<std::string_view, 9> kOptimizers{"adamw",     "adamw-fused", "adamw-forloop",
+                                                      "adam",      "sgd",         "sgd-momentum",
+                                                      "adafactor", "adamw-8bit",  "lion"};
+constexpr std::array<std::string_view, 2> kAutocast{"bf16", "fp16"};
+constexpr std::array<std::string_view, 2> kAttention{"sdpa", "eager"};
+constexpr std::array<std::string_view, 8> kSharding{"none",  "ddp",  "zero1", "zero2",
+                                                    "zero3", "fsdp", "tp",    "device-map"};
+
+std::optional<DType> parse_autocast(std::string_view s) noexcept {
+  const auto d = parse_dtype(s);
+  if (d == DType::bf16 || d == DType::fp16) return d;
+  return std::nullopt;
+}
+
+/// Flags that only some modes use (checked only when given explicitly).
+struct ModeFlag {
+  std::string_view flag;
+  bool (*applies)(spec::Mode);
+  std::string_view used_by;
+};
+
+bool trains(spec::Mode m) {
+  return m == spec::Mode::train || m == spec::Mode::lora || m == spec::Mode::qlora;
+}
+bool lora(spec::Mode m) { return m == spec::Mode::lora || m == spec::Mode::qlora; }
+bool generates(spec::Mode m) { return m == spec::Mode::generate; }
+
+constexpr std::array<ModeFlag, 7> kModeFlags{{
+    // The optimizer, its step and recomputation exist only when training.
+    {"--optimizer", trains, "--mode train, lora and qlora"},
+    {"--grad-accum", trains, "--mode train, lora and qlora"},
+    {"--checkpointing", trains, "--mode train, lora and qlora"},
+    // Only generate produces new tokens (and grows the KV cache).
+    {"--new-tokens", generates, "--mode generate"},
+    // Adapters exist only in the peft modes.
+    {"--lora-rank", lora, "--mode lora and qlora"},
+    {"--lora-targets", lora, "--mode lora and qlora"},
+    {"--lora-dropout", lora, "--mode lora and qlora"},
+}};
+
+std::vector<std::string> split_targets(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : text + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+CatalogSource::CatalogSource(std::string data_dir, std::string field)
+    : dir_(std::move(data_dir)), field_(std::move(field)) {}
+
+const catalog::Catalog& CatalogSource::get() {
+  if (dir_.empty()) return catalog::Catalog::embedded();
+  if (!loaded_) loaded_ = catalog::Catalog::parse(read_data_dir(dir_, field_));
+  return *loaded_;
+}
+
+Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRule rule) {
+  Diagnostics diags;
+  Estimate result;
+  render::EstimateReport& report = result.report;
+  spec::Workload& w = report.workload;
+
+  // --- the model source: exactly one ---
+  std::vector<std::string> sources;
+  for (const char* s : {"--params", "--model", "--config"})
+    if (f.has(s)) sources.emplace_back(s);
+  if (sources.empty())
+    diags.add("model", "no model given",
+              "give exactly one of --params, --model, --config, e.g. --model llama-3.1-8b; 'vramfit models' "
+              "lists the presets");
+  else if (sources.size() > 1)
+    diags.add("model", fmt::format("{} and {} were both given", sources[0], sources[1]),
+              "give exactly one of --params, --model, --config");
+
+  // --- the workload's names ---
+  if (f.has("--mode"))
+    if (auto m = parse_choice(f.mode, "--mode", "mode", spec::parse_mode, kModes, diags)) w.mode = *m;
+  if (f.has("--dtype")) {
+    if (auto d = parse_choice(f.dtype, "--dtype", "dtype", parse_dtype, kDTypes, diags)) w.weights = *d;
+  } else if (w.mode == spec::Mode::qlora) {
+    w.weights = DType::nf4;  // QLoRA's base is 4-bit by definition
+  }
+  if (f.has("--optimizer"))
+    if (auto o =
+            parse_choice(f.optimizer, "--optimizer", "optimizer", spec::parse_optimizer, kOptimizers, diags))
+      w.optimizer = *o;
+  if (f.has("--autocast"))
+    if (auto a = parse_choice(f.autocast, "--autocast", "autocast dtype", parse_autocast, kAutocast, diags))
+      w.autocast = *a;
+  if (f.has("--attention"))
+    if (auto a =
+            parse_choice(f.attention, "--attention", "attention", spec::parse_attention, kAttention, diags))
+      w.attention = *a;
+  if (f.has("--sharding"))
+    if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, kSharding, diags))
+      w.sharding = *s;
+  w.checkpointing = f.checkpointing;
+
+  // --- the workload's numbers ---
+  if (f.has("--batch"))
+    if (auto v = parse_count(f.batch, "--batch", "8", diags)) w.batch = *v;
+  if (f.has("--seq"))
+    if (auto v = parse_count(f.seq, "--seq", "4096", diags)) w.seq = *v;
+  if (w.mode == spec::Mode::generate) w.new_tokens = 256;
+  if (f.has("--new-tokens"))
+    if (auto v = parse_count(f.new_tokens, "--new-tokens", "512", diags)) w.new_tokens = *v;
+  if (f.has("--grad-accum"))
+    if (auto v = parse_count(f.grad_accum, "--grad-accum", "4", diags)) w.grad_accum = *v;
+  if (f.has("--gpus"))
+    if (auto v = parse_count(f.gpus, "--gpus", "8", diags)) w.gpus = *v;
+  if (f.has("--lora-rank"))
+    if (auto v = parse_count(f.lora_rank, "--lora-rank", "16", diags)) w.lora.rank = *v;
+  if (f.has("--lora-targets")) {
+    auto targets = split_targets(f.lora_targets);
+    if (targets.empty())
+      diags.add("--lora-targets", "no module names", "give all-linear or names such as q_proj,v_proj");
+    else if (targets.size() == 1 && targets[0] == "all-linear")
+      w.lora.all_linear = true;
+    else {
+      w.lora.all_linear = false;
+      w.lora.targets = std::move(targets);
+    }
+  }
+  if (f.has("--lora-dropout")) {
+    double p = 0;
+    const char* end = f.lora_dropout.data() + f.lora_dropout.size();
+    const auto [ptr, ec] = std::from_chars(f.lora_dropout.data(), end, p);
+    if (ec != std::errc() || ptr != end || !(p >= 0.0 && p < 1.0))
+      diags.add("--lora-dropout", fmt::format("'{}' is not a probability in [0, 1)", f.lora_dropout),
+                "e.g. --lora-dropout 0.05");
+    else
+      w.lora.dropout = p;
+  }
+
+  // --- flags the mode does not use ---
+  for (const auto& mf : kModeFlags)
+    if (f.has(std::string(mf.flag)) && !mf.applies(w.mode))
+      diags.add(std::string(mf.flag), fmt::format("does not apply to --mode {}", spec::name_of(w.mode)),
+                fmt::format("it is used by {}; drop it or change --mode", mf.used_by));
+
+  // --- the budget and its margin ---
+  advisor::Headroom headroom;
+  if (f.has("--headroom"))
+    collect(diags, [&] { headroom = advisor::parse_headroom(f.headroom, "--headroom"); });
+  if (f.has("--gpu") && f.has("--budget")) {
+    diags.add("--budget", "--gpu and --budget were both given", "give one: --gpu ID or --budget SIZE");
+  } else if (f.has("--budget")) {
+    collect(diags, [&] {
+      const Bytes bytes = spec::parse_size(f.budget, "--budget");
+      report.budget = render::Budget{bytes, f.budget, std::nullopt, Bytes{}, {}};
+      result.budget = advisor::budget_of(bytes, headroom);
+    });
+  } else if (f.has("--gpu")) {
+    collect(diags, [&] {
+      const auto& g = catalog.get().gpu(f.gpu, "--gpu");
+      report.budget = render::Budget{g.memory, fmt::format("{} ({})", g.id, g.name), g.id, Bytes{}, {}};
+      result.budget = advisor::budget_for_gpu(g, headroom);
+    });
+  } else if (rule == BudgetRule::required) {
+    diags.add("budget", "no budget given",
+              "give --gpu ID or --budget SIZE, e.g. --gpu rtx-4090 or --budget 24GiB; 'vramfit gpus' lists "
+              "the GPUs");
+  } else if (f.has("--headroom")) {
+    diags.add("--headroom", "a margin needs a budget", "give --gpu ID or --budget SIZE too");
+  }
+  if (result.budget) {
+    if (collect(diags, [&] { advisor::check_budget(*result.budget); })) {
+      report.budget->keep_free = result.budget->headroom_bytes();
+      if (f.has("--headroom")) report.budget->keep_free_label = f.headroom;
+    }
+  }
+
+  // --- the model itself, once the flags are sound (its errors come after theirs) ---
+  bool have_model = false;
+  if (sources.size() == 1) {
+    have_model = collect(diags, [&] {
+      if (f.has("--params")) {
+        report.model = spec::from_param_count(spec::parse_param_count(f.params, "--params"));
+        report.model.name = "--params " + f.params;
+        report.model.source = "params";
+        // The spec's notes say which shape was assumed; make sure the way out is said too.
+        const bool said =
+            std::any_of(report.model.notes.begin(), report.model.notes.end(),
+                        [](const std::string& n) { return n.find("--config") != std::string::npos; });
+        if (!said)
+          report.notes.emplace_back(
+              "--params gives only a parameter count, so the shape above is assumed; "
+              "--config or --model gives a more accurate estimate");
+      } else if (f.has("--model")) {
+        const auto& preset = catalog.get().preset(f.model, "--model");
+        report.model = spec::from_config(preset.config, "models/" + preset.id + ".json: config");
+        report.model.name = preset.id;
+        report.model.source = "preset";
+      } else {
+        report.model = load_config(f.config, "--config");
+      }
+    });
+  }
+  if (have_model && diags.empty()) spec::validate(w, report.model, diags);
+  diags.throw_if_any();
+
+  report.breakdown = engine::estimate(report.model, w);
+  return result;
+}
+
+nlohmann::ordered_json estimate_document(const render::EstimateReport& report) {
+  return nlohmann::ordered_json::parse(render::render_estimate(report, render::Format::json));
+}
+
+std::string estimate_heading(const render::EstimateReport& report) {
+  // The renderer's own lines, so the heading reads exactly like `estimate`'s.
+  const std::string text = render::render_estimate(report, render::Format::text);
+  std::string heading = text.substr(0, text.find("\n\n") + 1);
+  const std::string budget = "\nBudget ";
+  if (const auto at = text.find(budget); report.budget && at != std::string::npos) {
+    const auto start = text.find_first_not_of(' ', at + budget.size());
+    const auto end = text.find('\n', start);
+    // Re-aligned to the first block's label column ("Workload  ").
+    heading += "Budget    " + text.substr(start, end - start) + "\n";
+  }
+  return heading;
+}
+
+ExitCode run_estimate(const Estimate& e, CatalogSource& catalog, render::Format format, std::ostream& out) {
+  const render::EstimateReport& report = e.report;
+  const bool fits = !report.budget || render::fits(report.breakdown, *report.budget);
+  std::optional<advisor::Advice> advice;
+  if (!fits) {
+    advisor::AdviseOptions options;
+    advice = advisor::advise(report.model, report.workload, *e.budget, catalog.get(), options);
+  }
+  // Render first, print after: an error while rendering leaves stdout empty.
+  std::string text;
+  if (format == render::Format::json) {
+    auto doc = estimate_document(report);
+    doc["advice"] = advice ? nlohmann::ordered_json(advisor::advice_json(*advice)) : nlohmann::ordered_json();
+    text = doc.dump(2) + "\n";
+  } else {
+    text = render::render_estimate(report, format);
+    if (advice) text += "\n" + advisor::advice_summary(*advice);
+  }
+  out << text;
+  return advice ? advisor::exit_code(*advice) : ExitCode::ok;
+}
+
+}  // namespace vramfit::cli

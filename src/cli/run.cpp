@@ -1,0 +1,390 @@
+// The command line: CLI11 wiring, the commands, and the one place errors are caught.
+#include "vramfit/cli/run.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "vramfit/advisor/advise.hpp"
+#include "vramfit/advisor/fit.hpp"
+#include "vramfit/catalog/catalog.hpp"
+#include "vramfit/cli/advise.hpp"
+#include "vramfit/cli/estimate.hpp"
+#include "vramfit/cli/explain.hpp"
+#include "vramfit/cli/validate.hpp"
+#include "vramfit/core/error.hpp"
+#include "vramfit/core/exit_code.hpp"
+#include "vramfit/render/render.hpp"
+#include "vramfit/spec/parse.hpp"
+
+namespace vramfit::cli {
+
+namespace {
+
+constexpr const char* kDescription =
+    "vramfit: estimates the GPU memory of a transformer job (inference, generate, training, LoRA, QLoRA),\n"
+    "says whether it fits a GPU, what to change when it does not, and what an OOM message means.";
+
+/// The commands, in help order (also the list "unknown command" names).
+const std::vector<std::string> kCommands{"estimate", "advise", "fit", "explain",
+                                         "validate", "models", "gpus"};
+
+constexpr const char* kCatalogNote =
+    "--data-dir PATH (or env VRAMFIT_DATA_DIR) reads another catalog folder; it may come before or after the "
+    "command.";
+
+constexpr const char* kEstimateFooter = R"(Examples:
+  vramfit estimate --model llama-3.1-8b --mode train --gpu h100-80gb
+  vramfit estimate --params 7B --mode qlora --batch 4 --seq 1024 --budget 24GiB
+  vramfit estimate --config ./my-model --mode generate --new-tokens 512 --json
+  vramfit estimate --model qwen2.5-7b --mode lora --gpu a100-80gb --headroom 10%
+
+When the job does not fit the budget, the report ends with the advisor's short advice (JSON: the
+"advice" key; null when it fits); 'vramfit advise' with the same flags gives the details.
+)";
+
+constexpr const char* kEstimateExit =
+    "Exit codes: 0 ok or fits, 1 does not fit the budget, 2 usage or input error, 3 internal error.";
+
+constexpr const char* kAdviseFooter = R"(Examples:
+  vramfit advise --model llama-3.1-8b --mode train --gpu rtx-4090
+  vramfit advise --model qwen2.5-7b --mode lora --batch 8 --budget 24GiB --headroom 10% --deny quantize
+  vramfit advise --model llama-3.3-70b --gpu h100-80gb --provider aws --json
+
+The fixes, tried in this order until the job fits (ids for --allow and --deny; 'quantize' names both
+quantize steps):
+)";
+
+constexpr const char* kAdviseExit =
+    "Exit codes: 0 the job fits as given (no step is needed), 1 it does not (the advice is printed either\n"
+    "way), 2 usage or input error, 3 internal error.";
+
+constexpr const char* kFitFooter = R"(Examples:
+  vramfit fit --model llama-3.1-8b --mode lora --seq 2048 --gpu a100-80gb
+  vramfit fit --model qwen2.5-7b --mode generate --batch 8 --gpu l4 --solve seq --json
+  vramfit fit --params 13B --mode qlora --budget 24GiB --headroom 2GiB
+
+The other flags are the workload as given; the search changes only the --solve dimension.
+Exit codes: 0 some value fits, 1 nothing fits (even 1), 2 usage or input error, 3 internal error.)";
+
+constexpr const char* kExplainFooter = R"(Examples:
+  vramfit explain train.log
+  python train.py 2>&1 | vramfit explain -
+  vramfit explain train.log --model llama-3.1-8b --mode train --batch 8 --seq 2048 --json
+
+Reads PyTorch's "CUDA out of memory" messages (current and legacy texts, HIP, MPS, memory summaries)
+anywhere in a log. With --model/--config/--params (and the workload flags), it also estimates the job,
+names the tensor the failed request matches (logits, attention scores), and sets the estimate beside the
+card's total from the message.
+Exit codes: 0 an OOM message was found and explained, 1 the text holds none, 2 unreadable input or bad
+flags, 3 internal error.)";
+
+constexpr const char* kValidateFooter = R"(Examples:
+  vramfit validate ../shared/truth/results/public.jsonl
+  vramfit validate tests/accuracy/h200/results/architectures.jsonl --json
+
+A truth file is JSON lines as measure.py writes them: an environment line (the GPU's total_bytes),
+then one measured case a line. Each case's "config" is read relative to the file's folder, else its
+parent folder. Errors are |estimate / measured - 1| of the peak allocated memory; "unsafe" is an
+estimate below 95% of the measured peak.
+Exit codes: 0 the report was printed, 2 the file or a config is missing or malformed, 3 internal error.)";
+
+/// The option values of every command, bound to CLI11 before parsing.
+struct Options {
+  std::string data_dir;
+  EstimateFlags estimate;  ///< shared by estimate, advise, fit and explain (one command runs)
+  /// Per command: long name -> option, for EstimateFlags::given.
+  std::map<std::string, std::vector<std::pair<std::string, CLI::Option*>>> flag_options;
+  AdviseFlags advise;
+  std::string solve = "batch";
+  std::string path;  ///< explain's FILE, validate's PATH
+  bool json = false;
+};
+
+/// Registers one flag of the shared set on `app`, remembering it for EstimateFlags::given.
+CLI::Option* add(CLI::App* app, Options& o, const std::string& name, std::string& target,
+                 const std::string& type, const std::string& help, const std::string& group) {
+  CLI::Option* opt = app->add_option(name, target, help)->type_name(type)->group(group);
+  o.flag_options[app->get_name()].emplace_back(name, opt);
+  return opt;
+}
+
+/// The model and workload flags (every command that estimates), and the budget flags.
+void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string& model_group) {
+  auto& f = o.estimate;
+  add(e, o, "--params", f.params, "N", "parameter count: 7e9, 7B, 1.5b, 350M (a Llama-like shape is assumed)",
+      model_group);
+  add(e, o, "--model", f.model, "ID", "a preset (list them with 'vramfit models')", model_group);
+  add(e, o, "--config", f.config, "PATH",
+      "a Hugging Face config.json, or a folder holding it (and safetensors files, read for exact sizes)",
+      model_group);
+  add(e, o, "--dtype", f.dtype, "DTYPE",
+      "weights dtype: fp32 fp16 bf16 fp8 int8 int4 nf4 (default bf16; nf4 for qlora)", model_group);
+  const std::string work = "Workload";
+  add(e, o, "--mode", f.mode, "MODE", "inference generate train lora qlora (default inference)", work);
+  add(e, o, "--batch", f.batch, "N", "sequences per step (default 1)", work);
+  add(e, o, "--seq", f.seq, "N", "tokens per sequence; the prompt for generate (default 2048)", work);
+  add(e, o, "--new-tokens", f.new_tokens, "N", "tokens generated (generate; default 256)", work);
+  add(e, o, "--optimizer", f.optimizer, "NAME",
+      "adamw adamw-fused adamw-forloop adam sgd sgd-momentum adafactor adamw-8bit lion (training; default "
+      "adamw)",
+      work);
+  add(e, o, "--autocast", f.autocast, "DTYPE", "bf16 or fp16: mixed precision over the stored weights", work);
+  CLI::Option* ckpt =
+      e->add_flag("--checkpointing", f.checkpointing, "gradient (activation) checkpointing")->group(work);
+  o.flag_options[e->get_name()].emplace_back("--checkpointing", ckpt);
+  add(e, o, "--attention", f.attention, "IMPL", "sdpa or eager (default sdpa)", work);
+  add(e, o, "--lora-rank", f.lora_rank, "R", "LoRA rank (lora, qlora; default 16)", work);
+  add(e, o, "--lora-targets", f.lora_targets, "LIST",
+      "all-linear, or module names: q_proj,v_proj (default all-linear)", work);
+  add(e, o, "--lora-dropout", f.lora_dropout, "P", "LoRA dropout probability (default 0)", work);
+  add(e, o, "--grad-accum", f.grad_accum, "K", "gradient accumulation steps (default 1)", work);
+  add(e, o, "--gpus", f.gpus, "N", "GPUs the job runs on (default 1)", work);
+  add(e, o, "--sharding", f.sharding, "HOW", "none ddp zero1 zero2 zero3 fsdp tp device-map (default none)",
+      work);
+  if (!budget) return;
+  const std::string group = e->get_name() == "estimate" ? "Budget (at most one)" : "Budget (exactly one)";
+  add(e, o, "--gpu", f.gpu, "ID", "a GPU of the catalog (list them with 'vramfit gpus')", group);
+  add(e, o, "--budget", f.budget, "SIZE", "memory per GPU: 24GiB, 80GB, 81920MiB (GB = 10^9, GiB = 2^30)",
+      group);
+  add(e, o, "--headroom", f.headroom, "MARGIN",
+      "keep a margin free on the GPU: 10% of its memory, or a size (2GiB); fits when total + margin <= "
+      "budget",
+      group);
+}
+
+CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description,
+                      const std::string& footer) {
+  CLI::App* c = app.add_subcommand(name, description);
+  c->fallthrough();  // --data-dir may come after the command
+  c->footer(footer);
+  return c;
+}
+
+void add_json(CLI::App* c, Options& o, const std::string& what) {
+  c->add_flag("--json", o.json, what)->group("Output");
+}
+
+std::string advise_footer() {
+  std::string s = kAdviseFooter;
+  std::size_t n = 1;
+  for (const auto& f : advisor::fixes()) s += fmt::format("  {}. {:<24} {}\n", n++, f.id, f.title);
+  s += "\n";
+  s += kAdviseExit;
+  return s;
+}
+
+void add_commands(CLI::App& app, Options& o) {
+  CLI::App* e =
+      add_command(app, "estimate", "Estimate the peak GPU memory of a job and check it against a budget",
+                  std::string(kEstimateFooter) + "\n" + kCatalogNote + "\n" + kEstimateExit);
+  add_estimate_flags(e, o, true, "Model (exactly one)");
+  add_json(e, o, "print JSON (schema_version 1) on stdout");
+
+  CLI::App* a = add_command(
+      app, "advise", "Say what to change, in order, so that a job fits a GPU, and the smallest cloud tier",
+      advise_footer());
+  add_estimate_flags(a, o, true, "Model (exactly one)");
+  a->add_option("--allow", o.advise.allow, "only these fixes may be used (ids, comma-separated; repeatable)")
+      ->type_name("IDS")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Advice");
+  a->add_option("--deny", o.advise.deny, "these fixes must not be used (ids, comma-separated; repeatable)")
+      ->type_name("IDS")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Advice");
+  a->add_option("--provider", o.advise.provider,
+                "look for tiers of this cloud provider only (see 'vramfit gpus')")
+      ->type_name("ID")
+      ->group("Advice");
+  add_json(a, o, "print JSON (schema_version 1) on stdout");
+
+  CLI::App* f =
+      add_command(app, "fit", "Find the largest batch (or sequence length) that fits a GPU", kFitFooter);
+  add_estimate_flags(f, o, true, "Model (exactly one)");
+  f->add_option("--solve", o.solve, "the dimension to maximise: batch or seq (default batch)")
+      ->type_name("WHAT")
+      ->group("Search");
+  add_json(f, o, "print JSON (schema_version 1) on stdout");
+
+  CLI::App* x = add_command(
+      app, "explain", "Explain a PyTorch out-of-memory message from a log, and what to do", kExplainFooter);
+  x->add_option("FILE", o.path, "the log to read; '-' or nothing reads standard input")->type_name("");
+  add_estimate_flags(x, o, false, "Model (optional: estimates the job beside the message)");
+  add_json(x, o, "print JSON (schema_version 1) on stdout");
+
+  CLI::App* v =
+      add_command(app, "validate", "Compare the estimates with measured peaks from a truth file (JSONL)",
+                  kValidateFooter);
+  v->add_option("PATH", o.path, "a truth file written by measure.py (*.jsonl)")->type_name("")->required();
+  add_json(v, o, "print JSON (schema_version 1) on stdout");
+
+  CLI::App* models = add_command(app, "models", "List the model presets", "");
+  add_json(models, o, "print JSON on stdout");
+  CLI::App* gpus = add_command(app, "gpus", "List the GPU catalog and the cloud providers' tiers", "");
+  add_json(gpus, o, "print JSON on stdout");
+}
+
+/// Runs `step`, moving any InputError it throws into `diags`.
+template <typename F>
+void collect(Diagnostics& diags, F&& step) {
+  try {
+    step();
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics()) diags.add(d.field, d.problem, d.fix);
+  }
+}
+
+/// Runs the parsed command; returns the exit code. Throws InputError.
+ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istream& in) {
+  std::string data_dir = o.data_dir;
+  std::string field = "--data-dir";
+  if (data_dir.empty()) {
+    if (const char* env = std::getenv("VRAMFIT_DATA_DIR"); env != nullptr && *env != '\0') {
+      data_dir = env;
+      field = "VRAMFIT_DATA_DIR";
+    }
+  }
+  CatalogSource catalog(data_dir, field);
+  const auto format = o.json ? render::Format::json : render::Format::text;
+
+  std::string command;
+  for (const auto* sub : app.get_subcommands()) command = sub->get_name();
+  for (const auto& [name, opt] : o.flag_options[command])
+    if (opt->count() > 0) o.estimate.given.insert(name);
+
+  if (command == "estimate") return run_estimate(build_estimate(o.estimate, catalog), catalog, format, out);
+  if (command == "advise")
+    return run_advise(build_estimate(o.estimate, catalog, BudgetRule::required), o.advise, catalog, format,
+                      out);
+  if (command == "fit") {
+    // Every problem at once: the estimate's flags, then --solve.
+    Diagnostics diags;
+    std::optional<Estimate> e;
+    std::optional<advisor::Dimension> dimension;
+    collect(diags, [&] { e = build_estimate(o.estimate, catalog, BudgetRule::required); });
+    collect(diags, [&] { dimension = advisor::parse_dimension(o.solve, "--solve"); });
+    diags.throw_if_any();
+    return run_fit(*e, *dimension, format, out);
+  }
+  if (command == "explain") {
+    // The model is optional; workload flags alone are an error (build_estimate says "no model given").
+    std::optional<Estimate> e;
+    Diagnostics diags;
+    std::string log;
+    collect(diags, [&] { log = read_log(o.path, in); });
+    if (!o.estimate.given.empty()) collect(diags, [&] { e = build_estimate(o.estimate, catalog); });
+    diags.throw_if_any();
+    return run_explain(log, e, format, out);
+  }
+  if (command == "validate") return run_validate(o.path, format, out);
+  if (command == "models") {
+    std::vector<render::ModelEntry> models;
+    for (const auto& p : catalog.get().presets())
+      models.push_back({p, spec::from_config(p.config, "models/" + p.id + ".json: config")});
+    out << render::render_models(models, format);
+    return ExitCode::ok;
+  }
+  if (command == "gpus") {
+    out << render::render_gpus(catalog.get(), format);
+    return ExitCode::ok;
+  }
+  throw std::logic_error("no command was dispatched");
+}
+
+void print_diagnostics(const std::vector<Diagnostic>& diags, std::ostream& err) {
+  std::vector<std::string> seen;
+  for (const auto& d : diags) {
+    std::string line = d.str();
+    if (std::find(seen.begin(), seen.end(), line) != seen.end()) continue;
+    err << "vramfit: error: " << line << '\n';
+    seen.push_back(std::move(line));
+  }
+}
+
+/// The name of the (sub)command that was being parsed, for "run 'vramfit estimate --help'".
+std::string command_of(const CLI::App& app) {
+  for (const auto* sub : app.get_subcommands()) return "vramfit " + sub->get_name();
+  return "vramfit";
+}
+
+/// "estimate, advise, ..., models and gpus".
+std::string command_list(const std::string& last_joiner) {
+  std::string s;
+  for (std::size_t i = 0; i < kCommands.size(); ++i) {
+    if (i > 0) s += i + 1 == kCommands.size() ? last_joiner : ", ";
+    s += kCommands[i];
+  }
+  return s;
+}
+
+}  // namespace
+
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err, std::istream& stdin_in) {
+  try {
+    CLI::App app(kDescription, "vramfit");
+    Options o;
+    app.set_version_flag("--version", std::string("vramfit ") + VRAMFIT_VERSION);
+    app.add_option("--data-dir", o.data_dir,
+                   "catalog folder (gpus.json, models/*.json) instead of the built-in one "
+                   "(or env VRAMFIT_DATA_DIR)")
+        ->type_name("PATH");
+    app.require_subcommand(1);
+    app.footer("Run 'vramfit COMMAND --help' for the flags of a command.");
+    add_commands(app, o);
+
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+      out << app.help();
+      return to_int(ExitCode::ok);
+    } catch (const CLI::CallForAllHelp&) {
+      out << app.help("", CLI::AppFormatMode::All);
+      return to_int(ExitCode::ok);
+    } catch (const CLI::CallForVersion& e) {
+      out << e.what() << '\n';
+      return to_int(ExitCode::ok);
+    } catch (const CLI::ParseError& e) {
+      if (app.get_subcommands().empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+        // No command was recognised: name the word that was meant to be one, if any.
+        for (const auto& word : app.remaining()) {
+          if (word.empty() || word.front() == '-') continue;
+          const auto close = catalog::did_you_mean(word, kCommands);
+          err << "vramfit: error: unknown command '" << word << "' ("
+              << (close.empty() ? std::string() : "did you mean '" + close.front() + "'? ")
+              << "the commands are " << command_list(" and ") << ")\n";
+          return to_int(ExitCode::usage);
+        }
+        err << "vramfit: error: a command is required: " << command_list(" or ")
+            << " (run 'vramfit --help')\n";
+        return to_int(ExitCode::usage);
+      }
+      err << "vramfit: error: " << e.what() << " (run '" << command_of(app) << " --help')\n";
+      return to_int(ExitCode::usage);
+    }
+    return to_int(dispatch(app, o, out, stdin_in));
+  } catch (const InputError& e) {
+    print_diagnostics(e.diagnostics(), err);
+    return to_int(ExitCode::usage);
+  } catch (const std::exception& e) {
+    err << "vramfit: internal error: " << e.what() << " (this is a bug in vramfit: please report it)\n";
+    return to_int(ExitCode::internal);
+  } catch (...) {
+    err << "vramfit: internal error: unknown exception (this is a bug in vramfit: please report it)\n";
+    return to_int(ExitCode::internal);
+  }
+}
+
+}  // namespace vramfit::cli

@@ -1,0 +1,413 @@
+// The command line, run in-process: exit codes and exact messages.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_helper.hpp"
+
+using vramfit::test::CliResult;
+using vramfit::test::estimate;
+using vramfit::test::fixture_dir;
+using vramfit::test::run_cli;
+using vramfit::test::TempDir;
+
+namespace {
+
+/// Checks a usage error: exit 2, nothing on stdout, exactly these lines on stderr.
+void require_usage_error(const CliResult& r, const std::string& expected_err) {
+  INFO("stdout: " << r.out);
+  CHECK(r.err == expected_err);
+  CHECK(r.out.empty());
+  CHECK(r.code == 2);
+}
+
+/// Checks a usage error whose message belongs to another module: exit 2, stdout empty,
+/// one or more lines each starting "vramfit: error: <prefix>".
+void require_usage_error_prefix(const CliResult& r, const std::string& prefix) {
+  INFO("stderr: " << r.err);
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("vramfit: error: " + prefix, 0) == 0);
+  CHECK(r.err.back() == '\n');
+}
+
+std::string smollm_config() { return vramfit::test::source_file("tests/cli/data/smollm2-135m.config.json"); }
+
+}  // namespace
+
+TEST_CASE("no command, help and version", "[cli]") {
+  require_usage_error(
+      run_cli({}),
+      "vramfit: error: a command is required: estimate, advise, fit, explain, validate, models or gpus (run "
+      "'vramfit --help')\n");
+
+  auto help = run_cli({"--help"});
+  CHECK(help.code == 0);
+  CHECK(help.err.empty());
+  CHECK(help.out.find("estimate") != std::string::npos);
+  CHECK(help.out.find("models") != std::string::npos);
+
+  auto sub = run_cli({"estimate", "--help"});
+  CHECK(sub.code == 0);
+  CHECK(sub.out.find("--lora-targets") != std::string::npos);
+  CHECK(sub.out.find("Exit codes") != std::string::npos);
+
+  auto version = run_cli({"--version"});
+  CHECK(version.code == 0);
+  CHECK(version.out == std::string("vramfit ") + VRAMFIT_VERSION + "\n");
+}
+
+TEST_CASE("CLI11's own parse errors exit 2 with one line", "[cli]") {
+  require_usage_error(estimate({"--params", "7B", "--frobnicate"}),
+                      "vramfit: error: The following argument was not expected: --frobnicate (run 'vramfit "
+                      "estimate --help')\n");
+  auto r = run_cli({"estimate", "--batch"});
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("vramfit: error: --batch", 0) == 0);
+  require_usage_error(
+      run_cli({"frobnicate"}),
+      "vramfit: error: unknown command 'frobnicate' (the commands are estimate, advise, fit, explain, "
+      "validate, models and gpus)\n");
+  require_usage_error(
+      run_cli({"estimat", "--params", "7B"}),
+      "vramfit: error: unknown command 'estimat' "
+      "(did you mean 'estimate'? the commands are estimate, advise, fit, explain, validate, models and "
+      "gpus)\n");
+  require_usage_error(
+      run_cli({"--json"}),
+      "vramfit: error: a command is required: estimate, advise, fit, explain, validate, models or gpus (run "
+      "'vramfit --help')\n");
+}
+
+TEST_CASE("the model source: exactly one", "[cli]") {
+  require_usage_error(
+      estimate({}),
+      "vramfit: error: model: no model given (give exactly one of --params, --model, --config, "
+      "e.g. --model llama-3.1-8b; 'vramfit models' lists the presets)\n");
+  require_usage_error(
+      estimate({"--mode", "train"}),
+      "vramfit: error: model: no model given (give exactly one of --params, --model, --config, "
+      "e.g. --model llama-3.1-8b; 'vramfit models' lists the presets)\n");
+  require_usage_error(estimate({"--params", "7e9", "--model", "smollm2-135m"}),
+                      "vramfit: error: model: --params and --model were both given "
+                      "(give exactly one of --params, --model, --config)\n");
+  require_usage_error(estimate({"--model", "smollm2-135m", "--config", "x.json"}),
+                      "vramfit: error: model: --model and --config were both given "
+                      "(give exactly one of --params, --model, --config)\n");
+}
+
+TEST_CASE("unknown names get did-you-mean", "[cli]") {
+  require_usage_error(estimate({"--params", "7B", "--gpu", "h10"}),
+                      "vramfit: error: --gpu: unknown GPU 'h10' (did you mean 'h100-80gb'?)\n");
+  require_usage_error(estimate({"--params", "7B", "--gpu", "zzzz"}),
+                      "vramfit: error: --gpu: unknown GPU 'zzzz' (run 'vramfit gpus' to list them)\n");
+  require_usage_error(
+      estimate({"--model", "smollm2-135"}),
+      "vramfit: error: --model: unknown model preset 'smollm2-135' (did you mean 'smollm2-135m'?)\n");
+  require_usage_error(
+      estimate({"--model", "SmolLM-135m"}),
+      "vramfit: error: --model: unknown model preset 'SmolLM-135m' (did you mean 'smollm2-135m'?)\n");
+  require_usage_error(estimate({"--params", "7B", "--mode", "trian"}),
+                      "vramfit: error: --mode: unknown mode 'trian' "
+                      "(did you mean 'train'? one of inference, generate, train, lora, qlora)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--mode", "train", "--optimizer", "adamw8bit"}),
+      "vramfit: error: --optimizer: unknown optimizer 'adamw8bit' (did you mean 'adamw-8bit'? one of "
+      "adamw, adamw-fused, adamw-forloop, adam, sgd, sgd-momentum, adafactor, adamw-8bit, lion)\n");
+  require_usage_error(estimate({"--params", "7B", "--dtype", "int3"}),
+                      "vramfit: error: --dtype: unknown dtype 'int3' "
+                      "(did you mean 'int4'? one of fp32, fp16, bf16, fp8, int8, int4, nf4)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--autocast", "fp32"}),
+      "vramfit: error: --autocast: unknown autocast dtype 'fp32' (did you mean 'fp16'? one of bf16, fp16)\n");
+  require_usage_error(estimate({"--params", "7B", "--attention", "flash"}),
+                      "vramfit: error: --attention: unknown attention 'flash' (one of sdpa, eager)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--gpus", "2", "--sharding", "zero4"}),
+      "vramfit: error: --sharding: unknown sharding 'zero4' (did you mean 'zero1'? one of none, ddp, "
+      "zero1, zero2, zero3, fsdp, tp, device-map)\n");
+}
+
+TEST_CASE("zero, negative and malformed sizes", "[cli]") {
+  require_usage_error(
+      estimate({"--params", "7B", "--batch", "0"}),
+      "vramfit: error: --batch: 0 is not allowed (give a positive whole number, e.g. --batch 8)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--batch", "-1"}),
+      "vramfit: error: --batch: -1 is negative (give a positive whole number, e.g. --batch 8)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--batch=-1"}),
+      "vramfit: error: --batch: -1 is negative (give a positive whole number, e.g. --batch 8)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--seq", "2k"}),
+      "vramfit: error: --seq: '2k' is not a whole number (give a positive whole number, e.g. --seq 4096)\n");
+  require_usage_error(estimate({"--params", "7B", "--batch", "99999999999999999999999"}),
+                      "vramfit: error: --batch: 99999999999999999999999 is too large (give a positive whole "
+                      "number, e.g. --batch 8)\n");
+  // Every problem at once, in flag order.
+  require_usage_error(
+      estimate({"--params", "7B", "--batch", "0", "--seq", "-5", "--gpus", "x"}),
+      "vramfit: error: --batch: 0 is not allowed (give a positive whole number, e.g. --batch 8)\n"
+      "vramfit: error: --seq: -5 is negative (give a positive whole number, e.g. --seq 4096)\n"
+      "vramfit: error: --gpus: 'x' is not a whole number (give a positive whole number, e.g. --gpus 8)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--mode", "lora", "--lora-dropout", "1.5"}),
+      "vramfit: error: --lora-dropout: '1.5' is not a probability in [0, 1) (e.g. --lora-dropout 0.05)\n");
+  require_usage_error(
+      estimate({"--params", "7B", "--mode", "lora", "--lora-targets", ","}),
+      "vramfit: error: --lora-targets: no module names (give all-linear or names such as q_proj,v_proj)\n");
+}
+
+TEST_CASE("absurd or malformed counts and sizes from the spec parsers", "[cli]") {
+  require_usage_error_prefix(estimate({"--params", "1e20"}), "--params: ");
+  require_usage_error_prefix(estimate({"--params", "0"}), "--params: ");
+  require_usage_error_prefix(estimate({"--params", "-7B"}), "--params: ");
+  require_usage_error_prefix(estimate({"--params", "seven"}), "--params: ");
+  require_usage_error_prefix(estimate({"--params", "7B", "--budget", "0"}), "--budget: ");
+  require_usage_error_prefix(estimate({"--params", "7B", "--budget", "24 parsecs"}), "--budget: ");
+}
+
+TEST_CASE("flags that do not apply to the mode", "[cli]") {
+  const std::string trains = "(it is used by --mode train, lora and qlora; drop it or change --mode)\n";
+  require_usage_error(estimate({"--params", "7B", "--optimizer", "sgd"}),
+                      "vramfit: error: --optimizer: does not apply to --mode inference " + trains);
+  require_usage_error(
+      estimate({"--params", "7B", "--mode", "generate", "--grad-accum", "4", "--checkpointing"}),
+      "vramfit: error: --grad-accum: does not apply to --mode generate " + trains +
+          "vramfit: error: --checkpointing: does not apply to --mode generate " + trains);
+  // Given explicitly with the default value still counts.
+  require_usage_error(estimate({"--params", "7B", "--optimizer", "adamw"}),
+                      "vramfit: error: --optimizer: does not apply to --mode inference " + trains);
+  require_usage_error(estimate({"--params", "7B", "--mode", "train", "--new-tokens", "10"}),
+                      "vramfit: error: --new-tokens: does not apply to --mode train "
+                      "(it is used by --mode generate; drop it or change --mode)\n");
+  require_usage_error(estimate({"--params", "7B", "--mode", "train", "--lora-rank", "8", "--lora-targets",
+                                "q_proj", "--lora-dropout", "0.1"}),
+                      "vramfit: error: --lora-rank: does not apply to --mode train "
+                      "(it is used by --mode lora and qlora; drop it or change --mode)\n"
+                      "vramfit: error: --lora-targets: does not apply to --mode train "
+                      "(it is used by --mode lora and qlora; drop it or change --mode)\n"
+                      "vramfit: error: --lora-dropout: does not apply to --mode train "
+                      "(it is used by --mode lora and qlora; drop it or change --mode)\n");
+  require_usage_error(estimate({"--params", "7B", "--gpu", "h100-80gb", "--budget", "24GiB"}),
+                      "vramfit: error: --budget: --gpu and --budget were both given "
+                      "(give one: --gpu ID or --budget SIZE)\n");
+}
+
+TEST_CASE("config files: missing, folders, unreadable, malformed", "[cli]") {
+  TempDir dir;
+  require_usage_error(estimate({"--config", dir.str() + "/nope.json"}),
+                      "vramfit: error: --config: '" + dir.str() +
+                          "/nope.json' does not exist (give a config.json file or the folder holding it)\n");
+  require_usage_error(
+      estimate({"--config", dir.str()}),
+      "vramfit: error: --config: folder '" + dir.str() +
+          "' has no config.json (give the folder of a Hugging Face checkpoint, or the config file "
+          "itself)\n");
+  // A config.json that cannot be read as a file.
+  std::filesystem::create_directories(dir.path() / "odd" / "config.json");
+  require_usage_error(estimate({"--config", dir.str() + "/odd"}),
+                      "vramfit: error: --config: '" + dir.str() +
+                          "/odd/config.json' is a folder, not a file (give a file)\n");
+  const auto st = dir.write("model.safetensors", "x");
+  require_usage_error(estimate({"--config", st}),
+                      "vramfit: error: --config: '" + st +
+                          "' is a safetensors file (give the folder holding it and config.json)\n");
+
+  // Truncated and malformed JSON: the spec module's message, naming the file.
+  const std::string config = smollm_config();
+  const auto truncated = dir.write("truncated.json", config.substr(0, config.size() / 2));
+  auto r = estimate({"--config", truncated});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("truncated.json") != std::string::npos);
+  const auto garbage = dir.write("garbage.json", "this is not json");
+  r = estimate({"--config", garbage});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("garbage.json") != std::string::npos);
+
+  // Missing and contradictory fields: the spec module collects them.
+  const auto missing = dir.write("missing.json", R"({"model_type": "llama", "hidden_size": 4096})");
+  r = estimate({"--config", missing});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("missing.json") != std::string::npos);
+  const auto contradictory = dir.write("heads.json", R"({"model_type": "llama", "hidden_size": 4096,
+    "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 30, "vocab_size": 32000})");
+  r = estimate({"--config", contradictory});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("num_attention_heads") != std::string::npos);
+}
+
+TEST_CASE("a config file of any name, and a checkpoint folder", "[cli]") {
+  TempDir dir;
+  const auto any_name = dir.write("my-model.json", smollm_config());
+  auto r = estimate({"--config", any_name, "--json"});
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["model"]["name"] == any_name);
+  CHECK(j["model"]["source"] == "config");
+  CHECK(j["model"]["exact_from_checkpoint"] == false);
+
+  // A folder with config.json and a safetensors file: the header gives the exact count. The
+  // file is sparse: only its header is ever read.
+  dir.write("ckpt/config.json", smollm_config());
+  const std::uint64_t elements = 49152ULL * 576ULL;
+  const std::string header =
+      R"({"model.embed_tokens.weight":{"dtype":"BF16","shape":[49152,576],"data_offsets":[0,)" +
+      std::to_string(elements * 2) + "]}}";
+  std::string prefix(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) prefix[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  const auto st = dir.write("ckpt/model.safetensors", prefix + header);
+  std::filesystem::resize_file(st, 8 + header.size() + elements * 2);
+  r = estimate({"--config", dir.str() + "/ckpt", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["model"]["exact_from_checkpoint"] == true);
+  CHECK(j["model"]["params"] == elements);
+  CHECK(j["model"]["checkpoint_dtype"] == "bf16");
+
+  // Shards listed in the index must all be there.
+  dir.write("sharded/config.json", smollm_config());
+  dir.write("sharded/model.safetensors.index.json",
+            R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                               "b": "model-00002-of-00002.safetensors"}})");
+  dir.write("sharded/model-00001-of-00002.safetensors", prefix + header);
+  require_usage_error(
+      estimate({"--config", dir.str() + "/sharded"}),
+      "vramfit: error: --config: shard '" + dir.str() +
+          "/sharded/model-00002-of-00002.safetensors' listed in model.safetensors.index.json is "
+          "missing (download every shard, or give the config file alone)\n");
+  // A header that lies about its length.
+  dir.write("lying/config.json", smollm_config());
+  dir.write("lying/model.safetensors", std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8) + "{}");
+  r = estimate({"--config", dir.str() + "/lying"});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("model.safetensors") != std::string::npos);
+}
+
+TEST_CASE("budgets: fits is exit 0, does not fit is exit 1, JSON either way", "[cli]") {
+  auto fits = estimate({"--model", "smollm2-135m", "--budget", "80GB"});
+  CHECK(fits.code == 0);
+  CHECK(fits.err.empty());
+  CHECK(fits.out.find("FITS") != std::string::npos);
+
+  auto tiny = estimate({"--model", "smollm2-135m", "--gpu", "tiny-1gb", "--json"});
+  CHECK(tiny.code == 1);
+  CHECK(tiny.err.empty());
+  const auto j = nlohmann::json::parse(tiny.out);
+  CHECK(j["budget"]["fits"] == false);
+  CHECK(j["budget"]["bytes"] == 1000000000);
+  CHECK(j["budget"]["gpu"] == "tiny-1gb");
+  CHECK(j["budget"]["headroom_bytes"].get<std::int64_t>() < 0);
+  CHECK(j["budget"]["headroom_bytes"].get<std::int64_t>() ==
+        1000000000 - j["device_total_bytes"].get<std::int64_t>());
+
+  auto text = estimate({"--model", "smollm2-135m", "--gpu", "tiny-1gb"});
+  CHECK(text.code == 1);
+  CHECK(text.out.find("DOES NOT FIT, short by ") != std::string::npos);
+
+  auto no_budget = estimate({"--model", "smollm2-135m", "--json"});
+  CHECK(no_budget.code == 0);
+  CHECK(nlohmann::json::parse(no_budget.out)["budget"].is_null());
+}
+
+TEST_CASE("a bare parameter count says which shape was assumed", "[cli]") {
+  auto r = estimate({"--params", "7B"});
+  REQUIRE(r.code == 0);
+  // The notes say which shape was assumed (the spec's words) and that --config or --model is better.
+  const auto notes = r.out.substr(r.out.find("\nNotes\n"));
+  CHECK(notes.find("--config") != std::string::npos);
+  CHECK(notes.find("--model") != std::string::npos);
+  CHECK(notes.find("hidden") != std::string::npos);
+  auto j = nlohmann::json::parse(estimate({"--params", "7B", "--json"}).out);
+  CHECK(j["model"]["source"] == "params");
+  CHECK(j["model"]["name"] == "--params 7B");
+}
+
+TEST_CASE("defaults that depend on the mode", "[cli]") {
+  auto j = nlohmann::json::parse(estimate({"--model", "smollm2-135m", "--json"}).out);
+  CHECK(j["workload"]["mode"] == "inference");
+  CHECK(j["workload"]["batch"] == 1);
+  CHECK(j["workload"]["seq"] == 2048);
+  CHECK(j["workload"]["new_tokens"].is_null());
+  CHECK(j["workload"]["optimizer"].is_null());
+  CHECK(j["model"]["dtype"] == "bf16");
+
+  j = nlohmann::json::parse(estimate({"--model", "smollm2-135m", "--mode", "generate", "--json"}).out);
+  CHECK(j["workload"]["new_tokens"] == 256);
+
+  j = nlohmann::json::parse(estimate({"--model", "smollm2-135m", "--mode", "qlora", "--json"}).out);
+  CHECK(j["model"]["dtype"] == "nf4");
+  CHECK(j["workload"]["optimizer"] == "adamw");
+  CHECK(j["workload"]["lora"]["rank"] == 16);
+  CHECK(j["workload"]["lora"]["targets"] == nlohmann::json::array({"all-linear"}));
+
+  j = nlohmann::json::parse(estimate({"--model", "smollm2-135m", "--mode", "lora", "--lora-rank", "8",
+                                      "--lora-targets", "q_proj,v_proj", "--lora-dropout", "0.05", "--json"})
+                                .out);
+  CHECK(j["workload"]["lora"]["rank"] == 8);
+  CHECK(j["workload"]["lora"]["targets"] == nlohmann::json::array({"q_proj", "v_proj"}));
+  CHECK(j["workload"]["lora"]["dropout"] == 0.05);
+}
+
+TEST_CASE("multi-GPU flags are accepted", "[cli]") {
+  auto r =
+      estimate({"--model", "smollm2-135m", "--mode", "train", "--gpus", "8", "--sharding", "fsdp", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["workload"]["gpus"] == 8);
+  CHECK(j["workload"]["sharding"] == "fsdp");
+}
+
+TEST_CASE("the catalog folder: --data-dir and VRAMFIT_DATA_DIR", "[cli]") {
+  require_usage_error(run_cli({"gpus", "--data-dir", "/nonexistent/vramfit"}),
+                      "vramfit: error: --data-dir: '/nonexistent/vramfit' is not a folder "
+                      "(give a folder holding gpus.json and models/*.json)\n");
+  TempDir dir;
+  require_usage_error(run_cli({"--data-dir", dir.str(), "models"}),
+                      "vramfit: error: --data-dir: folder '" + dir.str() +
+                          "' has no gpus.json (give a folder holding gpus.json and models/*.json)\n");
+  dir.write("gpus.json", R"({"gpus": [], "providers": [{"id": "x", "name": "X", "source": "s",
+                             "tiers": [{"id": "t", "gpu": "h100", "count": 1}]}]})");
+  require_usage_error(run_cli({"--data-dir", dir.str(), "gpus"}),
+                      "vramfit: error: gpus.json: providers[0].tiers[0].gpu: unknown GPU 'h100' "
+                      "(fix the catalog file)\n");
+
+  // The environment variable, read only when --data-dir is absent.
+  ::setenv("VRAMFIT_DATA_DIR", fixture_dir().c_str(), 1);
+  std::ostringstream out, err;
+  std::istringstream in;
+  const char* argv[] = {"vramfit", "gpus", "--json"};
+  const int code = vramfit::cli::run(3, argv, out, err, in);
+  ::unsetenv("VRAMFIT_DATA_DIR");
+  CHECK(code == 0);
+  CHECK(nlohmann::json::parse(out.str())["gpus"].size() == 4);
+
+  ::setenv("VRAMFIT_DATA_DIR", "/nonexistent/vramfit", 1);
+  std::ostringstream out2, err2;
+  const char* argv2[] = {"vramfit", "gpus"};
+  const int code2 = vramfit::cli::run(2, argv2, out2, err2, in);
+  ::unsetenv("VRAMFIT_DATA_DIR");
+  CHECK(code2 == 2);
+  CHECK(err2.str() ==
+        "vramfit: error: VRAMFIT_DATA_DIR: '/nonexistent/vramfit' is not a folder "
+        "(give a folder holding gpus.json and models/*.json)\n");
+}
+
+TEST_CASE("models and gpus lists", "[cli]") {
+  auto models = run_cli({"models", "--data-dir", fixture_dir()});
+  CHECK(models.code == 0);
+  CHECK(models.out.find("smollm2-135m") != std::string::npos);
+  auto models_json = nlohmann::json::parse(run_cli({"models", "--data-dir", fixture_dir(), "--json"}).out);
+  CHECK(models_json["schema_version"] == 1);
+  CHECK(models_json["models"][0]["id"] == "smollm2-135m");
+
+  auto gpus = run_cli({"gpus", "--data-dir", fixture_dir()});
+  CHECK(gpus.code == 0);
+  CHECK(gpus.out.find("h100-80gb") != std::string::npos);
+  CHECK(gpus.out.find("c1.h100x8") != std::string::npos);
+  // The option may come before or after the command.
+  CHECK(run_cli({"--data-dir", fixture_dir(), "gpus", "--json"}).code == 0);
+}
