@@ -8,16 +8,10 @@
 using vramfit::test::CliResult;
 using vramfit::test::estimate;
 using vramfit::test::fixture_dir;
+using vramfit::test::require_usage_error;
 using vramfit::test::run_cli;
 
 namespace {
-
-void require_usage_error(const CliResult& r, const std::string& expected_err) {
-  INFO("stdout: " << r.out);
-  CHECK(r.err == expected_err);
-  CHECK(r.out.empty());
-  CHECK(r.code == 2);
-}
 
 /// `vramfit COMMAND --data-dir <fixture> args...`: the small, stable catalog of the CLI tests.
 CliResult on_fixture(const std::string& command, std::vector<std::string> args) {

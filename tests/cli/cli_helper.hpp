@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "vramfit/cli/run.hpp"
 
 namespace vramfit::test {
@@ -33,6 +35,14 @@ inline CliResult run_cli(const std::vector<std::string>& args, const std::string
   r.out = out.str();
   r.err = err.str();
   return r;
+}
+
+/// Checks an input error: exit 2, nothing on stdout, exactly `expected_err` on stderr.
+inline void require_usage_error(const CliResult& r, const std::string& expected_err) {
+  INFO("stdout: " << r.out);
+  CHECK(r.err == expected_err);
+  CHECK(r.out.empty());
+  CHECK(r.code == 2);
 }
 
 /// The catalog fixture of the CLI tests (a few GPUs, one preset): stable whatever data/ holds.

@@ -8,19 +8,13 @@
 using vramfit::test::CliResult;
 using vramfit::test::estimate;
 using vramfit::test::fixture_dir;
+using vramfit::test::require_usage_error;
 using vramfit::test::run_cli;
 using vramfit::test::TempDir;
 
 namespace {
 
 /// Checks a usage error: exit 2, nothing on stdout, exactly these lines on stderr.
-void require_usage_error(const CliResult& r, const std::string& expected_err) {
-  INFO("stdout: " << r.out);
-  CHECK(r.err == expected_err);
-  CHECK(r.out.empty());
-  CHECK(r.code == 2);
-}
-
 /// Checks a usage error whose message belongs to another module: exit 2, stdout empty,
 /// one or more lines each starting "vramfit: error: <prefix>".
 void require_usage_error_prefix(const CliResult& r, const std::string& prefix) {

@@ -9,18 +9,12 @@
 #include "vramfit/cli/explain.hpp"
 
 using vramfit::test::CliResult;
+using vramfit::test::require_usage_error;
 using vramfit::test::run_cli;
 using vramfit::test::source_file;
 using vramfit::test::TempDir;
 
 namespace {
-
-void require_usage_error(const CliResult& r, const std::string& expected_err) {
-  INFO("stdout: " << r.out);
-  CHECK(r.err == expected_err);
-  CHECK(r.out.empty());
-  CHECK(r.code == 2);
-}
 
 std::string fixture(const std::string& name) {
   return std::string(VRAMFIT_SOURCE_DIR) + "/tests/fixtures/oom/" + name;

@@ -7,18 +7,12 @@
 #include "cli_helper.hpp"
 
 using vramfit::test::CliResult;
+using vramfit::test::require_usage_error;
 using vramfit::test::run_cli;
 using vramfit::test::source_file;
 using vramfit::test::TempDir;
 
 namespace {
-
-void require_usage_error(const CliResult& r, const std::string& expected_err) {
-  INFO("stdout: " << r.out);
-  CHECK(r.err == expected_err);
-  CHECK(r.out.empty());
-  CHECK(r.code == 2);
-}
 
 const std::string kTruth = std::string(VRAMFIT_SOURCE_DIR) + "/tests/cli/data/truth/results/small.jsonl";
 
