@@ -37,7 +37,7 @@ constexpr std::string_view kAttnOut[] = {"o_proj", "c_proj", "dense", "out_proj"
 constexpr std::string_view kMlpIn[] = {"gate_proj", "up_proj", "c_fc", "dense_h_to_4h", "fc1", "gate_up_proj",
                                        "w1", "w3"};
 // MLP output projections (read the activation's output).
-constexpr std::string_view kMlpOut[] = {"down_proj", "c_proj_mlp", "dense_4h_to_h", "fc2", "w2"};
+constexpr std::string_view kMlpOut[] = {"down_proj", "dense_4h_to_h", "fc2", "w2"};
 
 template <std::size_t N>
 bool in(std::string_view name, const std::string_view (&set)[N]) {

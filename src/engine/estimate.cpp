@@ -192,7 +192,6 @@ Training training_terms(const ModelSpec& m, const Workload& w, const Precision& 
     case StepTemp::none: break;
     case StepTemp::all_params: t.step_temp = Bytes{mul(trainable, bytes)}; break;
     case StepTemp::largest_param_x2: t.step_temp = Bytes{mul(largest, 2, bytes)}; break;
-    case StepTemp::largest_param_x1: t.step_temp = Bytes{mul(largest, bytes)}; break;
   }
   if (full) t.embedding_grad = Bytes{mul(m.embedding_params, bytes)};
   return t;
@@ -248,7 +247,7 @@ Bytes kv_cache(const ModelSpec& m, const Precision& p, std::uint64_t batch, std:
 
 // --- the breakdown ----------------------------------------------------------------------------
 
-Breakdown finish(std::vector<Acc> phases, Bytes reserve_base, const Workload& w, std::vector<std::string> notes);
+Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes);
 void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, const Precision& p);
 
 Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,

@@ -16,9 +16,8 @@ inline constexpr Bytes kCublasWorkspace = MiB(66);
 /// after init is 685 MiB (718077952 bytes).
 inline constexpr Bytes kCudaContext = Bytes{938ULL * 1024 * 1024 + 819ULL * 1024};
 
-/// PyTorch's caching allocator rounds every block up to 512 bytes (kMinBlockSize in
-/// c10/cuda/CUDACachingAllocator.cpp); large segments are 2 MiB multiples (kRoundLarge).
-inline constexpr std::uint64_t kBlockRound = 512;
+/// PyTorch's caching allocator maps large segments in 2 MiB multiples (kRoundLarge in
+/// c10/cuda/CUDACachingAllocator.cpp): the reserve is rounded to it.
 inline constexpr std::uint64_t kSegmentRound = 2ULL * 1024 * 1024;
 
 }  // namespace vramfit::engine

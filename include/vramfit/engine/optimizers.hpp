@@ -12,7 +12,6 @@ enum class StepTemp {
   none,             ///< in-place updates only
   all_params,       ///< one temporary as large as all parameters together (foreach kernels)
   largest_param_x2, ///< two temporaries as large as the largest parameter (for-loop kernels)
-  largest_param_x1, ///< one temporary as large as the largest parameter
 };
 
 /// Memory facts of one optimizer (see the table in optimizers.cpp for sources).
