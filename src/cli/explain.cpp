@@ -11,6 +11,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "vramfit/advisor/advise.hpp"
+#include "vramfit/advisor/budget.hpp"
+#include "vramfit/advisor/report.hpp"
+#include "vramfit/catalog/catalog.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/doctor/oom.hpp"
@@ -52,6 +56,13 @@ std::string workload_words(const render::EstimateReport& r) {
   return s;
 }
 
+/// The advisor's walk against the card the message describes (its total memory), no tiers.
+advisor::Advice advice_for_card(const render::EstimateReport& r, Bytes card_total) {
+  advisor::AdviseOptions options;
+  options.tiers = false;
+  return advisor::advise(r.model, r.workload, advisor::budget_of(card_total), catalog::Catalog::embedded(), options);
+}
+
 /// The estimate beside what the message says of the card: short, and only what both show.
 std::string reconcile_text(const render::EstimateReport& r, const std::optional<doctor::Diagnosis>& d) {
   using render::format_bytes;
@@ -75,8 +86,9 @@ std::string reconcile_text(const render::EstimateReport& r, const std::optional<
   if (b.device_total > total) {
     out += fmt::format(
         "  The estimate is {} above the card's total: as these flags describe it, the job does not fit this "
-        "card.\n  Run 'vramfit advise' with the same flags and --budget {} for the fixes in order.\n",
-        format_bytes(b.device_total - total), total.value());
+        "card.\n  The advisor against the card's {} (as 'vramfit advise' with the same flags and --budget {}):\n",
+        format_bytes(b.device_total - total), format_bytes(total), total.value());
+    out += advisor::advice_summary(advice_for_card(r, total));
   } else if (d->card_available && b.device_total > *d->card_available) {
     out += fmt::format(
         "  The estimate is {} below the card's total but above the {} other processes left to this job: it "
@@ -105,6 +117,10 @@ nlohmann::json reconcile_json(const Estimate& e, const std::optional<doctor::Dia
   j["over_card_bytes"] =
       total ? nlohmann::json(signed_difference(r.breakdown.device_total, *d->total)) : nlohmann::json();
   j["fits_card"] = total ? nlohmann::json(r.breakdown.device_total <= *d->total) : nlohmann::json();
+  // The advisor's walk against the card's total when the estimate does not fit it.
+  j["advice"] = total && r.breakdown.device_total > *d->total
+                    ? advisor::advice_json(advice_for_card(r, *d->total))
+                    : nlohmann::json();
   nlohmann::json candidates = nlohmann::json::array();
   for (const auto& c : candidate_sizes(r.model, r.workload))
     candidates.push_back({{"name", c.name}, {"bytes", c.size.value()}});

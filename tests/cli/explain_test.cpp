@@ -119,6 +119,10 @@ TEST_CASE("explain: with a model, the estimate sits beside the card's total", "[
   CHECK(e["workload"]["batch"] == 8);
   CHECK(e["card_total_bytes"] == j["accounting"]["total_bytes"]);
   CHECK(e["fits_card"] == false);
+  // The advisor ran against the card's total: its first fix is the smaller micro-batch.
+  REQUIRE(e["advice"].is_object());
+  CHECK(e["advice"]["budget"] == e["card_total_bytes"]);
+  CHECK(e["advice"]["steps"][0]["id"] == "reduce_batch");
   CHECK(e["over_card_bytes"].get<std::int64_t>() ==
         e["device_total_bytes"].get<std::int64_t>() - e["card_total_bytes"].get<std::int64_t>());
   // Candidate sizes: batch 8 x seq 1024 x vocab 151936, and (eager) batch x 14 heads x seq^2, bf16.
