@@ -80,7 +80,7 @@ ExitCode exit_code(const FitResult& fit) noexcept {
 
 json workload_json(const spec::Workload& w, bool expandable_segments) {
   json lora = nullptr;
-  if (w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora)
+  if (spec::uses_lora(w.mode))
     lora = json{{"rank", w.lora.rank}, {"all_linear", w.lora.all_linear}, {"targets", w.lora.targets}};
   return json{{"mode", spec::name_of(w.mode)},
               {"weights", vramfit::name_of(w.weights)},

@@ -104,10 +104,7 @@ struct ModeFlag {
   std::string_view used_by;
 };
 
-bool trains(spec::Mode m) {
-  return m == spec::Mode::train || m == spec::Mode::lora || m == spec::Mode::qlora;
-}
-bool lora(spec::Mode m) { return m == spec::Mode::lora || m == spec::Mode::qlora; }
+bool trains(spec::Mode m) { return m == spec::Mode::train || spec::uses_lora(m); }
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
 constexpr std::array<ModeFlag, 7> kModeFlags{{
@@ -118,9 +115,9 @@ constexpr std::array<ModeFlag, 7> kModeFlags{{
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
     // Adapters exist only in the peft modes.
-    {"--lora-rank", lora, "--mode lora and qlora"},
-    {"--lora-targets", lora, "--mode lora and qlora"},
-    {"--lora-dropout", lora, "--mode lora and qlora"},
+    {"--lora-rank", spec::uses_lora, "--mode lora and qlora"},
+    {"--lora-targets", spec::uses_lora, "--mode lora and qlora"},
+    {"--lora-dropout", spec::uses_lora, "--mode lora and qlora"},
 }};
 
 std::vector<std::string> split_targets(const std::string& text) {

@@ -44,7 +44,7 @@ bool in(std::string_view name, const std::string_view (&set)[N]) {
   return std::find(std::begin(set), std::end(set), name) != std::end(set);
 }
 
-bool frozen_base(const Workload& w) { return w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora; }
+bool frozen_base(const Workload& w) { return spec::uses_lora(w.mode); }
 
 // GPT-2 names both of its output projections c_proj: the one whose input is wider than the
 // hidden size is the MLP's.
@@ -144,14 +144,13 @@ std::uint64_t mlp_width(const ModelSpec& m, const spec::LayerGroup& g) {
 }  // namespace
 
 bool lora_targets(const Workload& w, const Linear& l) {
-  if (w.mode != spec::Mode::lora && w.mode != spec::Mode::qlora) return false;
+  if (!spec::uses_lora(w.mode)) return false;
   // peft (>= 0.17) wraps MoE expert parameters too under all-linear (target_parameters):
   // measured on olmoe-1b-7b, 189M trainable parameters with r=16.
   if (w.lora.all_linear) return true;
-  std::string_view name = l.name;
-  return std::any_of(w.lora.targets.begin(), w.lora.targets.end(), [&](const std::string& t) {
-    return t == name || (name.size() > t.size() && name.substr(name.size() - t.size()) == t);
-  });
+  // The rule spec::validate checks the targets with: what it accepts, the engine adapts.
+  return std::any_of(w.lora.targets.begin(), w.lora.targets.end(),
+                     [&](const std::string& t) { return spec::lora_target_matches(t, l.name); });
 }
 
 Precision precision_of(const Workload& w) {

@@ -123,7 +123,7 @@ Bytes weight_bytes(const ModelSpec& m, const Workload& w, const Precision& p) {
 }
 
 std::uint64_t lora_params(const ModelSpec& m, const Workload& w) {
-  if (w.mode != Mode::lora && w.mode != Mode::qlora) return 0;
+  if (!spec::uses_lora(w.mode)) return 0;
   std::uint64_t n = 0;
   for (const auto& g : m.layers)
     for (const auto& l : g.linears)
@@ -492,7 +492,7 @@ Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& ph
   std::uint64_t permille = 70;
   if (w.mode == Mode::inference) permille = 548;
   if (w.mode == Mode::generate) permille = 349;
-  if (w.mode == Mode::lora || w.mode == Mode::qlora) permille = 183;
+  if (spec::uses_lora(w.mode)) permille = 183;
   Bytes basis = Bytes::saturating_sub(peak.total(), resident);
   const bool after_backward = peak.id == "backward_end" || peak.id == "backward_last_layer" ||
                               peak.id == "optimizer_step";

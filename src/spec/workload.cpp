@@ -109,18 +109,20 @@ std::vector<std::string> linear_names(const ModelSpec& m) {
   return names;
 }
 
-/// peft matches a target string against a module's full name by equality or by the
-/// `.target` suffix (peft/tuners/tuners_utils.py, check_target_module_exists).
 bool target_exists(std::string_view target, const std::vector<std::string>& names) {
-  for (const std::string& n : names) {
-    if (n == target || last_component(n) == target || last_component(target) == last_component(n))
-      return true;
-    if (n.size() > target.size() && n.compare(n.size() - target.size(), target.size(), target) == 0 &&
-        n[n.size() - target.size() - 1] == '.')
-      return true;
-  }
-  return false;
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return lora_target_matches(target, n); });
 }
+
+}  // namespace
+
+bool lora_target_matches(std::string_view target, std::string_view n) noexcept {
+  if (n == target || last_component(n) == target || last_component(target) == last_component(n)) return true;
+  return n.size() > target.size() && n.compare(n.size() - target.size(), target.size(), target) == 0 &&
+         n[n.size() - target.size() - 1] == '.';
+}
+
+namespace {
 
 constexpr std::uint64_t kMaxSeq = 1ULL << 31;
 constexpr std::uint64_t kMaxGpus = 4096;

@@ -21,6 +21,9 @@ enum class Mode {
   qlora,      ///< peft LoRA on a 4-bit (nf4) base
 };
 
+/// True for the modes that train LoRA adapters on a frozen base (lora, qlora).
+constexpr bool uses_lora(Mode m) noexcept { return m == Mode::lora || m == Mode::qlora; }
+
 /// torch.optim optimizers and the lean ones people use; see engine/optimizers for sizes.
 enum class Optimizer { adamw, adamw_fused, adamw_forloop, adam, sgd, sgd_momentum, adafactor, adamw_8bit, lion };
 
@@ -56,10 +59,13 @@ struct Workload {
   /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (changes the allocator's reserve only).
   bool expandable_segments = false;
 
-  [[nodiscard]] bool trains() const noexcept {
-    return mode == Mode::train || mode == Mode::lora || mode == Mode::qlora;
-  }
+  [[nodiscard]] bool trains() const noexcept { return mode == Mode::train || uses_lora(mode); }
 };
+
+/// Whether a `--lora-targets` entry selects the linear module `module_name`, as peft does
+/// (peft/tuners/tuners_utils.py, check_target_module_exists): the same name, or the same
+/// last dotted component (`self_attn.q_proj` selects `q_proj`), or a `.target` suffix.
+bool lora_target_matches(std::string_view target, std::string_view module_name) noexcept;
 
 /// Stable spellings (flags and JSON).
 std::string_view name_of(Mode m) noexcept;

@@ -110,6 +110,25 @@ TEST_CASE("LoRA trains fp32 adapters only", "[engine]") {
   CHECK(part(b, "optimizer_state") == 2 * adapters * 4);
 }
 
+TEST_CASE("LoRA targets match modules as spec::validate accepts them", "[engine]") {
+  // peft's rule: `self_attn.q_proj` and `q_proj` select the same modules; validation and the
+  // engine share spec::lora_target_matches, so an accepted target is never silently unadapted.
+  const auto m = tiny();
+  spec::Workload w;
+  w.mode = spec::Mode::lora;
+  w.lora.all_linear = false;
+  w.lora.rank = 8;
+  w.lora.targets = {"q_proj"};
+  const auto plain = engine::estimate(m, w);
+  w.lora.targets = {"self_attn.q_proj"};
+  Diagnostics d;
+  spec::validate(w, m, d);
+  CHECK(d.empty());
+  const auto dotted = engine::estimate(m, w);
+  CHECK(part(dotted, "lora_adapters") == 2ULL * 8 * (256 + 256) * 4);
+  CHECK(dotted.peak_allocated == plain.peak_allocated);
+}
+
 TEST_CASE("fixes never add memory", "[engine]") {
   const auto m = tiny();
   spec::Workload w;
