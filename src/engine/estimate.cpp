@@ -135,7 +135,7 @@ std::uint64_t lora_params(const ModelSpec& m, const Workload& w) {
 std::uint64_t largest_param(const ModelSpec& m) {
   std::uint64_t big = std::max(m.embedding_params, m.lm_head_params);
   for (const auto& g : m.layers)
-    for (const auto& l : g.linears) big = std::max(big, l.in_features * l.out_features * (l.expert ? l.copies : 1));
+    for (const auto& l : g.linears) big = std::max(big, mul(l.in_features, l.out_features, l.expert ? l.copies : 1));
   return big;
 }
 
@@ -531,7 +531,7 @@ Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std
   // The caching allocator never gives memory back within a step (no empty_cache), so what
   // it holds at its worst is the largest of each phase's allocation plus that phase's reserve,
   // which can come after the allocated peak (gradients after freed activations).
-  Bytes reserved = b.peak_allocated + reserve_for(w, *peak, phases, resident);
+  Bytes reserved = b.peak_allocated;
   for (const auto& ph : phases) reserved = std::max(reserved, ph.total() + reserve_for(w, ph, phases, resident));
   b.allocator_reserve = reserved - b.peak_allocated;
   b.cuda_context = kCudaContext;
