@@ -216,11 +216,11 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   }
   const bool four_bit = w.weights == DType::nf4 || w.weights == DType::int4;
   if (w.mode == Mode::qlora && !four_bit) {
-    out.add("--weights", fmt::format("qlora needs 4-bit weights, got {}", name_of(w.weights)),
-            "use --weights nf4 (the default for --mode qlora) or int4, or --mode lora");
+    out.add("--dtype", fmt::format("qlora needs 4-bit weights, got {}", name_of(w.weights)),
+            "use --dtype nf4 (the default for --mode qlora) or int4, or --mode lora");
   }
   if (w.mode == Mode::train && !is_float_compute(w.weights)) {
-    out.add("--weights", "full fine-tuning of quantized weights is not supported",
+    out.add("--dtype", "full fine-tuning of quantized weights is not supported",
             "use --mode qlora or lora");
   }
 }

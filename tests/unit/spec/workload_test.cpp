@@ -217,7 +217,7 @@ TEST_CASE("workload: dtypes and modes", "[spec]") {
   d = check(q);  // bf16 weights
   REQUIRE(d.size() == 1);
   CHECK(d[0].str() ==
-        "--weights: qlora needs 4-bit weights, got bf16 (use --weights nf4 (the default for --mode "
+        "--dtype: qlora needs 4-bit weights, got bf16 (use --dtype nf4 (the default for --mode "
         "qlora) or int4, or --mode lora)");
   q.weights = DType::nf4;
   CHECK(check(q).empty());
@@ -232,7 +232,7 @@ TEST_CASE("workload: dtypes and modes", "[spec]") {
     d = check(f);
     REQUIRE(d.size() == 1);
     CHECK(d[0].str() ==
-          "--weights: full fine-tuning of quantized weights is not supported (use --mode qlora or lora)");
+          "--dtype: full fine-tuning of quantized weights is not supported (use --mode qlora or lora)");
   }
   Workload l;
   l.mode = Mode::lora;
