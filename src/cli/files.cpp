@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/spec/gguf.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::cli {
@@ -43,6 +44,11 @@ std::ifstream open(const fs::path& path, std::string_view field) {
 
 std::uint64_t file_size(const fs::path& path, std::string_view field) {
   std::error_code ec;
+  // A folder named like a shard (`model.safetensors/`) would otherwise read "Is a directory
+  // (check the file's permissions)": say what is wrong instead.
+  if (fs::is_directory(path, ec))
+    throw InputError(std::string(field), fmt::format("{} is a folder, not a file", quote(path)),
+                     "give a file");
   const auto n = fs::file_size(path, ec);
   if (ec)
     throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), ec.message()),
@@ -91,6 +97,26 @@ std::vector<fs::path> safetensors_files(const fs::path& dir, std::string_view fi
   return out;
 }
 
+/// The .gguf files directly in a folder, sorted.
+std::vector<fs::path> gguf_files(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> out;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".gguf" && entry.is_regular_file(ec)) out.push_back(entry.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// A spec from a GGUF file: only its header is read (at most spec::kGgufMaxHeader bytes).
+spec::ModelSpec load_gguf(const fs::path& file, std::string_view field) {
+  const std::string origin = file.string();
+  const std::uint64_t size = file_size(file, field);
+  const std::string prefix = read_prefix(file, spec::kGgufMaxHeader, field);
+  spec::ModelSpec spec = spec::spec_from_gguf(spec::parse_gguf_header(prefix, size, origin), origin);
+  spec.name = origin;
+  return spec;
+}
+
 }  // namespace
 
 std::string read_file(const fs::path& path, std::string_view field) {
@@ -137,13 +163,22 @@ spec::ModelSpec load_config(const fs::path& path, std::string_view field) {
     throw InputError(std::string(field), fmt::format("{} does not exist", quote(path)),
                      "give a config.json file or the folder holding it");
   const bool folder = fs::is_directory(st);
+  if (!folder && path.extension() == ".gguf") return load_gguf(path, field);
   if (!folder && path.extension() == ".safetensors")
     throw InputError(std::string(field), fmt::format("{} is a safetensors file", quote(path)),
                      "give the folder holding it and config.json");
   const fs::path config = folder ? path / "config.json" : path;
-  if (folder && !fs::exists(config, ec))
+  if (folder && !fs::exists(config, ec)) {
+    // A llama.cpp download: one .gguf file and no config.json.
+    const std::vector<fs::path> ggufs = gguf_files(path);
+    if (ggufs.size() == 1) return load_gguf(ggufs.front(), field);
+    if (ggufs.size() > 1)
+      throw InputError(std::string(field),
+                       fmt::format("folder {} has no config.json and {} .gguf files", quote(path), ggufs.size()),
+                       fmt::format("give one of them, e.g. {}", quote(ggufs.front())));
     throw InputError(std::string(field), fmt::format("folder {} has no config.json", quote(path)),
                      "give the folder of a Hugging Face checkpoint, or the config file itself");
+  }
 
   spec::ModelSpec spec = spec::from_config_text(read_file(config, field), config.string());
   if (folder) {

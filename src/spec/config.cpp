@@ -23,6 +23,7 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "vramfit/spec/quant.hpp"
 
 namespace vramfit::spec {
 
@@ -36,6 +37,17 @@ constexpr std::uint64_t kMaxDim = 1ULL << 40;
 
 constexpr std::string_view kConfigFix =
     "check the value against the model's config.json on the Hugging Face Hub";
+
+/// `text` with every byte outside ASCII written as \xNN: parse errors quote the bytes they
+/// stopped at, and those of a binary file are not text to print on a terminal.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return out;
+}
 
 /// A JSON value as the user wrote it, cut short for a one-line diagnostic.
 std::string show(const json& v) {
@@ -551,8 +563,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
   if (builder == Builder::gpt_neox) rotary_fraction = 0.25;  // GPTNeoXConfig default
   rotary_fraction = rr.number("partial_rotary_factor", rr.number("rotary_pct", rotary_fraction));
   if (const json* rp = rr.find("rope_parameters"); rp && rp->is_object()) {
-    if (const auto it = rp->find("partial_rotary_factor"); it != rp->end() && it->is_number())
-      rotary_fraction = it->get<double>();
+    // Read like the top-level key: a negative factor would make the rotary width a negative
+    // double, and converting that to an integer is undefined (it surfaced as an overflow).
+    Reader rope(*rp, rr.field("rope_parameters."), diags);
+    rotary_fraction = rope.number("partial_rotary_factor", rotary_fraction);
   }
   if (rotary_fraction > 1.0) {
     diags.add(rr.field("partial_rotary_factor"), fmt::format("{} is more than 1", rotary_fraction),
@@ -577,21 +591,29 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
   // GPT2Config attn_pdrop/resid_pdrop/embd_pdrop = 0.1; PhiConfig resid_pdrop/embd_pdrop = 0;
   // GPTNeoXConfig hidden_dropout = 0; Starcoder2Config residual_dropout/embedding_dropout = 0;
   // everyone's attention_dropout = 0.
+  // nn.Dropout raises for p outside [0, 1]: a larger value is a broken config, not a mask.
+  const auto probability = [&](std::string_view key, double dflt) {
+    const double p = rr.number(key, dflt);
+    if (p <= 1.0) return p;
+    diags.add(rr.field(key), fmt::format("{} is more than 1", p),
+              "a dropout probability is between 0 and 1: check the value");
+    return dflt;
+  };
   double attn_dropout = 0, hidden_dropout = 0, embedding_dropout = 0;
   if (builder == Builder::gpt2) {
-    attn_dropout = rr.number("attn_pdrop", 0.1);
-    hidden_dropout = rr.number("resid_pdrop", 0.1);
-    embedding_dropout = rr.number("embd_pdrop", 0.1);
+    attn_dropout = probability("attn_pdrop", 0.1);
+    hidden_dropout = probability("resid_pdrop", 0.1);
+    embedding_dropout = probability("embd_pdrop", 0.1);
   } else {
-    attn_dropout = rr.number("attention_dropout", 0.0);
+    attn_dropout = probability("attention_dropout", 0.0);
     if (builder == Builder::phi) {
-      hidden_dropout = rr.number("resid_pdrop", 0.0);
-      embedding_dropout = rr.number("embd_pdrop", 0.0);
+      hidden_dropout = probability("resid_pdrop", 0.0);
+      embedding_dropout = probability("embd_pdrop", 0.0);
     } else if (builder == Builder::gpt_neox) {
-      hidden_dropout = rr.number("hidden_dropout", 0.0);
+      hidden_dropout = probability("hidden_dropout", 0.0);
     } else if (builder == Builder::starcoder2) {
-      hidden_dropout = rr.number("residual_dropout", 0.0);
-      embedding_dropout = rr.number("embedding_dropout", 0.0);
+      hidden_dropout = probability("residual_dropout", 0.0);
+      embedding_dropout = probability("embedding_dropout", 0.0);
     }
   }
 
@@ -756,7 +778,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
         break;
       case Builder::phi3: {
         // Phi3Attention: qkv_proj (q, k and v fused), o_proj; no biases.
-        const std::uint64_t op = checked_add(mul(s.heads, s.hd), 2 * mul(s.kv, s.hd), "parameters");
+        const std::uint64_t op = checked_add(mul(s.heads, s.hd), mul(2, mul(s.kv, s.hd)), "parameters");
         g.linears.push_back(lin("qkv_proj", H, op));
         g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), H));
         break;
@@ -877,7 +899,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
   if (builder == Builder::gpt2)
     spec.embedding_params = checked_add(spec.embedding_params, mul(s.max_pos, H));  // wpe
   spec.lm_head_params = tied ? 0 : checked_mul(s.V, H, "parameters");
-  if (builder == Builder::phi && !tied) spec.lm_head_params += s.V;  // PhiForCausalLM: lm_head bias=True
+  if (builder == Builder::phi && !tied)  // PhiForCausalLM: lm_head bias=True
+    spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   spec.final_norm_params = norm_size;
 
   if (builder != Builder::gpt2) {
@@ -924,7 +947,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
 
 ModelSpec from_config(const nlohmann::json& config, std::string_view origin) {
   try {
-    return build(config, origin);
+    ModelSpec spec = build(config, origin);
+    // A pre-quantized checkpoint says how its weights are packed (transformers reads the same key).
+    if (const auto qc = config.find("quantization_config"); qc != config.end() && !qc->is_null())
+      spec.quantization = quant_from_config(*qc, origin);
+    return spec;
   } catch (const InputError& e) {
     // checked_mul/checked_add name the field "parameters": say which file is absurd.
     if (e.diagnostics().size() == 1 && e.diagnostics()[0].field == "parameters") {
@@ -953,7 +980,7 @@ ModelSpec from_config_text(std::string_view text, std::string_view origin) {
     if (const auto p = msg.find("] "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0)
       msg = msg.substr(p + 2);
     if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
-    throw InputError(org, "not valid JSON: " + msg, "check the file is a complete config.json");
+    throw InputError(org, "not valid JSON: " + printable(msg), "check the file is a complete config.json");
   }
   return from_config(j, origin);
 }

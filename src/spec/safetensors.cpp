@@ -53,6 +53,17 @@ std::string known_dtypes() {
   return s;
 }
 
+/// `text` with every byte outside ASCII written as \xNN: parse errors quote the bytes they
+/// stopped at, and those of a binary file are not text to print on a terminal.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return out;
+}
+
 std::string show(const json& v) {
   std::string s = v.dump();
   if (s.size() > 40) s = s.substr(0, 37) + "...";
@@ -100,7 +111,7 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
     if (const auto p = msg.find("] "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0)
       msg = msg.substr(p + 2);
     if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
-    throw InputError(org, "the header is not valid JSON: " + msg, fix_file);
+    throw InputError(org, "the header is not valid JSON: " + printable(msg), fix_file);
   }
   if (!header.is_object()) throw InputError(org, "the header is not a JSON object", fix_file);
 
@@ -147,8 +158,10 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
         t.shape.push_back(dim);
         try {
           elements = checked_mul(elements, dim, field + ".shape");
-        } catch (const InputError& e) {
-          for (const Diagnostic& x : e.diagnostics()) diags.add(x.field, x.problem, x.fix);
+        } catch (const InputError&) {
+          // checked_mul's own fix speaks of batch and sequence length: not this file's problem.
+          diags.add(field + ".shape", fmt::format("{}: the element count overflows 64 bits", show(*it)),
+                    fix_file);
           ok = false;
           break;
         }
@@ -219,6 +232,19 @@ void apply_checkpoint(ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
   }
   for (const TensorInfo& t : tensors)
     if (ends_with(t.name, ".SCB")) int8 = true;  // bitsandbytes LLM.int8() row scales
+  bool fp8 = false;
+  for (const TensorInfo& t : tensors) fp8 = fp8 || t.dtype == "F8_E4M3" || t.dtype == "F8_E5M2";
+
+  // A packed checkpoint is loaded as it is stored: its tensors' bytes (each rounded to the
+  // caching allocator's 512-byte blocks) are the weights' exact footprint on the GPU.
+  if (bnb4 || packed_int || int8 || fp8) {
+    std::uint64_t bytes = 0;
+    for (const TensorInfo& t : tensors) {
+      const std::uint64_t b = bytes_of_bits(t.elements, dtype_bits(t.dtype).value_or(8)).round_up(512).value();
+      bytes = checked_add(bytes, b, "parameters");
+    }
+    spec.packed_weight_bytes = bytes;
+  }
 
   if (bnb4 || packed_int) {
     spec.checkpoint_dtype = bnb4 ? DType::nf4 : DType::int4;
@@ -249,6 +275,13 @@ void apply_checkpoint(ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
     }
     total = checked_add(total, t.elements, "parameters");
     by_dtype[t.dtype] = checked_add(by_dtype[t.dtype], t.elements, "parameters");
+  }
+  // Only empty tensors (a 0 in every shape) or buffers: a model of 0 parameters would estimate
+  // as nothing at all (found by tests/fuzz/safetensors_fuzz.cpp).
+  if (total == 0) {
+    throw InputError("safetensors",
+                     "the checkpoint's tensors hold no parameters (every one is empty or a buffer)",
+                     "download the weights again, or give the config file alone");
   }
   std::string top;
   std::uint64_t top_n = 0;

@@ -26,7 +26,7 @@ constexpr std::array<std::pair<std::string_view, Mode>, 6> kModes{{
     {"forward", Mode::inference},  // the truth harness's name for it (../shared/truth/README.md)
 }};
 
-constexpr std::array<std::pair<std::string_view, Optimizer>, 9> kOptimizers{{
+constexpr std::array<std::pair<std::string_view, Optimizer>, 11> kOptimizers{{
     {"adamw", Optimizer::adamw},                  // torch.optim.AdamW, foreach (the default)
     {"adamw-fused", Optimizer::adamw_fused},      // AdamW(fused=True)
     {"adamw-forloop", Optimizer::adamw_forloop},  // AdamW(foreach=False)
@@ -36,6 +36,8 @@ constexpr std::array<std::pair<std::string_view, Optimizer>, 9> kOptimizers{{
     {"adafactor", Optimizer::adafactor},          // torch.optim.Adafactor: factored moments
     {"adamw-8bit", Optimizer::adamw_8bit},        // bitsandbytes AdamW8bit
     {"lion", Optimizer::lion},                    // Lion: one moment
+    {"paged-adamw", Optimizer::paged_adamw},      // bitsandbytes PagedAdamW (32-bit states)
+    {"paged-adamw-8bit", Optimizer::paged_adamw_8bit},  // bitsandbytes PagedAdamW8bit
 }};
 
 constexpr std::array<std::pair<std::string_view, Attention>, 2> kAttention{{
@@ -43,15 +45,23 @@ constexpr std::array<std::pair<std::string_view, Attention>, 2> kAttention{{
     {"eager", Attention::eager},
 }};
 
-constexpr std::array<std::pair<std::string_view, Sharding>, 8> kSharding{{
+constexpr std::array<std::pair<std::string_view, Sharding>, 10> kSharding{{
     {"none", Sharding::none},
     {"ddp", Sharding::ddp},
     {"zero1", Sharding::zero1},
     {"zero2", Sharding::zero2},
     {"zero3", Sharding::zero3},
     {"fsdp", Sharding::fsdp},
+    {"fsdp-grad-op", Sharding::fsdp_grad_op},
     {"tp", Sharding::tp},
+    {"pp", Sharding::pp},
     {"device-map", Sharding::device_map},
+}};
+
+constexpr std::array<std::pair<std::string_view, Offload>, 3> kOffload{{
+    {"none", Offload::none},
+    {"optimizer", Offload::optimizer},
+    {"params", Offload::params},
 }};
 
 /// Lower case, '_' as '-': `adamw_fused`, `ADAMW-FUSED` and `adamw-fused` are one name.
@@ -133,11 +143,20 @@ std::string_view name_of(Mode m) noexcept { return name_in(kModes, m); }
 std::string_view name_of(Optimizer o) noexcept { return name_in(kOptimizers, o); }
 std::string_view name_of(Attention a) noexcept { return name_in(kAttention, a); }
 std::string_view name_of(Sharding s) noexcept { return name_in(kSharding, s); }
+std::string_view name_of(Offload o) noexcept { return name_in(kOffload, o); }
 
 std::optional<Mode> parse_mode(std::string_view s) noexcept { return parse_in(kModes, s); }
 std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept { return parse_in(kOptimizers, s); }
 std::optional<Attention> parse_attention(std::string_view s) noexcept { return parse_in(kAttention, s); }
 std::optional<Sharding> parse_sharding(std::string_view s) noexcept { return parse_in(kSharding, s); }
+std::optional<Offload> parse_offload(std::string_view s) noexcept { return parse_in(kOffload, s); }
+
+namespace {
+bool zero_like(Sharding s) {
+  return s == Sharding::zero1 || s == Sharding::zero2 || s == Sharding::zero3 || s == Sharding::fsdp ||
+         s == Sharding::fsdp_grad_op;
+}
+}  // namespace
 
 void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   if (w.batch < 1) out.add("--batch", "must be at least 1, got 0", "use --batch 1 or more");
@@ -201,13 +220,47 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   } else if (w.gpus > kMaxGpus) {
     out.add("--gpus", fmt::format("{} GPUs is more than vramfit models (at most {})", w.gpus, kMaxGpus),
             "estimate per GPU: the memory of one GPU does not depend on thousands more");
-  } else if (w.sharding != Sharding::none && w.gpus < 2) {
+  } else if (w.nodes < 1 || w.nodes > kMaxGpus || w.world() > kMaxGpus) {
+    out.add("--nodes", fmt::format("{} nodes of {} GPUs is more than vramfit models (at most {} GPUs)", w.nodes,
+                                   w.gpus, kMaxGpus),
+            "estimate per GPU: the memory of one GPU does not depend on thousands more");
+  } else if (w.sharding != Sharding::none && w.world() < 2 && !(zero_like(w.sharding) && w.offload != Offload::none)) {
     out.add("--gpus", fmt::format("--sharding {} needs at least 2 GPUs, got {}", name_of(w.sharding), w.gpus),
             "set --gpus 2 or more, or drop --sharding");
-  } else if (w.sharding == Sharding::none && w.gpus >= 2) {
-    out.add("--sharding", fmt::format("{} GPUs but no sharding strategy", w.gpus),
-            "say how the model is split: --sharding ddp|zero1|zero2|zero3|fsdp|tp|device-map");
+  } else if (w.sharding == Sharding::none && w.world() >= 2) {
+    out.add("--sharding", fmt::format("{} GPUs but no sharding strategy", w.world()),
+            "say how the model is split: --sharding ddp|zero1|zero2|zero3|fsdp|fsdp-grad-op|tp|pp|device-map");
+  } else if (w.sharding == Sharding::device_map && w.nodes > 1) {
+    out.add("--nodes", "device-map splits a model over the GPUs of one machine",
+            "use --nodes 1, or a training strategy (fsdp, zero3, pp) across nodes");
+  } else if (w.sharding == Sharding::pp && w.world() > m.num_layers && m.num_layers > 0) {
+    out.add("--gpus", fmt::format("{} pipeline stages for {} layers", w.world(), m.num_layers),
+            "use at most one stage per layer");
   }
+  if (w.offload != Offload::none) {
+    if (!w.trains())
+      out.add("--offload", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+              "offloading moves training state to the CPU: use it with --mode train, lora or qlora");
+    else if (!zero_like(w.sharding))
+      out.add("--offload", fmt::format("needs a ZeRO or FSDP strategy, got --sharding {}", name_of(w.sharding)),
+              "use --sharding zero2 or zero3 (DeepSpeed ZeRO-Offload) or fsdp (CPUOffload)");
+    else if (w.offload == Offload::params && w.sharding != Sharding::zero3 && w.sharding != Sharding::fsdp)
+      out.add("--offload", fmt::format("parameters are offloaded by ZeRO-3 and FSDP, not {}", name_of(w.sharding)),
+              "use --sharding zero3 or fsdp, or --offload optimizer");
+    else if (w.offload == Offload::optimizer && (w.sharding == Sharding::fsdp || w.sharding == Sharding::fsdp_grad_op))
+      out.add("--offload", "FSDP's CPUOffload moves parameters, gradients and the optimizer together",
+              "use --offload params with fsdp, or --sharding zero2/zero3 for the optimizer alone");
+  }
+  if (w.master_weights) {
+    if (w.mode != Mode::train)
+      out.add("--master-weights", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+              "fp32 master weights belong to full training (--mode train)");
+    else if (w.weights != DType::bf16 && w.weights != DType::fp16)
+      out.add("--master-weights", fmt::format("needs 16-bit weights, got --dtype {}", name_of(w.weights)),
+              "use --dtype bf16 or fp16 (the fp32 copy lives in the optimizer)");
+  }
+  if (w.kv_cache && *w.kv_cache == DType::nf4)
+    out.add("--kv-cache", "nf4 is a weights format", "use fp8, int8 or int4 for a quantized cache");
   if (w.grad_accum < 1) out.add("--grad-accum", "must be at least 1, got 0", "use --grad-accum 1 or more");
 
   if (w.autocast && *w.autocast != DType::bf16 && *w.autocast != DType::fp16) {

@@ -25,7 +25,9 @@ std::map<std::string, std::string> read_data_dir(const std::filesystem::path& di
 /// Builds a spec from `--config PATH`: a config.json (any file name), or a folder holding
 /// config.json. In a folder, safetensors headers (model.safetensors, the shards listed in
 /// model.safetensors.index.json, or any *.safetensors) give the exact parameter count and
-/// checkpoint dtype; only their first 8 + header-length bytes are read.
+/// checkpoint dtype; only their first 8 + header-length bytes are read. A `.gguf` file, or a
+/// folder holding exactly one `.gguf` file and no config.json, gives a spec from the GGUF
+/// header (its first spec::kGgufMaxHeader = 64 MiB at most are read).
 /// Throws InputError naming `field` (or the file) on every problem.
 spec::ModelSpec load_config(const std::filesystem::path& path, std::string_view field = "--config");
 

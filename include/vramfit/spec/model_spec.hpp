@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "vramfit/core/dtype.hpp"
+#include "vramfit/spec/quant.hpp"
 
 namespace vramfit::spec {
 
@@ -113,6 +114,13 @@ struct ModelSpec {
   /// Parameters stored in each dtype, when a safetensors header told us (else empty).
   std::optional<DType> checkpoint_dtype;
   bool exact_from_checkpoint = false;     ///< params came from safetensors headers
+  /// The checkpoint's own quantization: config.json's quantization_config, or a GGUF file's
+  /// type. The estimate uses it unless --dtype/--quant say otherwise.
+  std::optional<Quantization> quantization;
+  /// Exact bytes of the stored weights when the checkpoint is quantized and its tensors were
+  /// read (GGUF tensor infos, or safetensors headers of a pre-quantized checkpoint): used as
+  /// the weights' footprint instead of the format's formula.
+  std::optional<std::uint64_t> packed_weight_bytes;
 
   /// Assumptions made while building the spec (shown to the user).
   std::vector<std::string> notes;

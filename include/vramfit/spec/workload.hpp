@@ -9,6 +9,7 @@
 #include "vramfit/core/dtype.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/spec/model_spec.hpp"
+#include "vramfit/spec/quant.hpp"
 
 namespace vramfit::spec {
 
@@ -25,13 +26,34 @@ enum class Mode {
 constexpr bool uses_lora(Mode m) noexcept { return m == Mode::lora || m == Mode::qlora; }
 
 /// torch.optim optimizers and the lean ones people use; see engine/optimizers for sizes.
-enum class Optimizer { adamw, adamw_fused, adamw_forloop, adam, sgd, sgd_momentum, adafactor, adamw_8bit, lion };
+enum class Optimizer {
+  adamw, adamw_fused, adamw_forloop, adam, sgd, sgd_momentum, adafactor, adamw_8bit, lion,
+  paged_adamw, paged_adamw_8bit,  ///< bitsandbytes paged optimizers: state in CUDA unified memory
+};
 
 /// Attention implementation passed as attn_implementation.
 enum class Attention { sdpa, eager };
 
 /// Multi-GPU strategy.
-enum class Sharding { none, ddp, zero1, zero2, zero3, fsdp, tp, device_map };
+enum class Sharding {
+  none,
+  ddp,           ///< DistributedDataParallel: a full replica per GPU
+  zero1,         ///< DeepSpeed ZeRO-1: optimizer state sharded
+  zero2,         ///< ZeRO-2: optimizer state and gradients sharded
+  zero3,         ///< ZeRO-3: parameters too
+  fsdp,          ///< FSDP full shard (FSDP2 fully_shard, reshard_after_forward=True)
+  fsdp_grad_op,  ///< FSDP shard-grad-op (reshard_after_forward=False): parameters stay gathered
+  tp,            ///< tensor parallel over the GPUs of a node
+  pp,            ///< pipeline parallel: one stage per GPU, 1F1B schedule
+  device_map,    ///< Accelerate device_map="auto": whole layers per GPU, one GPU at a time
+};
+
+/// What DeepSpeed ZeRO-Offload / FSDP CPUOffload move to host memory.
+enum class Offload {
+  none,
+  optimizer,  ///< optimizer state and its step on the CPU (ZeRO-Offload offload_optimizer)
+  params,     ///< parameters and gradients too (ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True))
+};
 
 /// peft LoRA settings; alpha does not change memory.
 struct Lora {
@@ -45,6 +67,12 @@ struct Lora {
 struct Workload {
   Mode mode = Mode::inference;
   DType weights = DType::bf16;           ///< storage dtype of the weights
+  /// How packed weights are stored (method none for fp32/fp16/bf16). `weights` holds the
+  /// scheme's packed dtype (packed_dtype), so code that only needs "4-bit" reads that.
+  Quantization quant;
+  /// The KV cache's storage: the compute dtype when unset; fp8 = one byte per value
+  /// (vLLM/TensorRT-LLM style); int8/int4 = Hugging Face's QuantizedCache (HQQ/quanto).
+  std::optional<DType> kv_cache;
   std::optional<DType> autocast;         ///< torch.autocast compute dtype (bf16/fp16)
   std::uint64_t batch = 1;
   std::uint64_t seq = 2048;              ///< tokens per sequence (the prompt, for generate)
@@ -54,12 +82,19 @@ struct Workload {
   Attention attention = Attention::sdpa;
   Lora lora;
   std::uint64_t grad_accum = 1;
-  std::uint64_t gpus = 1;
+  std::uint64_t gpus = 1;                ///< GPUs per node
+  std::uint64_t nodes = 1;               ///< nodes, each with `gpus` GPUs
   Sharding sharding = Sharding::none;
+  Offload offload = Offload::none;
+  /// 16-bit weights with an fp32 master copy in the optimizer (DeepSpeed bf16/fp16, Megatron,
+  /// Apex O2): the state holds master weights + moments, the step an fp32 gradient copy.
+  bool master_weights = false;
   /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (changes the allocator's reserve only).
   bool expandable_segments = false;
 
   [[nodiscard]] bool trains() const noexcept { return mode == Mode::train || uses_lora(mode); }
+  /// GPUs over all nodes (the data-parallel world for ZeRO/FSDP).
+  [[nodiscard]] std::uint64_t world() const noexcept { return gpus * nodes; }
 };
 
 /// Whether a `--lora-targets` entry selects the linear module `module_name`, as peft does
@@ -72,10 +107,12 @@ std::string_view name_of(Mode m) noexcept;
 std::string_view name_of(Optimizer o) noexcept;
 std::string_view name_of(Attention a) noexcept;
 std::string_view name_of(Sharding s) noexcept;
+std::string_view name_of(Offload o) noexcept;
 std::optional<Mode> parse_mode(std::string_view s) noexcept;
 std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept;
 std::optional<Attention> parse_attention(std::string_view s) noexcept;
 std::optional<Sharding> parse_sharding(std::string_view s) noexcept;
+std::optional<Offload> parse_offload(std::string_view s) noexcept;
 
 /// Checks a workload against a model: sizes, mode/flag consistency, LoRA targets that
 /// exist in the model. Adds every problem to `out` (fields are flag names).

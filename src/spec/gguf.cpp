@@ -1,0 +1,922 @@
+// GGUF: llama.cpp's file format.
+//
+// Sources, all from github.com/ggml-org/llama.cpp:
+// - the type table: ggml/src/ggml.c `type_traits` (blck_size, type_size = sizeof(block_*) in
+//   ggml/src/ggml-common.h) and gguf-py/gguf/constants.py `GGML_QUANT_SIZES`, which spells
+//   the same sizes out but Q8_1's, with GGMLQuantizationType for the enum values;
+// - the file types: include/llama.h `llama_ftype` (gguf-py `LlamaFileType`);
+// - the per-tensor mixes: src/llama-quant.cpp at commit 007dbbf3fd17eefe9b47fee45f48f7ba5e62b714
+//   (llama_tensor_get_type_impl, tensor_type_fallback, tensor_allows_quantization);
+// - which tensors the converter keeps in F32: convert_hf_to_gguf.py, ModelBase.prepare_tensors
+//   (1-D tensors, biases, ffn_gate_inp, ffn_gate_inp_shexp, position_embd);
+// - the header layout: ggml/src/gguf.cpp (gguf_init_from_file_impl) and docs/gguf.md.
+
+#include "vramfit/spec/gguf.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/core/error.hpp"
+#include "vramfit/spec/parse.hpp"
+#include "vramfit/spec/quant.hpp"
+
+namespace vramfit::spec {
+
+namespace {
+
+constexpr std::uint64_t QK_K = 256;  // super-block of the k-quants (ggml-common.h)
+
+// One row per ggml type: {name, enum ggml_type, block size, bytes per block}. The byte
+// counts are sizeof(block_<type>) from ggml-common.h, written as gguf-py spells them.
+constexpr GgmlType kTypes[] = {
+    {"F32", 0, 1, 4},
+    {"F16", 1, 1, 2},
+    {"Q4_0", 2, 32, 2 + 16},          // d, 32 nibbles
+    {"Q4_1", 3, 32, 2 + 2 + 16},      // d, m, 32 nibbles
+    {"Q5_0", 6, 32, 2 + 4 + 16},      // d, qh, 32 nibbles
+    {"Q5_1", 7, 32, 2 + 2 + 4 + 16},  // d, m, qh, 32 nibbles
+    {"Q8_0", 8, 32, 2 + 32},          // d, 32 int8
+    {"Q8_1", 9, 32, 2 + 2 + 32},      // d, s as halves: gguf-py's 4 + 4 + 32 predates them (ggml-common.h)
+    {"Q2_K", 10, QK_K, 2 + 2 + QK_K / 16 + QK_K / 4},              // 84
+    {"Q3_K", 11, QK_K, 2 + QK_K / 4 + QK_K / 8 + 12},              // 110
+    {"Q4_K", 12, QK_K, 2 + 2 + QK_K / 2 + 12},                     // 144
+    {"Q5_K", 13, QK_K, 2 + 2 + QK_K / 2 + QK_K / 8 + 12},          // 176
+    {"Q6_K", 14, QK_K, 2 + QK_K / 2 + QK_K / 4 + QK_K / 16},       // 210
+    {"Q8_K", 15, QK_K, 4 + QK_K + QK_K / 8},                       // 292
+    {"IQ2_XXS", 16, QK_K, 2 + QK_K / 4},                           // 66
+    {"IQ2_XS", 17, QK_K, 2 + QK_K / 4 + QK_K / 32},                // 74
+    {"IQ3_XXS", 18, QK_K, 2 + QK_K / 4 + QK_K / 8},                // 98
+    {"IQ1_S", 19, QK_K, 2 + QK_K / 8 + QK_K / 16},                 // 50
+    {"IQ4_NL", 20, 32, 2 + 16},                                    // 18
+    {"IQ3_S", 21, QK_K, 2 + QK_K / 4 + QK_K / 8 + QK_K / 32 + 4},  // 110
+    {"IQ2_S", 22, QK_K, 2 + QK_K / 4 + QK_K / 16},                 // 82
+    {"IQ4_XS", 23, QK_K, 2 + 2 + QK_K / 2 + QK_K / 64},            // 136
+    {"I8", 24, 1, 1},
+    {"I16", 25, 1, 2},
+    {"I32", 26, 1, 4},
+    {"I64", 27, 1, 8},
+    {"F64", 28, 1, 8},
+    {"IQ1_M", 29, QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32},  // 56
+    {"BF16", 30, 1, 2},
+    {"TQ1_0", 34, QK_K, 2 + 4 * 13},  // 54
+    {"TQ2_0", 35, QK_K, 2 + 64},      // 66
+};
+
+// One row per llama_ftype: {name, value, llama_ftype_get_default_type, rules implemented}.
+// 4 (MOSTLY_Q4_1_SOME_F16) and 33-35 (Q4_0_4_4 ...) were removed from llama.cpp.
+constexpr GgufFileType kFileTypes[] = {
+    {"F32", 0, "F32", true},         {"F16", 1, "F16", true},           {"Q4_0", 2, "Q4_0", true},
+    {"Q4_1", 3, "Q4_1", true},       {"Q8_0", 7, "Q8_0", true},         {"Q5_0", 8, "Q5_0", true},
+    {"Q5_1", 9, "Q5_1", true},       {"Q2_K", 10, "Q2_K", true},        {"Q3_K_S", 11, "Q3_K", true},
+    {"Q3_K_M", 12, "Q3_K", true},    {"Q3_K_L", 13, "Q3_K", true},      {"Q4_K_S", 14, "Q4_K", true},
+    {"Q4_K_M", 15, "Q4_K", true},    {"Q5_K_S", 16, "Q5_K", true},      {"Q5_K_M", 17, "Q5_K", true},
+    {"Q6_K", 18, "Q6_K", true},      {"IQ2_XXS", 19, "IQ2_XXS", false}, {"IQ2_XS", 20, "IQ2_XS", false},
+    {"Q2_K_S", 21, "Q2_K", false},   {"IQ3_XS", 22, "IQ3_S", false},    {"IQ3_XXS", 23, "IQ3_XXS", false},
+    {"IQ1_S", 24, "IQ1_S", false},   {"IQ4_NL", 25, "IQ4_NL", false},   {"IQ3_S", 26, "IQ3_S", false},
+    {"IQ3_M", 27, "IQ3_S", false},   {"IQ2_S", 28, "IQ2_XS", false},    {"IQ2_M", 29, "IQ2_S", false},
+    {"IQ4_XS", 30, "IQ4_XS", false}, {"IQ1_M", 31, "IQ1_M", false},     {"BF16", 32, "BF16", true},
+    {"TQ1_0", 36, "TQ1_0", false},   {"TQ2_0", 37, "TQ2_0", false},
+};
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
+         });
+}
+
+const GgmlType& type(std::string_view name) {
+  const GgmlType* t = ggml_type_by_name(name);
+  if (t == nullptr) throw std::logic_error("ggml type missing from kTypes: " + std::string(name));
+  return *t;
+}
+
+bool is_quantized(const GgmlType& t) { return t.block_size > 1; }
+
+std::string mix_names() {
+  std::string s;
+  for (const GgufFileType& f : kFileTypes)
+    if (f.mix_known) s += (s.empty() ? "" : ", ") + std::string(f.name);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// llama-quant.cpp's rules.
+
+/// use_more_bits in llama_tensor_get_type_impl: the first and last eighth of the layers,
+/// and every third layer in between.
+bool use_more_bits(std::uint64_t i, std::uint64_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/// tensor_type_fallback: a row that does not fill whole blocks gets a type with smaller ones.
+const GgmlType& fallback(const GgmlType& t, std::uint64_t row, std::string_view file_type) {
+  if (row % t.block_size == 0) return t;
+  const GgmlType* r = nullptr;
+  const std::string_view n = t.name;
+  if (n == "IQ1_S" || n == "IQ1_M" || n == "IQ2_XXS" || n == "IQ2_XS" || n == "IQ2_S" || n == "IQ3_XXS" ||
+      n == "IQ3_S" || n == "IQ4_XS")
+    r = &type("IQ4_NL");
+  else if (n == "Q2_K" || n == "Q3_K" || n == "TQ1_0" || n == "TQ2_0")
+    r = &type("Q4_0");
+  else if (n == "Q4_K")
+    r = &type("Q5_0");
+  else if (n == "Q5_K")
+    r = &type("Q5_1");
+  else if (n == "Q6_K")
+    r = &type("Q8_0");
+  if (r == nullptr) {
+    // llama-quantize stops here ("no tensor type fallback is defined for type ...").
+    throw InputError(
+        "GGUF file type",
+        fmt::format(
+            "llama.cpp cannot quantize a row of {} elements to {} (blocks of {}), so no {} file exists", row,
+            t.name, t.block_size, file_type),
+        "choose a k-quant (Q4_K_M, ...) or F16");
+  }
+  // Still not whole blocks (a row not a multiple of 32): llama.cpp keeps F16.
+  return row % r->block_size == 0 ? *r : type("F16");
+}
+
+bool attn_v_like(TensorRole r) {
+  // category_is_attn_v: attn_v, attn_qkv and attn_kv_b share the attn_v rules and counter.
+  return r == TensorRole::attn_v || r == TensorRole::attn_qkv || r == TensorRole::attn_kv_b;
+}
+
+bool ffn_down_like(TensorRole r) { return r == TensorRole::ffn_down || r == TensorRole::ffn_down_exp; }
+
+// ---------------------------------------------------------------------------------------
+// Mapping a ModelSpec's modules onto GGUF tensors.
+
+/// The role of a Hugging Face linear in llama.cpp's naming (convert_hf_to_gguf.py's tensor
+/// map). `after_fc`: an up projection came earlier in the layer, so GPT-2's and
+/// Starcoder2's second `c_proj` is the MLP's down projection.
+TensorRole role_of(const Linear& l, bool after_fc) {
+  std::string_view n = l.name;
+  if (const auto dot = n.rfind('.'); dot != std::string_view::npos) n = n.substr(dot + 1);
+  if (l.name == "gate" || l.name == "shared_expert_gate")
+    return TensorRole::kept_f32;  // ffn_gate_inp(_shexp)
+  const auto ffn = [&](TensorRole dense, TensorRole exp) { return l.expert ? exp : dense; };
+  if (n == "q_proj") return TensorRole::attn_q;
+  if (n == "k_proj") return TensorRole::attn_k;
+  if (n == "v_proj") return TensorRole::attn_v;
+  if (n == "o_proj") return TensorRole::attn_output;
+  if (n == "c_attn" || n == "qkv_proj" || n == "query_key_value") return TensorRole::attn_qkv;
+  if (n == "kv_b_proj") return TensorRole::attn_kv_b;
+  if (n == "dense") return TensorRole::attn_output;  // gpt_neox, phi
+  if (n == "c_proj") return after_fc ? TensorRole::ffn_down : TensorRole::attn_output;
+  if (n == "gate_proj") return ffn(TensorRole::ffn_gate, TensorRole::ffn_gate_exp);
+  if (n == "up_proj" || n == "gate_up_proj") return ffn(TensorRole::ffn_up, TensorRole::ffn_up_exp);
+  if (n == "down_proj") return ffn(TensorRole::ffn_down, TensorRole::ffn_down_exp);
+  if (n == "c_fc" || n == "dense_h_to_4h" || n == "fc1") return TensorRole::ffn_up;
+  if (n == "dense_4h_to_h" || n == "fc2") return TensorRole::ffn_down;
+  return TensorRole::other;  // deepseek's q_a_proj, q_b_proj, kv_a_proj_with_mqa
+}
+
+bool is_up(const Linear& l) {
+  return l.name == "c_fc" || l.name == "dense_h_to_4h" || l.name == "fc1" || l.name == "up_proj" ||
+         l.name == "gate_up_proj";
+}
+
+std::uint64_t f32_bytes(std::uint64_t elements) { return checked_mul(elements, 4, "parameters"); }
+
+// Layer counts beyond any real model: the per-layer walk below would take too long.
+constexpr std::uint64_t kMaxLayers = 100'000;
+
+// ---------------------------------------------------------------------------------------
+// The header parser.
+
+constexpr std::string_view kFixDamaged = "the file is truncated or damaged: download it again";
+constexpr std::uint64_t kMaxDims = 4;         // GGML_MAX_DIMS
+constexpr std::uint64_t kMaxName = 64;        // GGML_MAX_NAME, with the terminating NUL
+constexpr std::uint64_t kMaxKey = 65535;      // docs/gguf.md: keys are at most 2^16 - 1 bytes
+constexpr std::uint64_t kMinTensorInfo = 24;  // name length, n_dims, type, offset
+constexpr std::uint64_t kMinKv = 13;          // key length, value type, one byte of value
+
+/// Reads little-endian values from the prefix; every read checks the bytes are there.
+class Cursor {
+ public:
+  Cursor(std::string_view data, std::uint64_t file_size, std::string origin)
+      : data_(data.substr(0, static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), file_size)))),
+        file_size_(file_size),
+        origin_(std::move(origin)) {}
+
+  [[nodiscard]] std::uint64_t pos() const { return pos_; }
+  /// Bytes from here to the end of the file (not of the prefix).
+  [[nodiscard]] std::uint64_t left_in_file() const { return file_size_ - pos_; }
+
+  void need(std::uint64_t n, std::string_view what) const {
+    if (n <= data_.size() - pos_) return;
+    if (n > file_size_ - pos_)
+      fail(fmt::format("{} at byte {} needs {} bytes, past the end of the file ({} bytes)", what, pos_, n,
+                       file_size_),
+           std::string(kFixDamaged));
+    fail(fmt::format(
+             "the header goes past the first {} bytes, the most vramfit reads: {} at byte {} needs {} bytes",
+             data_.size(), what, pos_, n),
+         "a GGUF header this large is unusual: check the file, or give the model's config.json instead");
+  }
+
+  std::uint64_t uint(unsigned bytes, std::string_view what) {
+    need(bytes, what);
+    std::uint64_t v = 0;
+    for (unsigned i = 0; i < bytes; ++i)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(data_[static_cast<std::size_t>(pos_ + i)]))
+           << (8 * i);
+    pos_ += bytes;
+    return v;
+  }
+  std::uint32_t u32(std::string_view what) { return static_cast<std::uint32_t>(uint(4, what)); }
+  std::uint64_t u64(std::string_view what) { return uint(8, what); }
+
+  /// A gguf_string: u64 length, then the bytes. `max` bounds the length.
+  std::string str(std::string_view what, std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) {
+    const std::uint64_t n = u64(what);
+    if (n > max)
+      fail(fmt::format("{} at byte {} is {} bytes long, over the limit of {}", what, pos_ - 8, n, max),
+           std::string(kFixDamaged));
+    need(n, what);
+    std::string s(data_.substr(static_cast<std::size_t>(pos_), static_cast<std::size_t>(n)));
+    pos_ += n;
+    return s;
+  }
+
+  void skip(std::uint64_t n, std::string_view what) {
+    need(n, what);
+    pos_ += n;
+  }
+
+  [[noreturn]] void fail(std::string problem, std::string fix) const {
+    throw InputError(origin_, std::move(problem), std::move(fix));
+  }
+
+ private:
+  std::string_view data_;
+  std::uint64_t file_size_;
+  std::string origin_;
+  std::uint64_t pos_ = 0;
+};
+
+/// Bytes of one scalar of a GGUF value type, 0 for string and array.
+std::uint64_t scalar_size(GgufType t) {
+  switch (t) {
+    case GgufType::u8:
+    case GgufType::i8:
+    case GgufType::boolean: return 1;
+    case GgufType::u16:
+    case GgufType::i16: return 2;
+    case GgufType::u32:
+    case GgufType::i32:
+    case GgufType::f32: return 4;
+    case GgufType::u64:
+    case GgufType::i64:
+    case GgufType::f64: return 8;
+    case GgufType::string:
+    case GgufType::array: return 0;
+  }
+  return 0;
+}
+
+bool signed_type(GgufType t) {
+  return t == GgufType::i8 || t == GgufType::i16 || t == GgufType::i32 || t == GgufType::i64;
+}
+
+/// Reads one scalar (not a string or array) into v.
+void read_scalar(Cursor& c, GgufType t, GgufValue& v, std::string_view what) {
+  const unsigned n = static_cast<unsigned>(scalar_size(t));
+  const std::uint64_t raw = c.uint(n, what);
+  if (t == GgufType::f32) {
+    float f = 0;
+    const auto bits = static_cast<std::uint32_t>(raw);
+    std::memcpy(&f, &bits, sizeof f);
+    v.real = f;
+  } else if (t == GgufType::f64) {
+    std::memcpy(&v.real, &raw, sizeof v.real);
+  } else if (signed_type(t)) {
+    // Sign-extend from n bytes.
+    const unsigned shift = 64 - 8 * n;
+    v.sint = static_cast<std::int64_t>(raw << shift) >> shift;
+  } else {
+    v.uint = raw;
+  }
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u < 0x7f && ch != '\\' && ch != '"')
+      out += ch;
+    else
+      out += fmt::format("\\x{:02x}", u);
+  }
+  return out;
+}
+
+/// A name from the file, safe to print: escaped and cut short.
+std::string shown(std::string_view s) {
+  std::string p = printable(s.substr(0, 80));
+  if (s.size() > 80) p += "...";
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------
+// spec_from_gguf.
+
+/// general.architecture -> transformers model_type.
+struct ArchRow {
+  std::string_view arch;
+  std::string_view model_type;
+};
+constexpr ArchRow kArchs[] = {
+    {"llama", "llama"},  // mistral converts to llama too; with experts: mixtral
+    {"qwen2", "qwen2"}, {"qwen2moe", "qwen2_moe"}, {"qwen3", "qwen3"},           {"qwen3moe", "qwen3_moe"},
+    {"gemma", "gemma"}, {"gemma2", "gemma2"},      {"gemma3", "gemma3_text"},    {"phi3", "phi3"},
+    {"gpt2", "gpt2"},   {"gptneox", "gpt_neox"},   {"starcoder2", "starcoder2"}, {"olmoe", "olmoe"},
+};
+constexpr std::array<std::string_view, std::size(kArchs)> kArchNames = [] {
+  std::array<std::string_view, std::size(kArchs)> a{};
+  for (std::size_t i = 0; i < std::size(kArchs); ++i) a[i] = kArchs[i].arch;
+  return a;
+}();
+
+std::string describe(const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::string: return fmt::format("the string \"{}\"", shown(v.str));
+    case GgufType::array: return fmt::format("an array of {} elements", v.array_length);
+    case GgufType::f32:
+    case GgufType::f64: return fmt::format("{}", v.real);
+    case GgufType::boolean: return v.uint ? "true" : "false";
+    default: return signed_type(v.type) ? fmt::format("{}", v.sint) : fmt::format("{}", v.uint);
+  }
+}
+
+/// The llama-model-loader guess when general.file_type is absent: the type most tensors
+/// have, as the file type that makes it (llama_model_loader's ftype from type_max).
+std::string guess_file_type(const GgufHeader& h) {
+  std::map<std::string_view, std::uint64_t> count;
+  for (const GgufTensor& t : h.tensors)
+    if (t.ne.size() >= 2) ++count[t.type->name];
+  std::string_view top = "F32";
+  std::uint64_t n = 0;
+  for (const auto& [name, c] : count)
+    if (c > n) {
+      top = name;
+      n = c;
+    }
+  if (top == "Q3_K") return "Q3_K_M";
+  if (top == "Q4_K") return "Q4_K_M";
+  if (top == "Q5_K") return "Q5_K_M";
+  return std::string(top);
+}
+
+/// The Quantization of a GGUF file type: --quant's own when it has one, else bits = whole
+/// bits per weight of the file type's base type (16 for F16).
+Quantization gguf_quantization(const std::string& ftype) {
+  Quantization q;
+  if (const auto parsed = parse_quant(ftype)) {
+    q = *parsed;
+  } else {
+    const GgufFileType* f = gguf_file_type_by_name(ftype);
+    const GgmlType* base = ggml_type_by_name(f != nullptr ? f->base : std::string_view(ftype));
+    if (base != nullptr) q.bits = base->type_size * 8 / base->block_size;
+  }
+  q.method = QuantMethod::gguf;
+  q.gguf_type = ftype;
+  return q;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+
+std::span<const GgmlType> ggml_types() noexcept { return kTypes; }
+
+const GgmlType* ggml_type_by_id(std::uint32_t id) noexcept {
+  for (const GgmlType& t : kTypes)
+    if (t.id == id) return &t;
+  return nullptr;
+}
+
+const GgmlType* ggml_type_by_name(std::string_view name) noexcept {
+  for (const GgmlType& t : kTypes)
+    if (iequals(t.name, name)) return &t;
+  return nullptr;
+}
+
+std::uint64_t ggml_tensor_bytes(const GgmlType& t, std::span<const std::uint64_t> ne,
+                                std::string_view field) {
+  const std::uint64_t row = ne.empty() ? 1 : ne[0];
+  if (row % t.block_size != 0)
+    throw InputError(
+        std::string(field),
+        fmt::format("a row of {} elements is not a multiple of {}'s block of {}", row, t.name, t.block_size),
+        std::string(kFixDamaged));
+  std::uint64_t bytes = checked_mul(row / t.block_size, t.type_size, field);
+  for (std::size_t i = 1; i < ne.size(); ++i) bytes = checked_mul(bytes, ne[i], field);
+  return bytes;
+}
+
+std::span<const GgufFileType> gguf_file_types() noexcept { return kFileTypes; }
+
+const GgufFileType* gguf_file_type_by_id(std::uint32_t id) noexcept {
+  for (const GgufFileType& f : kFileTypes)
+    if (f.id == id) return &f;
+  return nullptr;
+}
+
+const GgufFileType* gguf_file_type_by_name(std::string_view name) noexcept {
+  for (const GgufFileType& f : kFileTypes)
+    if (iequals(f.name, name)) return &f;
+  return nullptr;
+}
+
+const GgmlType& gguf_tensor_type(std::string_view file_type, TensorRole role, const TensorPlace& p) {
+  const GgufFileType* ft = gguf_file_type_by_name(file_type);
+  if (ft == nullptr || !ft->mix_known)
+    throw InputError("GGUF file type", fmt::format("no per-tensor rules for '{}'", shown(file_type)),
+                     "known: " + mix_names());
+  if (role == TensorRole::kept_f32) return type("F32");
+  const GgmlType& base = type(ft->base);
+  // tensor_allows_quantization keeps 2-D weights in the base type when it is not quantized.
+  if (!is_quantized(base)) return base;
+
+  const std::string_view f = ft->name;
+  const GgmlType* t = &base;
+  const std::uint64_t i = p.layer, n = p.n_layers;
+  const bool tied_embd = role == TensorRole::token_embd && !p.has_output;
+  if (role == TensorRole::output || tied_embd) {
+    // The output tensor (or the tied embedding that serves as it) gets Q6_K, except in Q8_0
+    // files, and Q8_0 when its rows do not fill the base type's blocks.
+    if (p.row % t->block_size != 0)
+      t = &type("Q8_0");
+    else if (t->name != "Q8_0")
+      t = &type("Q6_K");
+  } else if (role == TensorRole::token_embd) {
+    // Untied embeddings keep the base type in every file type sized here.
+  } else if (attn_v_like(role)) {
+    if (f == "Q2_K")
+      t = &type(p.gqa >= 4 ? "Q4_K" : "Q3_K");
+    else if (f == "Q3_K_M")
+      t = &type(i < 2 ? "Q5_K" : "Q4_K");
+    else if (f == "Q3_K_L")
+      t = &type("Q5_K");
+    else if ((f == "Q4_K_M" || f == "Q5_K_M") && use_more_bits(i, n))
+      t = &type("Q6_K");
+    else if (f == "Q4_K_S" && i < 4)
+      t = &type("Q5_K");
+    // LLM_TYPE_70B: the 8x smaller attn_v of Llama-2-70B gets more bits at little cost.
+    if (p.llama_70b && (t->name == "Q3_K" || t->name == "Q4_K")) t = &type("Q5_K");
+    if (p.n_expert == 8) t = &type("Q8_0");  // Mixtral-8x7B: "trades just ~128MB"
+  } else if (role == TensorRole::attn_k) {
+    if (p.n_expert == 8) t = &type("Q8_0");
+  } else if (ffn_down_like(role)) {
+    if (f == "Q2_K")
+      t = &type("Q3_K");
+    else if (f == "Q3_K_M")
+      t = &type(i < n / 16 ? "Q5_K" : "Q4_K");  // use_more_bits only matters for falcon
+    else if (f == "Q3_K_L")
+      t = &type("Q5_K");
+    else if (f == "Q4_K_M") {
+      if (use_more_bits(i, n)) t = &type("Q6_K");
+    } else if (f == "Q5_K_M" && use_more_bits(i, n))
+      t = &type("Q6_K");
+    else if (f == "Q4_K_S" && i < n / 8)
+      t = &type("Q5_K");
+  } else if (role == TensorRole::attn_output) {
+    if (p.n_expert == 8) {
+      if (f == "Q2_K" || f == "Q3_K_S" || f == "Q3_K_M" || f == "Q4_K_S" || f == "Q4_K_M") t = &type("Q5_K");
+    } else if (f == "Q2_K") {
+      t = &type("Q3_K");
+    } else if (f == "Q3_K_M") {
+      t = &type("Q4_K");
+    } else if (f == "Q3_K_L") {
+      t = &type("Q5_K");
+    }
+  }
+  // attn_q, ffn_gate, ffn_up and other 2-D weights keep the base type in these file types.
+  return fallback(*t, p.row, f);
+}
+
+std::uint64_t gguf_model_bytes(const ModelSpec& m, std::string_view file_type) {
+  if (m.num_layers > kMaxLayers)
+    throw InputError("GGUF file type",
+                     fmt::format("{} layers is far more than any real model has", m.num_layers),
+                     "check num_hidden_layers");
+  TensorPlace place;
+  place.n_layers = m.num_layers;
+  place.has_output = !m.tied_embeddings;
+  place.gqa = m.num_kv_heads == 0 ? 1 : m.num_heads / m.num_kv_heads;
+  place.n_expert = m.moe.num_experts;
+  place.llama_70b = (m.model_type == "llama" || m.model_type == "mistral" || m.model_type == "mixtral") &&
+                    m.num_layers == 80 && m.num_heads != m.num_kv_heads;
+
+  const std::uint64_t H = m.hidden_size;
+  const auto tensor = [&](TensorRole role, std::uint64_t row, std::uint64_t rows, std::uint64_t copies) {
+    place.row = row;
+    const GgmlType& t = gguf_tensor_type(file_type, role, place);
+    const std::array<std::uint64_t, 3> ne{row, rows, copies};
+    return ggml_tensor_bytes(t, ne, "parameters");
+  };
+
+  std::uint64_t total = tensor(TensorRole::token_embd, H, m.vocab_size, 1);
+  const std::uint64_t token_elems = checked_mul(H, m.vocab_size, "parameters");
+  if (m.embedding_params > token_elems)  // GPT-2's position_embd, kept in F32
+    total = checked_add(total, f32_bytes(m.embedding_params - token_elems), "parameters");
+
+  std::uint64_t layer = 0;
+  for (const LayerGroup& g : m.layers) {
+    for (std::uint64_t k = 0; k < g.count; ++k, ++layer) {
+      place.layer = layer;
+      bool after_fc = false;
+      for (const Linear& l : g.linears) {
+        total = checked_add(total, tensor(role_of(l, after_fc), l.in_features, l.out_features, l.copies),
+                            "parameters");
+        if (l.bias)
+          total = checked_add(total, f32_bytes(checked_mul(l.out_features, l.copies)), "parameters");
+        after_fc = after_fc || is_up(l);
+      }
+      total = checked_add(total, f32_bytes(checked_add(g.norm_params, g.other_params)), "parameters");
+    }
+  }
+  total = checked_add(total, f32_bytes(m.final_norm_params), "parameters");
+  if (!m.tied_embeddings) {
+    total = checked_add(total, tensor(TensorRole::output, H, m.vocab_size, 1), "parameters");
+    if (m.lm_head_params > token_elems)  // phi's lm_head bias
+      total = checked_add(total, f32_bytes(m.lm_head_params - token_elems), "parameters");
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------
+
+std::optional<std::uint64_t> GgufValue::as_uint() const noexcept {
+  switch (type) {
+    case GgufType::u8:
+    case GgufType::u16:
+    case GgufType::u32:
+    case GgufType::u64: return uint;
+    case GgufType::i8:
+    case GgufType::i16:
+    case GgufType::i32:
+    case GgufType::i64:
+      if (sint >= 0) return static_cast<std::uint64_t>(sint);
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+std::uint64_t GgufTensor::elements() const {
+  std::uint64_t n = 1;
+  for (const std::uint64_t d : ne) n = checked_mul(n, d, "parameters");
+  return n;
+}
+
+const GgufValue* GgufHeader::find(std::string_view key) const {
+  const auto it = metadata.find(key);
+  return it == metadata.end() ? nullptr : &it->second;
+}
+
+const GgufTensor* GgufHeader::tensor(std::string_view name) const {
+  for (const GgufTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, std::string_view origin) {
+  Cursor c(prefix, file_size, std::string(origin));
+  GgufHeader h;
+
+  if (std::min<std::uint64_t>(prefix.size(), file_size) < 4)
+    c.fail(fmt::format("too short for a GGUF file ({} bytes)",
+                       std::min<std::uint64_t>(prefix.size(), file_size)),
+           std::string(kFixDamaged));
+  if (prefix.substr(0, 4) != "GGUF")
+    c.fail(
+        fmt::format("not a GGUF file: it starts with \"{}\", not \"GGUF\"", printable(prefix.substr(0, 4))),
+        "give a .gguf file, a config.json, or the folder holding them");
+  c.skip(4, "the magic");
+  h.version = c.u32("the version");
+  if (h.version != 0 && (h.version & 0xFFFFu) == 0)  // a big-endian 2 or 3 read little-endian (gguf.cpp)
+    c.fail(
+        fmt::format("the file is big-endian (its version reads {:#x}); only little-endian GGUF is supported",
+                    h.version),
+        "convert the model again without --bigendian");
+  if (h.version == 1)
+    c.fail("GGUF version 1 is not supported (only versions 2 and 3)",
+           "convert the model again with a llama.cpp from after August 2023");
+  if (h.version != 2 && h.version != 3)
+    c.fail(fmt::format("GGUF version {} is not supported (only versions 2 and 3)", h.version),
+           "check the file, or convert the model with a current llama.cpp");
+
+  const std::uint64_t n_tensors = c.u64("the tensor count");
+  const std::uint64_t n_kv = c.u64("the metadata count");
+  if (n_tensors > c.left_in_file() / kMinTensorInfo)
+    c.fail(fmt::format("the header declares {} tensor{}, more than the file's {} bytes can describe",
+                       n_tensors, n_tensors == 1 ? "" : "s", file_size),
+           std::string(kFixDamaged));
+  if (n_kv > c.left_in_file() / kMinKv)
+    c.fail(fmt::format("the header declares {} metadata entr{}, more than the file's {} bytes can hold", n_kv,
+                       n_kv == 1 ? "y" : "ies", file_size),
+           std::string(kFixDamaged));
+
+  // --- metadata ------------------------------------------------------------------------
+  for (std::uint64_t k = 0; k < n_kv; ++k) {
+    const std::string key = c.str(fmt::format("the key of metadata entry {}", k), kMaxKey);
+    const std::string what = fmt::format("the value of '{}'", shown(key));
+    GgufValue v;
+    const std::uint32_t vt = c.u32(what);
+    if (vt > static_cast<std::uint32_t>(GgufType::f64))
+      c.fail(fmt::format("metadata '{}' has unknown value type {}", shown(key), vt),
+             std::string(kFixDamaged));
+    v.type = static_cast<GgufType>(vt);
+    if (v.type == GgufType::string) {
+      v.str = c.str(what);
+    } else if (v.type == GgufType::array) {
+      const std::uint32_t et = c.u32(what);
+      if (et > static_cast<std::uint32_t>(GgufType::f64) || et == static_cast<std::uint32_t>(GgufType::array))
+        c.fail(fmt::format("metadata '{}' is an array of {}, which GGUF does not allow", shown(key),
+                           et == static_cast<std::uint32_t>(GgufType::array) ? std::string("arrays")
+                                                                             : fmt::format("type {}", et)),
+               std::string(kFixDamaged));
+      v.array_type = static_cast<GgufType>(et);
+      v.array_length = c.u64(what);
+      const std::uint64_t elem = v.array_type == GgufType::string ? 8 : scalar_size(v.array_type);
+      if (v.array_length > c.left_in_file() / elem)
+        c.fail(fmt::format("metadata '{}' declares {} elements, more than the file's {} bytes can hold",
+                           shown(key), v.array_length, file_size),
+               std::string(kFixDamaged));
+      if (v.array_type == GgufType::string) {
+        const bool keep = v.array_length <= kGgufKeptStrings;
+        for (std::uint64_t e = 0; e < v.array_length; ++e) {
+          std::string s = c.str(what);
+          if (keep) v.array_strings.push_back(std::move(s));
+        }
+      } else {
+        c.skip(v.array_length * elem, what);
+      }
+    } else {
+      read_scalar(c, v.type, v, what);
+    }
+    if (!h.metadata.emplace(key, std::move(v)).second)
+      c.fail(fmt::format("metadata key '{}' appears twice", shown(key)), std::string(kFixDamaged));
+  }
+
+  if (const GgufValue* a = h.find("general.alignment")) {
+    const auto al = a->as_uint();
+    if (!al || *al == 0 || (*al & (*al - 1)) != 0 || *al > (1ULL << 30))
+      c.fail(fmt::format("general.alignment is {}, not a power of two", describe(*a)),
+             std::string(kFixDamaged));
+    h.alignment = *al;
+  }
+
+  // --- tensor infos --------------------------------------------------------------------
+  std::set<std::string, std::less<>> names;
+  h.tensors.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n_tensors, 1 << 16)));
+  for (std::uint64_t k = 0; k < n_tensors; ++k) {
+    GgufTensor t;
+    t.name = c.str(fmt::format("the name of tensor {}", k), kMaxName - 1);
+    const std::string label = fmt::format("tensor '{}'", shown(t.name));
+    const std::uint32_t n_dims = c.u32(label);
+    if (n_dims > kMaxDims)
+      c.fail(fmt::format("{} has {} dimensions; ggml allows at most {}", label, n_dims, kMaxDims),
+             std::string(kFixDamaged));
+    std::uint64_t elements = 1;
+    for (std::uint32_t d = 0; d < n_dims; ++d) {
+      const std::uint64_t ne = c.u64(label);
+      // ggml keeps sizes in int64_t: each dimension and their product must fit.
+      if (ne > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+          (ne != 0 && elements > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / ne))
+        c.fail(fmt::format("{} has absurd dimensions: its element count overflows 63 bits", label),
+               std::string(kFixDamaged));
+      elements *= ne;
+      t.ne.push_back(ne);
+    }
+    const std::uint32_t id = c.u32(label);
+    t.type = ggml_type_by_id(id);
+    if (t.type == nullptr)
+      c.fail(fmt::format("{} has unknown ggml type id {}", label, id),
+             "the file uses a type this vramfit does not know, or is damaged");
+    const std::uint64_t row = t.ne.empty() ? 1 : t.ne[0];
+    if (row % t.type->block_size != 0)
+      c.fail(fmt::format("{}: a row of {} elements is not a multiple of {}'s block of {}", label, row,
+                         t.type->name, t.type->block_size),
+             std::string(kFixDamaged));
+    try {
+      t.bytes = ggml_tensor_bytes(*t.type, t.ne, origin);
+    } catch (const InputError&) {  // 2^63 elements of 8 bytes
+      c.fail(fmt::format("{} has absurd dimensions: its size overflows 64 bits", label),
+             std::string(kFixDamaged));
+    }
+    t.offset = c.u64(label);
+    if (t.offset % h.alignment != 0)
+      c.fail(fmt::format("{} starts at offset {}, not a multiple of the alignment {}", label, t.offset,
+                         h.alignment),
+             std::string(kFixDamaged));
+    if (!names.insert(t.name).second)
+      c.fail(fmt::format("{} appears twice", label), std::string(kFixDamaged));
+    h.tensors.push_back(std::move(t));
+  }
+
+  // The data section starts at the next multiple of the alignment (gguf.cpp: GGML_PAD).
+  h.data_start = c.pos() + (h.alignment - c.pos() % h.alignment) % h.alignment;
+  for (const GgufTensor& t : h.tensors) {
+    // A data section that starts past the end holds not even an empty tensor.
+    if (h.data_start > file_size || t.offset > file_size - h.data_start ||
+        t.bytes > file_size - h.data_start - t.offset)
+      c.fail(
+          fmt::format("tensor '{}' ({} bytes at offset {} of the data section, which starts at byte {}) ends "
+                      "past the end of the file ({} bytes)",
+                      shown(t.name), t.bytes, t.offset, h.data_start, file_size),
+          std::string(kFixDamaged));
+  }
+  return h;
+}
+
+std::span<const std::string_view> gguf_architectures() noexcept { return kArchNames; }
+
+ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
+  const std::string org(origin);
+  const std::string fix_missing = "the file was not written by llama.cpp's converter, or is damaged";
+
+  const GgufValue* archv = h.find("general.architecture");
+  if (archv == nullptr || archv->type != GgufType::string)
+    throw InputError(
+        org + ": general.architecture",
+        archv == nullptr ? "missing" : fmt::format("expected a string, got {}", describe(*archv)),
+        fix_missing);
+  const std::string arch = archv->str;
+  const ArchRow* row = nullptr;
+  for (const ArchRow& r : kArchs)
+    if (r.arch == arch) row = &r;
+  if (row == nullptr) {
+    std::string known;
+    for (const ArchRow& r : kArchs) known += (known.empty() ? "" : ", ") + std::string(r.arch);
+    throw InputError(org + ": general.architecture",
+                     fmt::format("architecture '{}' is not supported", shown(arch)),
+                     "supported: " + known + "; or give the model's config.json");
+  }
+
+  Diagnostics diags;
+  const auto key = [&](std::string_view suffix) { return arch + "." + std::string(suffix); };
+  const auto uint_of = [&](const std::string& k) -> std::optional<std::uint64_t> {
+    const GgufValue* v = h.find(k);
+    if (v == nullptr) return std::nullopt;
+    if (const auto u = v->as_uint()) return u;
+    diags.add(org + ": " + k, fmt::format("expected a non-negative integer, got {}", describe(*v)),
+              fix_missing);
+    return std::nullopt;
+  };
+  const auto required = [&](const std::string& k) -> std::uint64_t {
+    if (h.find(k) == nullptr) {
+      diags.add(org + ": " + k, "missing: the model's size cannot be worked out without it", fix_missing);
+      return 0;
+    }
+    return uint_of(k).value_or(0);
+  };
+  const auto real_of = [&](const std::string& k) -> std::optional<double> {
+    const GgufValue* v = h.find(k);
+    if (v == nullptr) return std::nullopt;
+    if (v->type == GgufType::f32 || v->type == GgufType::f64) return v->real;
+    diags.add(org + ": " + k, fmt::format("expected a number, got {}", describe(*v)), fix_missing);
+    return std::nullopt;
+  };
+  const auto has = [&](std::string_view tensor) { return h.tensor(tensor) != nullptr; };
+
+  nlohmann::json cfg;
+  std::string model_type(row->model_type);
+  const std::uint64_t experts = uint_of(key("expert_count")).value_or(0);
+  if (arch == "llama" && experts > 0) model_type = "mixtral";
+  cfg["model_type"] = model_type;
+  cfg["hidden_size"] = required(key("embedding_length"));
+  cfg["num_hidden_layers"] = required(key("block_count"));
+  const std::uint64_t heads = required(key("attention.head_count"));
+  cfg["num_attention_heads"] = heads;
+  if (const auto kv = uint_of(key("attention.head_count_kv"))) cfg["num_key_value_heads"] = *kv;
+  std::uint64_t head_dim = 0;
+  if (const auto kl = uint_of(key("attention.key_length"))) {
+    cfg["head_dim"] = *kl;
+    head_dim = *kl;
+  } else if (heads != 0) {
+    head_dim = cfg["hidden_size"].get<std::uint64_t>() / heads;
+  }
+  if (const auto ctx = uint_of(key("context_length"))) cfg["max_position_embeddings"] = *ctx;
+  if (const auto ff = uint_of(key("feed_forward_length"))) cfg["intermediate_size"] = *ff;
+
+  // The vocabulary: the architecture's key, else the tokenizer's list, else the embedding's rows.
+  if (const auto v = uint_of(key("vocab_size"))) {
+    cfg["vocab_size"] = *v;
+  } else if (const GgufValue* tokens = h.find("tokenizer.ggml.tokens");
+             tokens != nullptr && tokens->type == GgufType::array) {
+    cfg["vocab_size"] = tokens->array_length;
+  } else if (const GgufTensor* emb = h.tensor("token_embd.weight"); emb != nullptr && emb->ne.size() == 2) {
+    cfg["vocab_size"] = emb->ne[1];
+  } else {
+    diags.add(org + ": " + key("vocab_size"),
+              "missing, and neither tokenizer.ggml.tokens nor token_embd.weight gives the vocabulary",
+              fix_missing);
+  }
+  // convert_hf_to_gguf.py writes no output.weight when the embeddings are tied.
+  cfg["tie_word_embeddings"] = !has("output.weight");
+
+  if (const auto rope = uint_of(key("rope.dimension_count")); rope && head_dim != 0 && *rope < head_dim)
+    cfg["partial_rotary_factor"] = static_cast<double>(*rope) / static_cast<double>(head_dim);
+  if (const auto sw = uint_of(key("attention.sliding_window"))) cfg["sliding_window"] = *sw;
+
+  // Biases the converter stored (their presence is the config's flag).
+  if (model_type == "llama" || model_type == "mixtral") {
+    cfg["attention_bias"] = has("blk.0.attn_q.bias");
+    cfg["mlp_bias"] = has("blk.0.ffn_up.bias");
+  }
+  if (model_type == "starcoder2") cfg["use_bias"] = has("blk.0.attn_q.bias");
+  if (model_type == "gpt_neox") {
+    cfg["attention_bias"] = has("blk.0.attn_qkv.bias");
+    if (const GgufValue* pr = h.find(key("use_parallel_residual")); pr && pr->type == GgufType::boolean)
+      cfg["use_parallel_residual"] = pr->uint != 0;
+    if (!cfg.contains("partial_rotary_factor")) cfg["rotary_pct"] = 1.0;  // the whole head rotates
+  }
+  if (model_type == "gemma2") {
+    if (const auto s = real_of(key("final_logit_softcapping"))) cfg["final_logit_softcapping"] = *s;
+    if (const auto s = real_of(key("attn_logit_softcapping"))) cfg["attn_logit_softcapping"] = *s;
+  }
+
+  // Mixture of experts.
+  if (experts > 0) {
+    cfg[model_type == "mixtral" ? "num_local_experts" : "num_experts"] = experts;
+    cfg["num_experts_per_tok"] = required(key("expert_used_count"));
+    const auto expert_ff = uint_of(key("expert_feed_forward_length"));
+    if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+      cfg["moe_intermediate_size"] = required(key("expert_feed_forward_length"));
+      if (const auto s = uint_of(key("expert_shared_feed_forward_length")))
+        cfg["shared_expert_intermediate_size"] = *s;
+      // Layers without a router are dense (mlp_only_layers).
+      nlohmann::json dense = nlohmann::json::array();
+      const std::uint64_t L = cfg["num_hidden_layers"].get<std::uint64_t>();
+      std::set<std::uint64_t> routed;
+      for (const GgufTensor& t : h.tensors) {
+        unsigned long long i = 0;
+        char rest[64] = {};
+        if (std::sscanf(t.name.c_str(), "blk.%llu.%63s", &i, rest) == 2 &&
+            std::string_view(rest) == "ffn_gate_inp.weight")
+          routed.insert(i);
+      }
+      if (!routed.empty() && L <= kMaxLayers)
+        for (std::uint64_t i = 0; i < L; ++i)
+          if (routed.count(i) == 0) dense.push_back(i);
+      if (!dense.empty()) cfg["mlp_only_layers"] = dense;
+    } else if (!cfg.contains("intermediate_size") && expert_ff) {
+      cfg["intermediate_size"] = *expert_ff;  // mixtral, olmoe: intermediate_size is the expert's
+    }
+  }
+  diags.throw_if_any();
+
+  ModelSpec spec = from_config(cfg, origin);
+
+  std::uint64_t elements = 0, bytes = 0;
+  for (const GgufTensor& t : h.tensors) {
+    elements = checked_add(elements, t.elements(), "parameters");
+    bytes = checked_add(bytes, t.bytes, "parameters");
+  }
+  if (elements != spec.params)
+    spec.notes.push_back(
+        fmt::format("the file's tensors hold {} parameters; its metadata describes a {} model of {}: the "
+                    "file's count is used",
+                    elements, model_type, spec.params));
+  spec.params = elements;
+  spec.exact_from_checkpoint = true;
+
+  std::string ftype;
+  if (const auto id = uint_of("general.file_type"); id && *id <= std::numeric_limits<std::uint32_t>::max()) {
+    if (const GgufFileType* f = gguf_file_type_by_id(static_cast<std::uint32_t>(*id))) ftype = f->name;
+  }
+  diags.throw_if_any();
+  if (ftype.empty()) {
+    ftype = guess_file_type(h);
+    spec.notes.push_back(
+        fmt::format("general.file_type is absent or unknown: the file type is taken as {}, "
+                    "from the type most tensors have",
+                    ftype));
+  }
+  spec.quantization = gguf_quantization(ftype);
+  spec.packed_weight_bytes = bytes;
+  spec.name = org;
+  spec.source = "gguf";
+  spec.notes.push_back(fmt::format(
+      "GGUF {}: the tensors take {} bytes as stored; transformers dequantizes GGUF weights to the compute "
+      "dtype when "
+      "it loads them (from_pretrained(gguf_file=...)), while llama.cpp-style runtimes keep them packed",
+      ftype, bytes));
+  return spec;
+}
+
+}  // namespace vramfit::spec
