@@ -164,6 +164,7 @@ Proposal propose_quantize_8bit(const Context&, const AdviceWorkload& cur, const 
   p.applies = true;
   p.next = cur;
   p.next.workload.weights = DType::int8;
+  p.next.workload.quant = spec::default_quantization(DType::int8);
   p.how = "from_pretrained(..., quantization_config=BitsAndBytesConfig(load_in_8bit=True))";
   p.warning = std::string(kQualityWarning);
   if (w.mode == spec::Mode::lora) {
@@ -190,6 +191,7 @@ Proposal propose_quantize_4bit(const Context& ctx, const AdviceWorkload& cur, co
   p.next = cur;
   spec::Workload& n = p.next.workload;
   n.weights = DType::nf4;
+  n.quant = spec::default_quantization(DType::nf4);
   // The 4-bit kernels compute in bf16 where the GPU has it, else fp16 (T4, V100).
   p.how = fmt::format(
       "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype={})",

@@ -87,6 +87,14 @@ constexpr std::array<std::string_view, 9> kOptimizers{"adamw",     "adamw-fused"
                                                       "adam",      "sgd",         "sgd-momentum",
                                                       "adafactor", "adamw-8bit",  "lion"};
 constexpr std::array<std::string_view, 2> kAutocast{"bf16", "fp16"};
+constexpr std::array<std::string_view, 6> kKvCache{"bf16", "fp16", "fp32", "fp8", "int8", "int4"};
+constexpr std::array<std::string_view, 3> kOffload{"none", "optimizer", "params"};
+
+std::optional<DType> parse_kv_dtype(std::string_view s) noexcept {
+  const auto d = parse_dtype(s);
+  if (d && *d != DType::nf4) return d;
+  return std::nullopt;
+}
 constexpr std::array<std::string_view, 2> kAttention{"sdpa", "eager"};
 constexpr std::array<std::string_view, 8> kSharding{"none",  "ddp",  "zero1", "zero2",
                                                     "zero3", "fsdp", "tp",    "device-map"};
@@ -107,13 +115,14 @@ struct ModeFlag {
 bool trains(spec::Mode m) { return m == spec::Mode::train || spec::uses_lora(m); }
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 7> kModeFlags{{
+constexpr std::array<ModeFlag, 8> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", trains, "--mode train, lora and qlora"},
     {"--grad-accum", trains, "--mode train, lora and qlora"},
     {"--checkpointing", trains, "--mode train, lora and qlora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
+    {"--kv-cache", generates, "--mode generate"},
     // Adapters exist only in the peft modes.
     {"--lora-rank", spec::uses_lora, "--mode lora and qlora"},
     {"--lora-targets", spec::uses_lora, "--mode lora and qlora"},
@@ -132,6 +141,24 @@ std::vector<std::string> split_targets(const std::string& text) {
     }
   }
   return out;
+}
+
+/// The engine's checked arithmetic names no flag ("size: the size overflows 64 bits"): name
+/// the numbers the user gave, whose product overflowed, and how to get an answer.
+InputError overflow_error(const EstimateFlags& f, const spec::Workload& w, const InputError& e) {
+  const bool overflow = std::all_of(e.diagnostics().begin(), e.diagnostics().end(), [](const Diagnostic& d) {
+    return d.field == "size" || d.field == "parameters";
+  });
+  if (!overflow) return e;
+  std::string flags;
+  for (const char* flag : {"--params", "--config", "--batch", "--seq", "--new-tokens"})
+    if (f.has(flag)) flags += (flags.empty() ? "" : ", ") + std::string(flag);
+  if (flags.empty()) flags = "model";
+  std::string job = fmt::format("batch {} x {} tokens", w.batch, w.seq);
+  if (w.mode == spec::Mode::generate) job += fmt::format(" + {} new", w.new_tokens);
+  std::string fix = "give smaller values: no GPU job comes near 16 EiB";
+  if (w.attention == spec::Attention::eager) fix += "; eager attention's scores grow with seq x seq";
+  return InputError(flags, fmt::format("the memory of {} overflows 64 bits (over 16 EiB)", job), fix);
 }
 
 }  // namespace
@@ -166,11 +193,8 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   // --- the workload's names ---
   if (f.has("--mode"))
     if (auto m = parse_choice(f.mode, "--mode", "mode", spec::parse_mode, kModes, diags)) w.mode = *m;
-  if (f.has("--dtype")) {
+  if (f.has("--dtype"))
     if (auto d = parse_choice(f.dtype, "--dtype", "dtype", parse_dtype, kDTypes, diags)) w.weights = *d;
-  } else if (w.mode == spec::Mode::qlora) {
-    w.weights = DType::nf4;  // QLoRA's base is 4-bit by definition
-  }
   if (f.has("--optimizer"))
     if (auto o =
             parse_choice(f.optimizer, "--optimizer", "optimizer", spec::parse_optimizer, kOptimizers, diags))
@@ -186,6 +210,60 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, kSharding, diags))
       w.sharding = *s;
   w.checkpointing = f.checkpointing;
+  w.master_weights = f.master_weights;
+  if (f.has("--offload"))
+    if (auto o = parse_choice(f.offload, "--offload", "offload", spec::parse_offload, kOffload, diags)) w.offload = *o;
+  if (f.has("--kv-cache"))
+    if (auto d = parse_choice(f.kv_cache, "--kv-cache", "KV cache dtype", parse_kv_dtype, kKvCache, diags))
+      w.kv_cache = *d;
+
+  // --- how the weights are packed ---
+  std::optional<spec::Quantization> quant;
+  if (f.has("--quant")) {
+    quant = spec::parse_quant(f.quant);
+    if (!quant) {
+      const auto& known = spec::quant_names();
+      const auto close = catalog::did_you_mean(f.quant, known);
+      std::string list;
+      for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+      diags.add("--quant", fmt::format("unknown scheme '{}'", f.quant),
+                close.empty() ? "one of " + list : fmt::format("did you mean '{}'? one of {}", close[0], list));
+    } else if (f.has("--dtype") && !is_float_compute(w.weights)) {
+      diags.add("--quant", fmt::format("--dtype {} and --quant {} both say how the weights are packed", f.dtype, f.quant),
+                "give one of them (--quant has the details: group size, double quantization, GGUF types)");
+    }
+  }
+  const auto scheme_is = [&](std::initializer_list<spec::QuantMethod> ms) {
+    const spec::Quantization q = quant ? *quant : spec::default_quantization(w.weights);
+    return std::find(ms.begin(), ms.end(), q.method) != ms.end();
+  };
+  if (f.has("--group-size")) {
+    if (!scheme_is({spec::QuantMethod::gptq, spec::QuantMethod::awq})) {
+      diags.add("--group-size", "applies to GPTQ and AWQ weights only",
+                "add --quant gptq-int4 (or awq-int4), or drop --group-size");
+    } else if (f.group_size == "0") {
+      if (quant) quant->group_size = 0;
+    } else if (auto v = parse_count(f.group_size, "--group-size", "128", diags)) {
+      if (!quant) quant = spec::default_quantization(w.weights);
+      quant->group_size = *v;
+    }
+  }
+  if (f.double_quant) {
+    if (!scheme_is({spec::QuantMethod::bnb_4bit}) && !(!quant && w.mode == spec::Mode::qlora && !f.has("--dtype")))
+      diags.add("--double-quant", "applies to bitsandbytes 4-bit weights only", "add --quant nf4, or drop --double-quant");
+    else {
+      if (!quant) quant = spec::default_quantization(DType::nf4);
+      quant->double_quant = true;
+    }
+  }
+  std::vector<std::string> skip;
+  if (f.has("--skip-modules")) {
+    skip = split_targets(f.skip_modules);
+    if (skip.empty())
+      diags.add("--skip-modules", "no module names", "give names such as down_proj,o_proj");
+    else if (!quant && is_float_compute(w.weights) && w.mode != spec::Mode::qlora)
+      diags.add("--skip-modules", "the weights are not quantized", "add --quant nf4 (or another scheme)");
+  }
 
   // --- the workload's numbers ---
   if (f.has("--batch"))
@@ -199,6 +277,8 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     if (auto v = parse_count(f.grad_accum, "--grad-accum", "4", diags)) w.grad_accum = *v;
   if (f.has("--gpus"))
     if (auto v = parse_count(f.gpus, "--gpus", "8", diags)) w.gpus = *v;
+  if (f.has("--nodes"))
+    if (auto v = parse_count(f.nodes, "--nodes", "2", diags)) w.nodes = *v;
   if (f.has("--lora-rank"))
     if (auto v = parse_count(f.lora_rank, "--lora-rank", "16", diags)) w.lora.rank = *v;
   if (f.has("--lora-targets")) {
@@ -220,7 +300,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
       diags.add("--lora-dropout", fmt::format("'{}' is not a probability in [0, 1)", f.lora_dropout),
                 "e.g. --lora-dropout 0.05");
     else
-      w.lora.dropout = p;
+      w.lora.dropout = p == 0 ? 0.0 : p;  // `-0` would be reported as "dropout -0"
   }
 
   // --- flags the mode does not use ---
@@ -287,10 +367,41 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
       }
     });
   }
-  if (have_model && diags.empty()) spec::validate(w, report.model, diags);
+  if (have_model && diags.empty()) {
+    // The weights' packing: --quant, else a packed --dtype, else the checkpoint's own
+    // quantization_config (or GGUF type), else QLoRA's 4-bit base.
+    const spec::ModelSpec& model = report.model;
+    if (!quant && !f.has("--dtype") && model.quantization) {
+      quant = *model.quantization;
+      report.notes.push_back(fmt::format("the weights are packed as the checkpoint says ({}); --dtype bf16 "
+                                         "estimates them unpacked",
+                                         spec::name_of(*quant)));
+    }
+    if (!quant && !f.has("--dtype") && w.mode == spec::Mode::qlora) quant = spec::default_quantization(DType::nf4);
+    if (!quant && !is_float_compute(w.weights)) quant = spec::default_quantization(w.weights);
+    if (quant) {
+      if (f.double_quant && quant->method == spec::QuantMethod::bnb_4bit) quant->double_quant = true;
+      quant->skip_modules.insert(quant->skip_modules.end(), skip.begin(), skip.end());
+      w.quant = *quant;
+      w.weights = spec::packed_dtype(*quant);
+    }
+    for (const std::string& name : skip) {
+      bool found = false;
+      for (const auto& g : model.layers)
+        for (const auto& l : g.linears) found = found || spec::lora_target_matches(name, l.name);
+      if (!found)
+        diags.add("--skip-modules", fmt::format("'{}' is not a linear module of this model", name),
+                  "name linear modules of the model, e.g. o_proj or down_proj");
+    }
+    spec::validate(w, model, diags);
+  }
   diags.throw_if_any();
 
-  report.breakdown = engine::estimate(report.model, w);
+  try {
+    report.breakdown = engine::estimate(report.model, w);
+  } catch (const InputError& e) {
+    throw overflow_error(f, w, e);
+  }
   return result;
 }
 

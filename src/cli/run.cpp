@@ -129,7 +129,24 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "a Hugging Face config.json, or a folder holding it (and safetensors files, read for exact sizes)",
       model_group);
   add(e, o, "--dtype", f.dtype, "DTYPE",
-      "weights dtype: fp32 fp16 bf16 fp8 int8 int4 nf4 (default bf16; nf4 for qlora)", model_group);
+      "weights dtype: fp32 fp16 bf16 fp8 int8 int4 nf4 (default bf16; nf4 for qlora; a checkpoint's "
+      "quantization_config when it has one)",
+      model_group);
+  const std::string quant = "Quantization";
+  add(e, o, "--quant", f.quant, "SCHEME",
+      "how the weights are packed: nf4 fp4 bnb-int8 gptq-int2/3/4/8 awq-int4 fp8 fp8-channel fp8-block mxfp4, or "
+      "a GGUF type q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k_s/m/l q4_k_s/m q5_k_s/m q6_k",
+      quant);
+  add(e, o, "--group-size", f.group_size, "N", "GPTQ/AWQ group size (default 128; 0 = one group per row)", quant);
+  CLI::Option* dq = e->add_flag("--double-quant", f.double_quant,
+                                "bitsandbytes 4-bit double quantization (bnb_4bit_use_double_quant)")
+                        ->group(quant);
+  o.flag_options[e->get_name()].emplace_back("--double-quant", dq);
+  add(e, o, "--skip-modules", f.skip_modules, "LIST",
+      "linear modules left in 16 bits (llm_int8_skip_modules), e.g. down_proj,o_proj", quant);
+  add(e, o, "--kv-cache", f.kv_cache, "DTYPE",
+      "KV cache storage (generate): bf16 fp16 fp32, fp8 (1 byte), int8 or int4 (Hugging Face QuantizedCache)",
+      quant);
   const std::string work = "Workload";
   add(e, o, "--mode", f.mode, "MODE", "inference generate train lora qlora (default inference)", work);
   add(e, o, "--batch", f.batch, "N", "sequences per step (default 1)", work);
@@ -150,8 +167,15 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--lora-dropout", f.lora_dropout, "P", "LoRA dropout probability (default 0)", work);
   add(e, o, "--grad-accum", f.grad_accum, "K", "gradient accumulation steps (default 1)", work);
   add(e, o, "--gpus", f.gpus, "N", "GPUs the job runs on (default 1)", work);
-  add(e, o, "--sharding", f.sharding, "HOW", "none ddp zero1 zero2 zero3 fsdp tp device-map (default none)",
-      work);
+  add(e, o, "--sharding", f.sharding, "HOW",
+      "none ddp zero1 zero2 zero3 fsdp fsdp-grad-op tp pp device-map (default none)", work);
+  add(e, o, "--nodes", f.nodes, "N", "machines, each with --gpus GPUs (default 1)", work);
+  add(e, o, "--offload", f.offload, "WHAT",
+      "none, optimizer (ZeRO-Offload) or params (ZeRO-3 offload_param, FSDP CPUOffload)", work);
+  CLI::Option* mw = e->add_flag("--master-weights", f.master_weights,
+                                "16-bit weights with an fp32 master copy in the optimizer (DeepSpeed, Megatron)")
+                        ->group(work);
+  o.flag_options[e->get_name()].emplace_back("--master-weights", mw);
   if (!budget) return;
   const std::string group = e->get_name() == "estimate" ? "Budget (at most one)" : "Budget (exactly one)";
   add(e, o, "--gpu", f.gpu, "ID", "a GPU of the catalog (list them with 'vramfit gpus')", group);

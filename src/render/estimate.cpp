@@ -24,6 +24,21 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
 
 std::string lora_targets(const spec::Lora& l) { return l.all_linear ? "all-linear" : join(l.targets, ","); }
 
+// The packing of the weights: the workload's scheme, or the one its packed --dtype implies.
+spec::Quantization scheme_of(const spec::Workload& w) {
+  return w.quant.method != spec::QuantMethod::none ? w.quant : spec::default_quantization(w.weights);
+}
+
+// "gptq-int4, group 128", "nf4, double quantization", "q4_k_m", ...
+std::string scheme_text(const spec::Quantization& q) {
+  std::string out = spec::name_of(q);
+  if (q.method == spec::QuantMethod::gptq || q.method == spec::QuantMethod::awq)
+    out += q.group_size ? fmt::format(", group {}", q.group_size) : std::string(", one group per row");
+  if (q.double_quant) out += ", double quantization";
+  if (!q.skip_modules.empty()) out += ", 16-bit " + join(q.skip_modules, ",");
+  return out;
+}
+
 // ---- JSON ------------------------------------------------------------------------
 
 ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
@@ -34,6 +49,21 @@ ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
   j["family"] = m.family;
   j["params"] = m.params;
   j["dtype"] = name_of(w.weights);
+  const spec::Quantization q = scheme_of(w);
+  if (q.method != spec::QuantMethod::none) {
+    ojson qj;
+    qj["scheme"] = spec::name_of(q);
+    qj["bits"] = q.bits;
+    qj["group_size"] =
+        q.method == spec::QuantMethod::gptq || q.method == spec::QuantMethod::awq ? ojson(q.group_size) : ojson(nullptr);
+    qj["double_quant"] = q.double_quant;
+    qj["skip_modules"] = q.skip_modules;
+    qj["exact_bytes_from_checkpoint"] = m.packed_weight_bytes.has_value() && m.quantization.has_value() &&
+                                        spec::name_of(*m.quantization) == spec::name_of(q);
+    j["quantization"] = qj;
+  } else {
+    j["quantization"] = nullptr;
+  }
   j["checkpoint_dtype"] = m.checkpoint_dtype ? ojson(name_of(*m.checkpoint_dtype)) : ojson(nullptr);
   j["exact_from_checkpoint"] = m.exact_from_checkpoint;
   j["hidden_size"] = m.hidden_size;
@@ -80,7 +110,11 @@ ojson workload_json(const spec::Workload& w) {
   }
   j["grad_accum"] = w.grad_accum;
   j["gpus"] = w.gpus;
+  j["nodes"] = w.nodes;
   j["sharding"] = spec::name_of(w.sharding);
+  j["offload"] = spec::name_of(w.offload);
+  j["master_weights"] = w.master_weights;
+  j["kv_cache"] = w.kv_cache ? ojson(name_of(*w.kv_cache)) : ojson(nullptr);
   return j;
 }
 
@@ -160,8 +194,13 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
   if (w.autocast) extra.push_back(fmt::format("autocast {}", name_of(*w.autocast)));
   if (w.checkpointing) extra.emplace_back("gradient checkpointing");
   if (w.grad_accum > 1) extra.push_back(fmt::format("gradient accumulation {}", w.grad_accum));
-  if (w.gpus > 1 || w.sharding != spec::Sharding::none)
+  if (w.master_weights) extra.emplace_back("fp32 master weights");
+  if (w.kv_cache) extra.push_back(fmt::format("KV cache {}", name_of(*w.kv_cache)));
+  if (w.nodes > 1)
+    extra.push_back(fmt::format("{} nodes x {} GPUs, sharding {}", w.nodes, w.gpus, spec::name_of(w.sharding)));
+  else if (w.gpus > 1 || w.sharding != spec::Sharding::none)
     extra.push_back(fmt::format("{} GPUs, sharding {}", w.gpus, spec::name_of(w.sharding)));
+  if (w.offload != spec::Offload::none) extra.push_back(fmt::format("offload {}", spec::name_of(w.offload)));
   if (!extra.empty()) lines.push_back(join(extra, ", "));
   return lines;
 }
@@ -180,8 +219,11 @@ std::string estimate_text(const EstimateReport& r) {
     title += " (" + join(what, ", ") + ")";
   }
   head.push_back({"Model", title});
+  const spec::Quantization q = scheme_of(r.workload);
   std::string params = fmt::format("{} parameters ({}), weights {}", format_params(m.params),
-                                   format_count(m.params), name_of(r.workload.weights));
+                                   format_count(m.params),
+                                   q.method == spec::QuantMethod::none ? std::string(name_of(r.workload.weights))
+                                                                       : scheme_text(q));
   if (m.exact_from_checkpoint) params += ", counted from the checkpoint";
   head.push_back({"", params});
   head.push_back({"", shape_line(m)});

@@ -38,7 +38,10 @@ struct EstimateFlags {
   std::string params, model, config, dtype;
   std::string mode, batch, seq, new_tokens, optimizer, autocast, attention;
   std::string lora_rank, lora_targets, lora_dropout, grad_accum, gpus, sharding;
+  std::string quant, group_size, skip_modules, kv_cache, offload, nodes;
   bool checkpointing = false;
+  bool double_quant = false;
+  bool master_weights = false;
   std::string gpu, budget, headroom;
   /// Long names of the flags given on the command line ("--optimizer", ...), from CLI11's
   /// option->count(): a flag given with its default value still counts as given.

@@ -9,7 +9,8 @@ namespace vramfit::engine {
 
 /// One labelled part of the estimate. Ids are API (JSON readers depend on them):
 /// weights, lora_adapters, gradients, optimizer_state, optimizer_step, autocast_cache,
-/// activations, kv_cache, logits, temporaries, allocator_reserve, cuda_context.
+/// activations, kv_cache, logits, temporaries, sharding_buffers, allocator_reserve, cuda_context,
+/// paged_optimizer_state (only with a paged optimizer).
 struct Component {
   std::string id;
   Bytes bytes;
@@ -25,7 +26,7 @@ struct Phase {
 
 /// The estimate. Invariants (tested on every case):
 ///   sum of components with in_peak_allocated == peak_allocated
-///   peak_allocated + allocator_reserve + cuda_context == device_total
+///   peak_allocated + allocator_reserve + cuda_context (+ paged_optimizer_state) == device_total
 ///   peak_allocated == max over phases
 struct Breakdown {
   std::vector<Component> components;

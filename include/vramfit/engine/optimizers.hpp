@@ -21,7 +21,11 @@ struct OptimizerTraits {
   /// state_fixed_bytes per parameter (quantized states) and factored states (adafactor).
   std::uint64_t state_tensors = 0;   ///< full-size state tensors in the parameter's dtype
   std::uint64_t state_bytes_8bit = 0;  ///< bytes per parameter of 8-bit states (bitsandbytes)
+  std::uint64_t state_bytes_fp32 = 0;  ///< bytes per parameter of fp32 states whatever the dtype
   bool factored = false;             ///< adafactor: row + column second moments for matrices
+  /// bitsandbytes paged optimizers: the state lives in CUDA unified memory (cudaMallocManaged),
+  /// outside PyTorch's allocator, and is evicted to host memory when the GPU runs short.
+  bool paged = false;
   StepTemp temp = StepTemp::none;
   std::string_view summary;
 };

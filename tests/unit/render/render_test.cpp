@@ -119,7 +119,7 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   keys.clear();
   for (const auto& [k, v] : j["model"].items()) keys.push_back(k);
   CHECK(keys == std::vector<std::string>{"name", "source", "model_type", "family", "params", "dtype",
-                                         "checkpoint_dtype", "exact_from_checkpoint", "hidden_size",
+                                         "quantization", "checkpoint_dtype", "exact_from_checkpoint", "hidden_size",
                                          "num_layers", "num_heads", "num_kv_heads", "head_dim",
                                          "intermediate_size", "vocab_size", "max_positions",
                                          "tied_embeddings", "moe"});
@@ -127,7 +127,7 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   for (const auto& [k, v] : j["workload"].items()) keys.push_back(k);
   CHECK(keys == std::vector<std::string>{"mode", "batch", "seq", "new_tokens", "optimizer", "autocast",
                                          "checkpointing", "attention", "lora", "grad_accum", "gpus",
-                                         "sharding"});
+                                         "nodes", "sharding", "offload", "master_weights", "kv_cache"});
   CHECK(j["schema_version"] == 1);
   CHECK(j["model"]["params"] == 8030261248ULL);
   CHECK(j["model"]["dtype"] == "bf16");

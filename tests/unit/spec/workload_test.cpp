@@ -196,7 +196,7 @@ TEST_CASE("workload: GPUs and sharding", "[spec]") {
   REQUIRE(d.size() == 1);
   CHECK(d[0].str() ==
         "--sharding: 4 GPUs but no sharding strategy (say how the model is split: --sharding "
-        "ddp|zero1|zero2|zero3|fsdp|tp|device-map)");
+        "ddp|zero1|zero2|zero3|fsdp|fsdp-grad-op|tp|pp|device-map)");
 }
 
 TEST_CASE("workload: dtypes and modes", "[spec]") {
