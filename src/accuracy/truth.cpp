@@ -52,6 +52,15 @@ spec::Workload workload_of(const json& c, const std::string& where) {
     }
     w.lora.dropout = l.value("dropout", 0.0);
   }
+  // Sharded training (tests/accuracy/sharded/measure_sharded.py): the figures are per GPU,
+  // the busiest rank's.
+  w.gpus = c.value("gpus", std::uint64_t{1});
+  if (c.contains("sharding") && !c["sharding"].is_null()) {
+    const auto s = spec::parse_sharding(c["sharding"].get<std::string>());
+    if (!s)
+      throw InputError(where + ": sharding", "unknown sharding strategy", "use ddp, fsdp, fsdp-grad-op, zero2 or zero3");
+    w.sharding = *s;
+  }
   return w;
 }
 
@@ -164,12 +173,19 @@ Report make_report(const std::vector<CaseResult>& results, Bytes device_bytes) {
   Report r;
   std::map<std::string, std::vector<const CaseResult*>> modes;
   std::map<std::string, std::vector<const CaseResult*>> models;
+  std::map<std::string, std::vector<const CaseResult*>> shardings;
   std::vector<const CaseResult*> all;
   for (const auto& x : results) {
     const std::string mode = x.truth->workload.mode == spec::Mode::inference ? "forward"
                                                                              : std::string(spec::name_of(x.truth->workload.mode));
     modes[mode].push_back(&x);
     models[x.truth->model].push_back(&x);
+    const auto& w = x.truth->workload;
+    if (w.sharding != spec::Sharding::none || w.gpus > 1) {
+      const std::string name(spec::name_of(w.sharding));
+      shardings[name].push_back(&x);
+      shardings[fmt::format("{} x{}", name, w.gpus)].push_back(&x);
+    }
     all.push_back(&x);
     if (x.truth->status == "oom") {
       ++r.oom_cases;
@@ -182,6 +198,7 @@ Report make_report(const std::vector<CaseResult>& results, Bytes device_bytes) {
   }
   for (const auto& [k, v] : modes) r.by_mode.emplace_back(k, stats(v));
   for (const auto& [k, v] : models) r.by_model.emplace_back(k, stats(v));
+  for (const auto& [k, v] : shardings) r.by_sharding.emplace_back(k, stats(v));
   r.all = stats(all);
   r.device = stats(all, true);
   std::vector<const CaseResult*> ok;
@@ -208,6 +225,14 @@ std::string render_report(const Report& r) {
   s += "\nby model\n";
   s += fmt::format("  {:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "model", "cases", "median", "p90", "max", "unsafe");
   for (const auto& [k, v] : r.by_model) row(k, v);
+  if (!r.by_sharding.empty()) {
+    s += "\nby sharding strategy (per GPU: the busiest rank), then strategy x GPUs\n";
+    s += fmt::format("  {:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "sharding", "cases", "median", "p90", "max", "unsafe");
+    for (const auto& [k, v] : r.by_sharding)
+      if (k.find(' ') == std::string::npos) row(k, v);
+    for (const auto& [k, v] : r.by_sharding)
+      if (k.find(' ') != std::string::npos) row(k, v);
+  }
   s += "\ndevice total vs peak reserved + non-PyTorch memory\n";
   row("all", r.device);
   s += fmt::format("\nOOM cases predicted over the card: {} of {}\n", r.oom_predicted, r.oom_cases);

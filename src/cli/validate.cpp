@@ -101,6 +101,7 @@ ExitCode run_validate(const std::string& path, render::Format format, std::ostre
     j["by_mode"] = named_stats(report.by_mode, "mode");
     j["all"] = stats_json(report.all);
     j["by_model"] = named_stats(report.by_model, "model");
+    if (!report.by_sharding.empty()) j["by_sharding"] = named_stats(report.by_sharding, "sharding");
     j["device"] = stats_json(report.device);
     j["oom"] = {
         {"cases", report.oom_cases},

@@ -57,10 +57,14 @@ struct Stats {
 /// Statistics over `results` (ok cases only); `device` selects device_error.
 Stats stats(const std::vector<const CaseResult*>& results, bool device = false);
 
-/// The accuracy report: per mode, per model, all, device totals, OOM cases, parameter counts.
+/// The accuracy report: per mode, per model, per sharding strategy, all, device totals, OOM cases,
+/// parameter counts.
 struct Report {
   std::vector<std::pair<std::string, Stats>> by_mode;
   std::vector<std::pair<std::string, Stats>> by_model;
+  /// Sharded cases only (gpus/sharding in the truth file): per strategy ("fsdp"), then per
+  /// strategy and world size ("fsdp x4"); empty for single-GPU truth.
+  std::vector<std::pair<std::string, Stats>> by_sharding;
   Stats all;
   Stats device;
   std::size_t oom_cases = 0;
