@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -94,14 +95,27 @@ void check_id(const Reader& r, std::string_view key, std::string_view id) {
   }
 }
 
+/// `text` with every byte outside ASCII written as \xNN: parse errors quote the bytes they
+/// stopped at, and those of a binary file are not text to print on a terminal.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return out;
+}
+
 json parse_json(const std::string& file, const std::string& text) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message reads "[json.exception.parse_error.101] parse error at line 3, ...".
+  } catch (const json::exception& e) {
+    // parse_error, or out_of_range.406 for a number beyond double (`"memory_bytes": 1e400`),
+    // which would otherwise escape as an internal error. nlohmann's message reads
+    // "[json.exception.parse_error.101] parse error at line 3, ...".
     std::string what = e.what();
     if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    throw InputError(file, "malformed JSON: " + what, "fix the catalog file");
+    throw InputError(file, "malformed JSON: " + printable(what), "fix the catalog file");
   }
 }
 
@@ -237,9 +251,12 @@ Catalog Catalog::parse(const std::map<std::string, std::string>& files) {
     if (path == "gpus.json") continue;
     const bool is_model = path.size() > kModels.size() + kJson.size() && path.starts_with(kModels) &&
                           path.ends_with(kJson) && path.find('/', kModels.size()) == std::string::npos;
-    if (!is_model)
-      throw InputError(path, "unexpected file in the catalog",
+    if (!is_model) {
+      // An empty key would give a diagnostic that names nothing (found by catalog_fuzz).
+      throw InputError(path.empty() ? "catalog" : path,
+                       path.empty() ? "a file with an empty name" : "unexpected file in the catalog",
                        "the data folder holds gpus.json and models/<id>.json only");
+    }
     const std::string stem = path.substr(kModels.size(), path.size() - kModels.size() - kJson.size());
     c.presets_.push_back(parse_preset(path, stem, text));
   }

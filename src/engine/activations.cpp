@@ -28,20 +28,34 @@ constexpr std::uint64_t kFp32 = 4;
 constexpr std::uint64_t kHalf = 2;
 
 // Attention input projections (read the attention norm's output).
-constexpr std::string_view kAttnIn[] = {"q_proj", "k_proj", "v_proj", "c_attn", "query_key_value",
-                                        "qkv_proj", "Wqkv", "q_a_proj", "kv_a_proj_with_mqa", "q_lin",
-                                        "k_lin", "v_lin"};
+constexpr std::string_view kAttnIn[] = {"q_proj", "k_proj",          "v_proj",
+                                        "c_attn", "query_key_value", "qkv_proj",
+                                        "Wqkv",   "q_a_proj",        "kv_a_proj_with_mqa",
+                                        "q_lin",  "k_lin",           "v_lin"};
 // Attention output projections (read the attention's output).
 constexpr std::string_view kAttnOut[] = {"o_proj", "c_proj", "dense", "out_proj", "Wo"};
 // MLP input projections (read the MLP norm's output).
-constexpr std::string_view kMlpIn[] = {"gate_proj", "up_proj", "c_fc", "dense_h_to_4h", "fc1", "gate_up_proj",
-                                       "w1", "w3"};
+constexpr std::string_view kMlpIn[] = {"gate_proj", "up_proj",      "c_fc", "dense_h_to_4h",
+                                       "fc1",       "gate_up_proj", "w1",   "w3"};
 // MLP output projections (read the activation's output).
 constexpr std::string_view kMlpOut[] = {"down_proj", "dense_4h_to_h", "fc2", "w2"};
 
 template <std::size_t N>
 bool in(std::string_view name, const std::string_view (&set)[N]) {
   return std::find(std::begin(set), std::end(set), name) != std::end(set);
+}
+
+// Checked products and sums of sizes. Config widths go up to 2^40 each (spec/config.cpp's
+// kMaxDim), so a product of two widths, or widths times bytes, can overflow 64 bits:
+// checked_mul and checked_add throw InputError instead of handing on a wrapped, small
+// number. Only sums of dtype widths (a few bytes each, like `kFp32 + 1`) stay unchecked.
+std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
+std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
+  return checked_mul(checked_mul(a, b), c);
+}
+std::uint64_t add(std::uint64_t a, std::uint64_t b) { return checked_add(a, b); }
+std::uint64_t add(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
+  return checked_add(checked_add(a, b), c);
 }
 
 bool frozen_base(const Workload& w) { return spec::uses_lora(w.mode); }
@@ -64,10 +78,11 @@ bool gemma_norm(const ModelSpec& m) { return m.family.rfind("gemma", 0) == 0; }
 // tensor, cast back, saved by `weight * x` only when the weight trains (autograd saves an
 // operand only for the other operand's gradient). gemma RMSNorm: `x.float()`, and the fp32
 // normalised tensor saved by `* (1 + weight)`. LayerNorm (native kernel): input + mean/rstd.
-std::uint64_t norm_internal(const ModelSpec& m, std::uint64_t width, std::uint64_t in_bytes, bool weight_trains) {
-  if (m.norm == spec::Norm::layer) return width * in_bytes + 2 * kFp32;
-  if (gemma_norm(m)) return width * kFp32 + (weight_trains ? width * kFp32 : 0);
-  return width * kFp32 + (weight_trains ? width * in_bytes : 0);
+std::uint64_t norm_internal(const ModelSpec& m, std::uint64_t width, std::uint64_t in_bytes,
+                            bool weight_trains) {
+  if (m.norm == spec::Norm::layer) return add(mul(width, in_bytes), 2 * kFp32);
+  if (gemma_norm(m)) return add(mul(width, kFp32), weight_trains ? mul(width, kFp32) : 0);
+  return add(mul(width, kFp32), weight_trains ? mul(width, in_bytes) : 0);
 }
 
 // Bytes per token that the consumers of one activation (`width` elements of `bytes` each)
@@ -77,27 +92,27 @@ std::uint64_t norm_internal(const ModelSpec& m, std::uint64_t width, std::uint64
 // (`_cast_input_dtype` to the fp32 adapter), or with dropout the fp32 dropout output and
 // its 1-byte mask.
 template <typename Pred>
-std::uint64_t consumers_saved(const spec::LayerGroup& g, const Workload& w, const Precision& p, std::uint64_t width,
-                              std::uint64_t bytes, Pred is_consumer) {
+std::uint64_t consumers_saved(const spec::LayerGroup& g, const Workload& w, const Precision& p,
+                              std::uint64_t width, std::uint64_t bytes, Pred is_consumer) {
   std::uint64_t total = 0;
   bool shared_saved = false;
   for (const auto& l : g.linears) {
     if (!is_consumer(l)) continue;
     if (!frozen_base(w)) {
       if (p.autocast && bytes != p.compute) {
-        total += width * p.compute;
+        total = add(total, mul(width, p.compute));
       } else if (!shared_saved) {
-        total += width * bytes;
+        total = add(total, mul(width, bytes));
         shared_saved = true;
       }
     } else if (lora_targets(w, l)) {
       if (w.lora.dropout > 0) {
-        total += width * (kFp32 + 1);
+        total = add(total, mul(width, kFp32 + 1));
       } else if (bytes == kFp32) {
-        if (!shared_saved) total += width * kFp32;
+        if (!shared_saved) total = add(total, mul(width, kFp32));
         shared_saved = true;
       } else {
-        total += width * kFp32;
+        total = add(total, mul(width, kFp32));
       }
     }
   }
@@ -107,7 +122,7 @@ std::uint64_t consumers_saved(const spec::LayerGroup& g, const Workload& w, cons
 // Norms of a layer beyond the two pre-norms, from its norm parameters (RMSNorm: h weights;
 // LayerNorm: h weights + h biases; per-head q/k norms are narrower and do not count).
 std::uint64_t extra_norms(const ModelSpec& m, const spec::LayerGroup& g) {
-  const std::uint64_t per_norm = m.hidden_size * (m.norm == spec::Norm::layer ? 2 : 1);
+  const std::uint64_t per_norm = mul(m.hidden_size, m.norm == spec::Norm::layer ? 2 : 1);
   if (per_norm == 0) return 0;
   const std::uint64_t norms = g.norm_params / per_norm;
   return norms > 2 ? norms - 2 : 0;
@@ -131,14 +146,14 @@ bool gpt2_style(const ModelSpec& m) { return m.learned_positions; }
 
 std::uint64_t sum_params(const spec::LayerGroup& g) {
   std::uint64_t s = 0;
-  for (const auto& l : g.linears) s = checked_add(s, l.params());
+  for (const auto& l : g.linears) s = add(s, l.params());
   return s;
 }
 
 // The MLP (or MoE) width that runs per token.
 std::uint64_t mlp_width(const ModelSpec& m, const spec::LayerGroup& g) {
   if (!g.moe) return m.intermediate_size;
-  return m.moe.experts_per_token * m.moe.expert_intermediate + m.moe.shared_intermediate;
+  return add(mul(m.moe.experts_per_token, m.moe.expert_intermediate), m.moe.shared_intermediate);
 }
 
 }  // namespace
@@ -182,18 +197,20 @@ Precision precision_of(const Workload& w) {
 LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Workload& w, const Precision& p) {
   LayerSaved s;
   const std::uint64_t h = m.hidden_size;
-  const std::uint64_t qw = m.num_heads * m.head_dim;
-  const std::uint64_t kvw = m.num_kv_heads * m.head_dim;
+  const std::uint64_t qw = mul(m.num_heads, m.head_dim);
+  const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
   const std::uint64_t c = p.compute;
   const std::uint64_t r = p.residual;
   const bool trains = !frozen_base(w);
   // The norm's output: fp32 when the residual stream is fp32 (its ops run in fp32, autocast
   // or not), else the 16-bit compute dtype.
   const std::uint64_t norm_out = r;
+  const auto tok = [&s](std::uint64_t b) { s.per_token = add(s.per_token, b); };
+  const auto pos = [&s](std::uint64_t b) { s.per_token_position = add(s.per_token_position, b); };
 
   // --- attention block -------------------------------------------------------------------
-  s.per_token += norm_internal(m, h, r, trains);
-  s.per_token += consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kAttnIn); });
+  tok(norm_internal(m, h, r, trains));
+  tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kAttnIn); }));
 
   const bool eager = w.attention == spec::Attention::eager;
   const bool rotary = !gpt2_style(m);
@@ -201,7 +218,7 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
   if (m.qk_norm) {
     // q_norm / k_norm over each head: the fp32 copy (pow) and, when training, the 16-bit
     // normalised tensor (weight * x).
-    s.per_token += (qw + kvw) * (kFp32 + (trains ? c : 0));
+    tok(mul(add(qw, kvw), kFp32 + (trains ? c : 0)));
   }
   if (!eager) {
     // SDPA (flash / memory-efficient kernels) saves q, k, v, its output and the fp32
@@ -210,13 +227,13 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     if (c == kFp32 && m.num_kv_heads < m.num_heads) {
       // fp32 with grouped-query heads: no fused kernel takes enable_gqa in fp32, so the math
       // backend runs: repeated k and v and the fp32 attention probabilities are saved.
-      s.per_token += (qw + 2 * qw) * kFp32;
-      s.per_token_position += m.num_heads * kFp32;
-      if (m.attention_dropout > 0) s.per_token_position += m.num_heads * (1 + kFp32);
+      tok(mul(qw, 3, kFp32));
+      pos(mul(m.num_heads, kFp32));
+      if (m.attention_dropout > 0) pos(mul(m.num_heads, 1 + kFp32));
     } else if (masked_sdpa(m, w) && m.num_kv_heads < m.num_heads) {
       // An explicit mask (sliding windows) rules out enable_gqa (transformers'
       // use_gqa_in_sdpa): repeat_kv copies k and v to every head; the efficient kernel runs.
-      s.per_token += qw * c + 2 * qw * c;
+      tok(mul(qw, 3, c));
     } else {
       const std::uint64_t qk_bytes = c;
       if (fused) {
@@ -225,23 +242,25 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
         // layout, so `.contiguous()` copies it for o_proj, which saves the copy when it
         // trains: measured on phi-3-mini and pythia-410m (H200, bf16: one more hidden-sized
         // tensor per layer in full training, none under LoRA).
-        s.per_token += (qw + 2 * kvw) * c;
-        if (rotary) s.per_token += (qw + kvw) * qk_bytes + (trains ? qw * c : 0);
+        tok(mul(add(qw, mul(2, kvw)), c));
+        if (rotary) tok(add(mul(add(qw, kvw), qk_bytes), trains ? mul(qw, c) : 0));
       } else {
-        s.per_token += (qw + kvw) * qk_bytes + kvw * c;
+        tok(add(mul(add(qw, kvw), qk_bytes), mul(kvw, c)));
       }
     }
-    s.per_token += qw * c + m.num_heads * kFp32;  // output + logsumexp
+    tok(add(mul(qw, c), mul(m.num_heads, kFp32)));  // output + logsumexp
   } else if (gpt2_style(m)) {
     // GPT-2 eager: q, k, v stay views of c_attn's output; the scores go through softmax
     // (fp32 under autocast), a cast back, dropout (mask + output); matmul saves the last.
-    s.per_token += (qw + 2 * kvw) * c;
+    tok(mul(add(qw, mul(2, kvw)), c));
     const std::uint64_t soft = p.autocast ? kFp32 : c;
     std::uint64_t per = soft;
-    if (m.attention_dropout > 0) per += 1 + c;
-    else if (p.autocast) per += c;
-    s.per_token_position += m.num_heads * per;
-    if (trains) s.per_token += qw * c;  // merged heads, saved by c_proj
+    if (m.attention_dropout > 0)
+      per = add(per, 1 + c);
+    else if (p.autocast)
+      per = add(per, c);
+    pos(mul(m.num_heads, per));
+    if (trains) tok(mul(qw, c));  // merged heads, saved by c_proj
   } else {
     // llama-style eager: repeat_kv copies k and v to every head when heads are grouped
     // (otherwise they stay the rotary k and the projection's v, a view of a fused buffer);
@@ -249,33 +268,34 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     // autocast's 16-bit cast for matmul) is saved by the second matmul (2 more bytes) unless
     // that cast is a no-op (fp32 compute).
     const bool grouped = m.num_kv_heads < m.num_heads;
-    s.per_token += qw * c;  // q after rotary
-    if (grouped) s.per_token += 2 * qw * c;
-    else s.per_token += kvw * c + (fused ? (qw + 2 * kvw) * c : kvw * c);
+    tok(mul(qw, c));  // q after rotary
+    if (grouped)
+      tok(mul(qw, 2, c));
+    else
+      tok(add(mul(kvw, c), fused ? mul(add(qw, mul(2, kvw)), c) : mul(kvw, c)));
     std::uint64_t per = kFp32;
-    if (c != kFp32) per += kHalf;
-    if (m.attention_dropout > 0) per += 1 + c;
-    s.per_token_position += m.num_heads * per;
-    if (trains) s.per_token += qw * c;  // transpose(1, 2).contiguous() saved by o_proj
+    if (c != kFp32) per = add(per, kHalf);
+    if (m.attention_dropout > 0) per = add(per, 1 + c);
+    pos(mul(m.num_heads, per));
+    if (trains) tok(mul(qw, c));  // transpose(1, 2).contiguous() saved by o_proj
   }
   // The attention output feeds o_proj: with SDPA, a trained o_proj saves the output SDPA
   // already keeps; a frozen one saves nothing, its adapter an fp32 copy.
-  if (!trains) s.per_token += consumers_saved(g, w, p, qw, c, [&](const Linear& l) { return is_attn_out(m, l); });
-  if (m.hidden_dropout > 0) s.per_token += h;  // residual dropout mask (1 byte)
+  if (!trains) tok(consumers_saved(g, w, p, qw, c, [&](const Linear& l) { return is_attn_out(m, l); }));
+  if (m.hidden_dropout > 0) tok(h);  // residual dropout mask (1 byte)
 
   // --- MLP block ---------------------------------------------------------------------------
-  if (!m.parallel_residual) s.per_token += norm_internal(m, h, r, trains);
-  s.per_token += consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kMlpIn); });
+  if (!m.parallel_residual) tok(norm_internal(m, h, r, trains));
+  tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kMlpIn); }));
   if (g.moe) {
     // Router: the fp32 softmax over experts; each token's top-k slots gather their hidden
     // state, run a gated expert MLP and are weighted by the routing score.
     const std::uint64_t k = m.moe.experts_per_token;
     const std::uint64_t ie = m.moe.expert_intermediate;
-    s.per_token += m.moe.num_experts * kFp32;
-    const bool experts_adapted = std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) {
-      return l.expert && lora_targets(w, l);
-    });
-    s.per_token += k * (2 * h * c + (trains || experts_adapted ? 4 : 3) * ie * c);
+    tok(mul(m.moe.num_experts, kFp32));
+    const bool experts_adapted = std::any_of(g.linears.begin(), g.linears.end(),
+                                             [&](const Linear& l) { return l.expert && lora_targets(w, l); });
+    tok(mul(k, add(mul(2, h, c), mul(trains || experts_adapted ? 4 : 3, ie, c))));
     if (!trains && experts_adapted) {
       // LoRA on expert parameters: peft adds B @ A to each expert's weight, and the merged
       // weights are saved for backward (one copy of the layer's experts in the compute
@@ -283,11 +303,10 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
       // all-linear): the estimate lands 2.5% above the measured peak.
       std::uint64_t expert_params = 0;
       for (const auto& l : g.linears)
-        if (l.expert) expert_params = checked_add(expert_params, l.params());
-      s.fixed = checked_add(s.fixed, checked_mul(expert_params, c));
+        if (l.expert) expert_params = add(expert_params, l.params());
+      s.fixed = add(s.fixed, mul(expert_params, c));
     }
-    if (m.moe.shared_intermediate > 0)
-      s.per_token += (trains ? 4 : 3) * m.moe.shared_intermediate * c;
+    if (m.moe.shared_intermediate > 0) tok(mul(trains ? 4 : 3, m.moe.shared_intermediate, c));
   } else {
     const std::uint64_t I = m.intermediate_size;
     const bool down_saves = trains || std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) {
@@ -299,32 +318,32 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     }();
     if (m.gated_mlp) {
       // silu(gate) saves gate; act * up saves both; down_proj saves the product.
-      s.per_token += 3 * I * c;
-      if (down_saves) s.per_token += I * down_in_bytes;
+      tok(mul(3, I, c));
+      if (down_saves) tok(mul(I, down_in_bytes));
     } else if (m.activation == spec::Activation::gelu_tanh_python) {
       // GPT-2's gelu_new in Python: pow saves x, tanh its output, the last mul both factors.
       // Under autocast pow runs in fp32, so x, tanh and 1+tanh are fp32 copies.
       if (p.autocast) {
-        s.per_token += I * (3 * kFp32 + kHalf);
-        if (down_saves) s.per_token += I * (frozen_base(w) ? down_in_bytes : kHalf);
+        tok(mul(I, 3 * kFp32 + kHalf));
+        if (down_saves) tok(mul(I, frozen_base(w) ? down_in_bytes : kHalf));
       } else {
-        s.per_token += 4 * I * c;
-        if (down_saves) s.per_token += I * down_in_bytes;
+        tok(mul(4, I, c));
+        if (down_saves) tok(mul(I, down_in_bytes));
       }
     } else {
       // A native activation (gelu, relu): saves its input; down saves the output.
-      s.per_token += I * c;
-      if (down_saves) s.per_token += I * down_in_bytes;
+      tok(mul(I, c));
+      if (down_saves) tok(mul(I, down_in_bytes));
     }
   }
-  if (m.hidden_dropout > 0) s.per_token += h;
+  if (m.hidden_dropout > 0) tok(h);
   // Sandwich norms (gemma2/3: post-attention and post-feedforward) normalise the block
   // outputs, which are in the compute dtype, before the residual add.
-  s.per_token += extra_norms(m, g) * norm_internal(m, h, c, trains);
+  tok(mul(extra_norms(m, g), norm_internal(m, h, c, trains)));
 
   // Autocast keeps a 16-bit copy of every weight of the layer until backward has used it
   // (torch.autocast caches casts of leaf tensors; mm saves the cast weight).
-  if (p.autocast) s.fixed = checked_add(s.fixed, checked_mul(sum_params(g), kHalf));
+  if (p.autocast) s.fixed = add(s.fixed, mul(sum_params(g), kHalf));
   return s;
 }
 
@@ -332,12 +351,12 @@ LayerSaved head_saved(const ModelSpec& m, const Workload& w, const Precision& p)
   LayerSaved s;
   const bool trains = !frozen_base(w);
   const std::uint64_t h = m.hidden_size;
-  s.per_token += norm_internal(m, h, p.residual, trains);
-  if (trains) s.per_token += h * (p.autocast ? p.compute : p.residual);  // lm_head's input
-  if (m.embedding_dropout > 0) s.per_token += h;                           // dropout mask
+  s.per_token = norm_internal(m, h, p.residual, trains);
+  if (trains) s.per_token = add(s.per_token, mul(h, p.autocast ? p.compute : p.residual));  // lm_head's input
+  if (m.embedding_dropout > 0) s.per_token = add(s.per_token, h);                           // dropout mask
   // The (batch, 1, seq, seq) boolean sliding-window mask, shared by the layers, saved by SDPA.
-  if (masked_sdpa(m, w) && w.attention == spec::Attention::sdpa) s.per_token_position += 1;
-  if (p.autocast) s.fixed = checked_mul(checked_mul(m.vocab_size, h), kHalf);
+  if (masked_sdpa(m, w) && w.attention == spec::Attention::sdpa) s.per_token_position = 1;
+  if (p.autocast) s.fixed = mul(m.vocab_size, h, kHalf);
   return s;
 }
 
@@ -349,20 +368,20 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
   // MLP: act(gate) and up alive while their product is made, plus the layer's input, the
   // norm output and two more hidden-sized buffers (measured: qwen2.5/llama prefill on H200,
   // 3*I + 4*h per token within 2%).
-  s.mlp_per_token = 3 * mlp_width(m, g) * c + 4 * h * c;
+  s.mlp_per_token = add(mul(3, mlp_width(m, g), c), mul(4, h, c));
   if (w.attention == spec::Attention::eager) {
-    const std::uint64_t qw = m.num_heads * m.head_dim;
-    const std::uint64_t kvw = m.num_kv_heads * m.head_dim;
+    const std::uint64_t qw = mul(m.num_heads, m.head_dim);
+    const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
     if (gpt2_style(m)) {
       // matmul, scale and mask each make a score matrix; softmax in the compute dtype.
-      s.attn_per_token_position = m.num_heads * 3 * c;
-      s.attn_per_token = 4 * h * c;
+      s.attn_per_token_position = mul(m.num_heads, 3, c);
+      s.attn_per_token = mul(4, h, c);
     } else {
       // scores, scaled, masked; softmax(dtype=float32) converts first (4 bytes) and writes
       // 4 bytes; then the cast back: 5 score-sized buffers in 16-bit units at the peak, plus
       // the 4-D additive mask (one value per token and key position).
-      s.attn_per_token_position = m.num_heads * (c == kFp32 ? 12 : 10) + c;
-      s.attn_per_token = (6 * h + 2 * kvw + (qw > h ? qw - h : 0)) * c;
+      s.attn_per_token_position = add(mul(m.num_heads, c == kFp32 ? 12 : 10), c);
+      s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
     }
   }
   return s;
@@ -370,7 +389,7 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
 
 std::uint64_t backward_layer_transient(const ModelSpec& m, const spec::LayerGroup& g, const Precision& p) {
   // Gradients of the MLP intermediates (act, up, gate) and of the hidden state.
-  return (3 * mlp_width(m, g) + 2 * m.hidden_size) * p.compute;
+  return mul(add(mul(3, mlp_width(m, g)), mul(2, m.hidden_size)), p.compute);
 }
 
 }  // namespace vramfit::engine::detail

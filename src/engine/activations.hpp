@@ -1,5 +1,7 @@
 #pragma once
 // Internal to the engine: what one forward pass keeps and creates, per token.
+// Every size below is computed with checked_mul / checked_add: a function that would pass
+// 2^64 - 1 bytes throws InputError (field "size") instead of returning a wrapped value.
 
 #include <cstdint>
 

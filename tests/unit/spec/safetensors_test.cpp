@@ -147,7 +147,7 @@ TEST_CASE("safetensors: malformed headers", "[spec]") {
   CHECK(d[6].problem == "expected [begin, end], got \"0-8\"");
   CHECK(d[7].field == "model.safetensors: h");
   CHECK(d[8].field == "model.safetensors: i.shape");
-  CHECK(d[8].problem == "the size overflows 64 bits (over 16 EiB)");
+  CHECK(d[8].problem == "[1099511627776,1099511627776]: the element count overflows 64 bits");
   for (const auto& x : d) CHECK_FALSE(x.fix.empty());
 }
 
@@ -214,4 +214,20 @@ TEST_CASE("safetensors: quantized checkpoints keep the config's count", "[spec]"
   apply_checkpoint(i8, {{"l.weight", "I8", {10, 10}, 100}, {"l.SCB", "F32", {10}, 10}});
   CHECK(i8.params == 100);
   CHECK(*i8.checkpoint_dtype == DType::int8);
+}
+
+TEST_CASE("safetensors: a checkpoint of empty tensors is an error, not a model of 0 parameters", "[spec]") {
+  // Found by tests/fuzz/safetensors_fuzz.cpp (crashes/safetensors/only-empty-tensors-zero-params).
+  ModelSpec s;
+  s.params = 100;
+  try {
+    apply_checkpoint(s, {{"e", "F16", {0}, 0}, {"model.rotary_emb.inv_freq", "F32", {4}, 4}});
+    FAIL("no error");
+  } catch (const InputError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].str() ==
+          "safetensors: the checkpoint's tensors hold no parameters (every one is empty or a buffer) "
+          "(download the weights again, or give the config file alone)");
+  }
+  CHECK(s.params == 100);
 }
