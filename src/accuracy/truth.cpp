@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,16 +24,39 @@ spec::Mode mode_of(const std::string& s, const std::string& where) {
   throw InputError(where + ": mode", fmt::format("unknown mode '{}'", s), "use forward, generate, train or lora");
 }
 
+// A whole number of `key`, read strictly: a negative, fractional, string or missing value
+// is an error naming the key (nlohmann would wrap -1, truncate 1.5 or throw its own text).
+std::uint64_t count(const json& c, const char* key, const std::string& where, std::optional<std::uint64_t> fallback,
+                    bool positive = true) {
+  const auto it = c.find(key);
+  if (it == c.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    throw InputError(where + ": " + key, "missing", "fix or remove the line");
+  }
+  if (!it->is_number_unsigned() || (positive && it->get<std::uint64_t>() == 0))
+    throw InputError(where + ": " + key,
+                     fmt::format("expected a {} whole number, got {}", positive ? "positive" : "non-negative",
+                                 it->dump()),
+                     "fix or remove the line");
+  return it->get<std::uint64_t>();
+}
+
 spec::Workload workload_of(const json& c, const std::string& where) {
   spec::Workload w;
   w.mode = mode_of(c.at("mode").get<std::string>(), where);
   const auto dt = parse_dtype(c.at("weights_dtype").get<std::string>());
   if (!dt) throw InputError(where + ": weights_dtype", "unknown dtype", "use fp32, bf16 or fp16");
   w.weights = *dt;
-  if (c.contains("autocast") && !c["autocast"].is_null()) w.autocast = parse_dtype(c["autocast"].get<std::string>());
-  w.batch = c.at("batch").get<std::uint64_t>();
-  w.seq = c.at("seq").get<std::uint64_t>();
-  w.new_tokens = c.value("new_tokens", std::uint64_t{0});
+  if (c.contains("autocast") && !c["autocast"].is_null()) {
+    const auto a = parse_dtype(c["autocast"].get<std::string>());
+    if (a != DType::bf16 && a != DType::fp16)
+      throw InputError(where + ": autocast", fmt::format("{} is not an autocast dtype", c["autocast"].dump()),
+                       "use \"bf16\", \"fp16\" or null");
+    w.autocast = a;
+  }
+  w.batch = count(c, "batch", where, std::nullopt);
+  w.seq = count(c, "seq", where, std::nullopt);
+  w.new_tokens = count(c, "new_tokens", where, 0, false);
   if (c.contains("optimizer") && !c["optimizer"].is_null()) {
     const auto o = spec::parse_optimizer(c["optimizer"].get<std::string>());
     if (!o) throw InputError(where + ": optimizer", "unknown optimizer", "see vramfit estimate --help");
@@ -42,7 +66,7 @@ spec::Workload workload_of(const json& c, const std::string& where) {
   w.attention = c.value("attn", std::string("sdpa")) == "eager" ? spec::Attention::eager : spec::Attention::sdpa;
   if (c.contains("lora") && !c["lora"].is_null()) {
     const auto& l = c["lora"];
-    w.lora.rank = l.at("r").get<std::uint64_t>();
+    w.lora.rank = count(l, "r", where + ": lora", std::nullopt);
     if (l.at("targets").is_string()) {
       w.lora.all_linear = l["targets"].get<std::string>() == "all-linear";
       if (!w.lora.all_linear) w.lora.targets = {l["targets"].get<std::string>()};
@@ -50,11 +74,16 @@ spec::Workload workload_of(const json& c, const std::string& where) {
       w.lora.all_linear = false;
       w.lora.targets = l["targets"].get<std::vector<std::string>>();
     }
-    w.lora.dropout = l.value("dropout", 0.0);
+    if (const auto d = l.find("dropout"); d != l.end() && !d->is_null()) {
+      if (!d->is_number() || !(d->get<double>() >= 0.0 && d->get<double>() < 1.0))
+        throw InputError(where + ": lora: dropout", fmt::format("expected a probability in [0, 1), got {}", d->dump()),
+                         "fix or remove the line");
+      w.lora.dropout = d->get<double>();
+    }
   }
   // Sharded training (tests/accuracy/sharded/measure_sharded.py): the figures are per GPU,
   // the busiest rank's.
-  w.gpus = c.value("gpus", std::uint64_t{1});
+  w.gpus = count(c, "gpus", where, 1);
   if (c.contains("sharding") && !c["sharding"].is_null()) {
     const auto s = spec::parse_sharding(c["sharding"].get<std::string>());
     if (!s)
@@ -115,10 +144,10 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
       t.status = c.value("status", std::string("ok"));
       t.workload = workload_of(c, where);
       t.workload.expandable_segments = expandable;
-      t.params = c.value("params", std::uint64_t{0});
-      t.peak_allocated = Bytes{c.value("peak_allocated_bytes", std::uint64_t{0})};
-      t.peak_reserved = Bytes{c.value("peak_reserved_bytes", std::uint64_t{0})};
-      t.non_torch = Bytes{c.value("non_torch_bytes", std::uint64_t{0})};
+      t.params = count(c, "params", where, 0, false);
+      t.peak_allocated = Bytes{count(c, "peak_allocated_bytes", where, 0, false)};
+      t.peak_reserved = Bytes{count(c, "peak_reserved_bytes", where, 0, false)};
+      t.non_torch = Bytes{count(c, "non_torch_bytes", where, 0, false)};
       out.push_back(std::move(t));
     } catch (const json::exception& e) {
       throw InputError(where, fmt::format("bad case: {}", e.what()), "fix or remove the line");

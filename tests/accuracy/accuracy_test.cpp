@@ -162,3 +162,34 @@ TEST_CASE("truth lines carry their GPUs and sharding strategy", "[accuracy][shar
   CHECK(four[0].workload.sharding == spec::Sharding::fsdp_grad_op);
   CHECK_THROWS_AS(accuracy::parse_truth(base + R"(, "gpus": 2, "sharding": "zero9"})", "t.jsonl"), InputError);
 }
+
+TEST_CASE("truth lines with wrong numbers are refused, naming the key", "[accuracy]") {
+  const std::string head = R"({"id": "x", "config": "models/m.json", "mode": "train", "weights_dtype": "bf16", )";
+  const auto error_of = [&](const std::string& rest) {
+    try {
+      accuracy::parse_truth(head + rest + "}\n", "t.jsonl");
+    } catch (const InputError& e) {
+      REQUIRE(e.diagnostics().size() == 1);
+      const auto& d = e.diagnostics()[0];
+      return d.field + ": " + d.problem + " (" + d.fix + ")";
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of(R"("batch": -1, "seq": 8)") ==
+        "t.jsonl:1: batch: expected a positive whole number, got -1 (fix or remove the line)");
+  CHECK(error_of(R"("batch": 1.5, "seq": 8)") ==
+        "t.jsonl:1: batch: expected a positive whole number, got 1.5 (fix or remove the line)");
+  CHECK(error_of(R"("batch": 2, "seq": 0)") ==
+        "t.jsonl:1: seq: expected a positive whole number, got 0 (fix or remove the line)");
+  CHECK(error_of(R"("batch": "8", "seq": 8)") ==
+        "t.jsonl:1: batch: expected a positive whole number, got \"8\" (fix or remove the line)");
+  CHECK(error_of(R"("seq": 8)") == "t.jsonl:1: batch: missing (fix or remove the line)");
+  CHECK(error_of(R"("batch": 1, "seq": 8, "autocast": "fp64")") ==
+        "t.jsonl:1: autocast: \"fp64\" is not an autocast dtype (use \"bf16\", \"fp16\" or null)");
+  CHECK(error_of(R"("batch": 1, "seq": 8, "peak_allocated_bytes": -5)") ==
+        "t.jsonl:1: peak_allocated_bytes: expected a non-negative whole number, got -5 (fix or remove the line)");
+  CHECK(error_of(R"("batch": 1, "seq": 8, "lora": {"r": 8, "targets": "all-linear", "dropout": 2})") ==
+        "t.jsonl:1: lora: dropout: expected a probability in [0, 1), got 2 (fix or remove the line)");
+  CHECK(error_of(R"("batch": 1, "seq": 8, "gpus": 0, "sharding": "ddp")") ==
+        "t.jsonl:1: gpus: expected a positive whole number, got 0 (fix or remove the line)");
+}
