@@ -84,7 +84,7 @@ std::optional<Quantization> parse_quant(std::string_view s) {
     return q;
   }
   if (n == "bnb-int8" || n == "int8") return make(QuantMethod::bnb_8bit, 8);
-  for (const std::uint64_t bits : {2, 3, 4, 8})
+  for (const std::uint64_t bits : std::initializer_list<std::uint64_t>{2, 3, 4, 8})
     if (n == fmt::format("gptq-int{}", bits)) return make(QuantMethod::gptq, bits);
   if (n == "awq-int4") return make(QuantMethod::awq, 4);
   if (n == "fp8") return make(QuantMethod::fp8, 8);

@@ -149,6 +149,13 @@ TEST_CASE("Catalog::parse rejects bad files, naming the file and the field", "[c
         }) ==
         "model/typo.json: unexpected file in the catalog (the data folder holds gpus.json and "
         "models/<id>.json only)");
+  // Found by tests/fuzz/catalog_fuzz.cpp: a diagnostic must name something.
+  CHECK(error_of([] {
+          auto f = files();
+          f[""] = kModel;
+          (void)Catalog::parse(f);
+        }) ==
+        "catalog: a file with an empty name (the data folder holds gpus.json and models/<id>.json only)");
 }
 
 TEST_CASE("published_params may be null", "[catalog]") {
