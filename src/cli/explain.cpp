@@ -131,7 +131,7 @@ nlohmann::json reconcile_json(const Estimate& e, const std::optional<doctor::Dia
 }  // namespace
 
 std::string read_log(const std::string& path, std::istream& in) {
-  if (!path.empty() && path != "-") return read_file(path, "log");
+  if (!path.empty() && path != "-") return read_file(path, "log", kMaxLogFile);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad())
     throw InputError("log", "cannot read standard input", "give the log as a file: vramfit explain FILE");

@@ -119,9 +119,20 @@ spec::ModelSpec load_gguf(const fs::path& file, std::string_view field) {
 
 }  // namespace
 
-std::string read_file(const fs::path& path, std::string_view field) {
+std::string read_file(const fs::path& path, std::string_view field, std::uint64_t max_bytes) {
   std::ifstream in = open(path, field);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Read in chunks up to the limit: a device or a pipe that never ends (/dev/zero) must not
+  // hang the tool or exhaust memory.
+  std::string text;
+  std::string chunk(std::size_t{1} << 16, '\0');
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes)
+      throw InputError(std::string(field),
+                       fmt::format("{} is longer than {} MiB: not the file expected", quote(path), max_bytes >> 20),
+                       "check the path");
+  }
   if (in.bad())
     throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), std::strerror(errno)),
                      "check the file");

@@ -63,7 +63,7 @@ fs::path find_config(const fs::path& truth_file, const accuracy::TruthCase& c) {
 
 ExitCode run_validate(const std::string& path, render::Format format, std::ostream& out) {
   const fs::path file(path);
-  const std::string text = read_file(file, "truth file");
+  const std::string text = read_file(file, "truth file", kMaxLogFile);
   const std::vector<accuracy::TruthCase> cases = accuracy::parse_truth(text, file.string());
   if (cases.empty())
     throw InputError("truth file", fmt::format("'{}' holds no cases", file.string()),

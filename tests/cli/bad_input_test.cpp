@@ -880,3 +880,13 @@ TEST_CASE("models and gpus: stray arguments and flags", "[bad-input]") {
   Case().expect(cmd("gpus", {"--json", "--frob"}),
                 kErr + "The following argument was not expected: --frob (run 'vramfit gpus --help')\n");
 }
+
+TEST_CASE("bad input: a config that never ends (/dev/zero) is refused, not read forever", "[bad-input]") {
+  if (!std::filesystem::exists("/dev/zero")) {
+    WARN("no /dev/zero here: skipped");
+    return;
+  }
+  vramfit::test::require_usage_error(vramfit::test::estimate({"--config", "/dev/zero"}),
+                      "vramfit: error: --config: '/dev/zero' is longer than 64 MiB: not the file expected (check "
+                      "the path)\n");
+}

@@ -10,9 +10,15 @@
 
 namespace vramfit::cli {
 
-/// The whole text of a file. Throws InputError naming `field` when it is missing, is a
-/// folder, or cannot be read.
-std::string read_file(const std::filesystem::path& path, std::string_view field);
+/// The most a text input is read: configs, catalogs and indexes are kilobytes, logs and truth
+/// files megabytes. Past it (a wrong file, /dev/zero) reading stops with an error.
+inline constexpr std::uint64_t kMaxConfigFile = 64ULL << 20;
+inline constexpr std::uint64_t kMaxLogFile = 1ULL << 30;
+
+/// The whole text of a file, at most `max_bytes`. Throws InputError naming `field` when it is
+/// missing, is a folder, cannot be read, or is longer.
+std::string read_file(const std::filesystem::path& path, std::string_view field,
+                      std::uint64_t max_bytes = kMaxConfigFile);
 
 /// Up to `max_bytes` first bytes of a file (fewer when the file is shorter); same errors.
 std::string read_prefix(const std::filesystem::path& path, std::uint64_t max_bytes, std::string_view field);
