@@ -16,6 +16,7 @@
 #include "weights.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "vramfit/core/error.hpp"
@@ -121,12 +122,14 @@ Bytes weight_bytes(const spec::ModelSpec& m, const spec::Workload& w, std::uint6
   if (m.source == "params" && packed_params > 0 && packed_params == shape_params) {
     const std::uint64_t others = m.params > 0 ? count_params(m) - shape_params : 0;
     const std::uint64_t linear = m.params > others ? m.params - others : 0;
-    const unsigned __int128 scaled = static_cast<unsigned __int128>(packed.value()) * linear / packed_params;
-    // scaled <= packed bytes * (linear / packed_params): past 64 bits only for absurd counts.
-    if (scaled > std::numeric_limits<std::uint64_t>::max())
+    // The shape's packed bytes per parameter, applied to the whole count (an estimate anyway:
+    // the shape is assumed), in long double so no product wraps.
+    const long double scaled =
+        static_cast<long double>(packed.value()) / static_cast<long double>(packed_params) * static_cast<long double>(linear);
+    if (!(scaled < 18446744073709551615.0L))
       throw InputError("size", "the size overflows 64 bits (over 16 EiB)",
                        "use realistic sizes: parameters, batch and sequence length are far too large");
-    return Bytes{m.buffer_bytes} + Bytes{static_cast<std::uint64_t>(scaled)} + Bytes{checked_mul(others, 2)};
+    return Bytes{m.buffer_bytes} + Bytes{static_cast<std::uint64_t>(std::round(scaled))} + Bytes{checked_mul(others, 2)};
   }
   const std::uint64_t rest = m.params > packed_params ? m.params - packed_params : 0;
   return Bytes{m.buffer_bytes} + packed + Bytes{checked_mul(rest, 2)};
