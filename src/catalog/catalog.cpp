@@ -95,17 +95,6 @@ void check_id(const Reader& r, std::string_view key, std::string_view id) {
   }
 }
 
-/// `text` with every byte outside ASCII written as \xNN: parse errors quote the bytes they
-/// stopped at, and those of a binary file are not text to print on a terminal.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
-  }
-  return out;
-}
-
 json parse_json(const std::string& file, const std::string& text) {
   try {
     return json::parse(text);

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace vramfit {
 
 std::string Diagnostic::str() const {
@@ -33,6 +35,15 @@ void Diagnostics::add(std::string field, std::string problem, std::string fix) {
 
 void Diagnostics::throw_if_any() const {
   if (!diags_.empty()) throw InputError(diags_);
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return out;
 }
 
 }  // namespace vramfit

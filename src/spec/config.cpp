@@ -38,17 +38,6 @@ constexpr std::uint64_t kMaxDim = 1ULL << 40;
 constexpr std::string_view kConfigFix =
     "check the value against the model's config.json on the Hugging Face Hub";
 
-/// `text` with every byte outside ASCII written as \xNN: parse errors quote the bytes they
-/// stopped at, and those of a binary file are not text to print on a terminal.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
-  }
-  return out;
-}
-
 /// A JSON value as the user wrote it, cut short for a one-line diagnostic.
 std::string show(const json& v) {
   std::string s = v.dump();

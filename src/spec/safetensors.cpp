@@ -53,17 +53,6 @@ std::string known_dtypes() {
   return s;
 }
 
-/// `text` with every byte outside ASCII written as \xNN: parse errors quote the bytes they
-/// stopped at, and those of a binary file are not text to print on a terminal.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
-  }
-  return out;
-}
-
 std::string show(const json& v) {
   std::string s = v.dump();
   if (s.size() > 40) s = s.substr(0, 37) + "...";

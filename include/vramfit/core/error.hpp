@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vramfit {
@@ -44,5 +45,9 @@ class Diagnostics {
  private:
   std::vector<Diagnostic> diags_;
 };
+
+/// `text` with every byte outside ASCII written as \xNN: parse errors quote the bytes they
+/// stopped at, and those of a binary file are not text to print on a terminal.
+std::string printable(std::string_view text);
 
 }  // namespace vramfit
