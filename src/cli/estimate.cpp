@@ -241,8 +241,9 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     if (!scheme_is({spec::QuantMethod::gptq, spec::QuantMethod::awq})) {
       diags.add("--group-size", "applies to GPTQ and AWQ weights only",
                 "add --quant gptq-int4 (or awq-int4), or drop --group-size");
-    } else if (f.group_size == "0") {
-      if (quant) quant->group_size = 0;
+    } else if (f.group_size == "0") {  // GPTQ's group_size -1: one group per row
+      if (!quant) quant = spec::default_quantization(w.weights);
+      quant->group_size = 0;
     } else if (auto v = parse_count(f.group_size, "--group-size", "128", diags)) {
       if (!quant) quant = spec::default_quantization(w.weights);
       quant->group_size = *v;

@@ -29,6 +29,9 @@ TEST_CASE("quant flag: schemes, their details, and every wrong combination", "[c
   const auto dq = json_of(estimate(with({"--quant", "nf4", "--double-quant", "--skip-modules", "down_proj", "--json"})));
   CHECK(dq["model"]["quantization"]["double_quant"] == true);
   CHECK(dq["model"]["quantization"]["skip_modules"] == nlohmann::json::array({"down_proj"}));
+  // --dtype int4 is GPTQ: its group size can be given too.
+  CHECK(json_of(estimate(with({"--dtype", "int4", "--group-size", "0", "--json"})))["model"]["quantization"]
+            ["group_size"] == 0);
   // The packed --dtype values are their default schemes.
   CHECK(json_of(estimate(with({"--dtype", "int8", "--json"})))["model"]["quantization"]["scheme"] == "bnb-int8");
   CHECK(json_of(estimate(with({"--dtype", "bf16", "--json"})))["model"]["quantization"].is_null());
