@@ -66,10 +66,9 @@ std::optional<std::uint64_t> parse_count(const std::string& text, const std::str
 }
 
 /// A name from a closed list ("--mode train"): unknown names get the list and a suggestion.
-template <typename T, std::size_t N>
-std::optional<T> parse_choice(const std::string& text, const std::string& flag, std::string_view what,
-                              std::optional<T> (*parse)(std::string_view) noexcept,
-                              const std::array<std::string_view, N>& names, Diagnostics& diags) {
+template <typename Parse, typename Names>
+auto parse_choice(const std::string& text, const std::string& flag, std::string_view what, Parse parse,
+                  const Names& names, Diagnostics& diags) -> decltype(parse(text)) {
   if (auto v = parse(text)) return v;
   std::vector<std::string> known(names.begin(), names.end());
   const auto close = catalog::did_you_mean(text, known);
@@ -81,23 +80,15 @@ std::optional<T> parse_choice(const std::string& text, const std::string& flag, 
   return std::nullopt;
 }
 
-constexpr std::array<std::string_view, 5> kModes{"inference", "generate", "train", "lora", "qlora"};
 constexpr std::array<std::string_view, 7> kDTypes{"fp32", "fp16", "bf16", "fp8", "int8", "int4", "nf4"};
-constexpr std::array<std::string_view, 9> kOptimizers{"adamw",     "adamw-fused", "adamw-forloop",
-                                                      "adam",      "sgd",         "sgd-momentum",
-                                                      "adafactor", "adamw-8bit",  "lion"};
 constexpr std::array<std::string_view, 2> kAutocast{"bf16", "fp16"};
 constexpr std::array<std::string_view, 6> kKvCache{"bf16", "fp16", "fp32", "fp8", "int8", "int4"};
-constexpr std::array<std::string_view, 3> kOffload{"none", "optimizer", "params"};
 
 std::optional<DType> parse_kv_dtype(std::string_view s) noexcept {
   const auto d = parse_dtype(s);
   if (d && *d != DType::nf4) return d;
   return std::nullopt;
 }
-constexpr std::array<std::string_view, 2> kAttention{"sdpa", "eager"};
-constexpr std::array<std::string_view, 8> kSharding{"none",  "ddp",  "zero1", "zero2",
-                                                    "zero3", "fsdp", "tp",    "device-map"};
 
 std::optional<DType> parse_autocast(std::string_view s) noexcept {
   const auto d = parse_dtype(s);
@@ -192,27 +183,27 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
 
   // --- the workload's names ---
   if (f.has("--mode"))
-    if (auto m = parse_choice(f.mode, "--mode", "mode", spec::parse_mode, kModes, diags)) w.mode = *m;
+    if (auto m = parse_choice(f.mode, "--mode", "mode", spec::parse_mode, spec::mode_names(), diags)) w.mode = *m;
   if (f.has("--dtype"))
     if (auto d = parse_choice(f.dtype, "--dtype", "dtype", parse_dtype, kDTypes, diags)) w.weights = *d;
   if (f.has("--optimizer"))
     if (auto o =
-            parse_choice(f.optimizer, "--optimizer", "optimizer", spec::parse_optimizer, kOptimizers, diags))
+            parse_choice(f.optimizer, "--optimizer", "optimizer", spec::parse_optimizer, spec::optimizer_names(), diags))
       w.optimizer = *o;
   if (f.has("--autocast"))
     if (auto a = parse_choice(f.autocast, "--autocast", "autocast dtype", parse_autocast, kAutocast, diags))
       w.autocast = *a;
   if (f.has("--attention"))
     if (auto a =
-            parse_choice(f.attention, "--attention", "attention", spec::parse_attention, kAttention, diags))
+            parse_choice(f.attention, "--attention", "attention", spec::parse_attention, spec::attention_names(), diags))
       w.attention = *a;
   if (f.has("--sharding"))
-    if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, kSharding, diags))
+    if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, spec::sharding_names(), diags))
       w.sharding = *s;
   w.checkpointing = f.checkpointing;
   w.master_weights = f.master_weights;
   if (f.has("--offload"))
-    if (auto o = parse_choice(f.offload, "--offload", "offload", spec::parse_offload, kOffload, diags)) w.offload = *o;
+    if (auto o = parse_choice(f.offload, "--offload", "offload", spec::parse_offload, spec::offload_names(), diags)) w.offload = *o;
   if (f.has("--kv-cache"))
     if (auto d = parse_choice(f.kv_cache, "--kv-cache", "KV cache dtype", parse_kv_dtype, kKvCache, diags))
       w.kv_cache = *d;
@@ -220,18 +211,10 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   // --- how the weights are packed ---
   std::optional<spec::Quantization> quant;
   if (f.has("--quant")) {
-    quant = spec::parse_quant(f.quant);
-    if (!quant) {
-      const auto& known = spec::quant_names();
-      const auto close = catalog::did_you_mean(f.quant, known);
-      std::string list;
-      for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-      diags.add("--quant", fmt::format("unknown scheme '{}'", f.quant),
-                close.empty() ? "one of " + list : fmt::format("did you mean '{}'? one of {}", close[0], list));
-    } else if (f.has("--dtype") && !is_float_compute(w.weights)) {
+    quant = parse_choice(f.quant, "--quant", "scheme", spec::parse_quant, spec::quant_names(), diags);
+    if (quant && f.has("--dtype") && !is_float_compute(w.weights))
       diags.add("--quant", fmt::format("--dtype {} and --quant {} both say how the weights are packed", f.dtype, f.quant),
                 "give one of them (--quant has the details: group size, double quantization, GGUF types)");
-    }
   }
   const auto scheme_is = [&](std::initializer_list<spec::QuantMethod> ms) {
     const spec::Quantization q = quant ? *quant : spec::default_quantization(w.weights);

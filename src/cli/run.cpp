@@ -153,8 +153,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--seq", f.seq, "N", "tokens per sequence; the prompt for generate (default 2048)", work);
   add(e, o, "--new-tokens", f.new_tokens, "N", "tokens generated (generate; default 256)", work);
   add(e, o, "--optimizer", f.optimizer, "NAME",
-      "adamw adamw-fused adamw-forloop adam sgd sgd-momentum adafactor adamw-8bit lion (training; default "
-      "adamw)",
+      "adamw adamw-fused adamw-forloop adam sgd sgd-momentum adafactor adamw-8bit lion paged-adamw "
+      "paged-adamw-8bit (training; default adamw)",
       work);
   add(e, o, "--autocast", f.autocast, "DTYPE", "bf16 or fp16: mixed precision over the stored weights", work);
   CLI::Option* ckpt =

@@ -81,6 +81,19 @@ std::string_view name_in(const std::array<std::pair<std::string_view, E>, N>& ta
   return table[0].first;
 }
 
+// The first spelling of each value: aliases ("forward") come after their canonical name.
+template <typename E, std::size_t N>
+std::vector<std::string_view> names_in(const std::array<std::pair<std::string_view, E>, N>& table) {
+  std::vector<std::string_view> out;
+  std::vector<E> seen;
+  for (const auto& [name, v] : table)
+    if (std::find(seen.begin(), seen.end(), v) == seen.end()) {
+      seen.push_back(v);
+      out.push_back(name);
+    }
+  return out;
+}
+
 template <typename E, std::size_t N>
 std::optional<E> parse_in(const std::array<std::pair<std::string_view, E>, N>& table, std::string_view s) {
   const std::string n = normalize(s);
@@ -150,6 +163,12 @@ std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept { return p
 std::optional<Attention> parse_attention(std::string_view s) noexcept { return parse_in(kAttention, s); }
 std::optional<Sharding> parse_sharding(std::string_view s) noexcept { return parse_in(kSharding, s); }
 std::optional<Offload> parse_offload(std::string_view s) noexcept { return parse_in(kOffload, s); }
+
+std::vector<std::string_view> mode_names() { return names_in(kModes); }
+std::vector<std::string_view> optimizer_names() { return names_in(kOptimizers); }
+std::vector<std::string_view> attention_names() { return names_in(kAttention); }
+std::vector<std::string_view> sharding_names() { return names_in(kSharding); }
+std::vector<std::string_view> offload_names() { return names_in(kOffload); }
 
 namespace {
 bool zero_like(Sharding s) {

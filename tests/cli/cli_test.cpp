@@ -108,7 +108,8 @@ TEST_CASE("unknown names get did-you-mean", "[cli]") {
   require_usage_error(
       estimate({"--params", "7B", "--mode", "train", "--optimizer", "adamw8bit"}),
       "vramfit: error: --optimizer: unknown optimizer 'adamw8bit' (did you mean 'adamw-8bit'? one of "
-      "adamw, adamw-fused, adamw-forloop, adam, sgd, sgd-momentum, adafactor, adamw-8bit, lion)\n");
+      "adamw, adamw-fused, adamw-forloop, adam, sgd, sgd-momentum, adafactor, adamw-8bit, lion, paged-adamw, "
+      "paged-adamw-8bit)\n");
   require_usage_error(estimate({"--params", "7B", "--dtype", "int3"}),
                       "vramfit: error: --dtype: unknown dtype 'int3' "
                       "(did you mean 'int4'? one of fp32, fp16, bf16, fp8, int8, int4, nf4)\n");
@@ -120,7 +121,7 @@ TEST_CASE("unknown names get did-you-mean", "[cli]") {
   require_usage_error(
       estimate({"--params", "7B", "--gpus", "2", "--sharding", "zero4"}),
       "vramfit: error: --sharding: unknown sharding 'zero4' (did you mean 'zero1'? one of none, ddp, "
-      "zero1, zero2, zero3, fsdp, tp, device-map)\n");
+      "zero1, zero2, zero3, fsdp, fsdp-grad-op, tp, pp, device-map)\n");
 }
 
 TEST_CASE("zero, negative and malformed sizes", "[cli]") {

@@ -113,6 +113,13 @@ std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept;
 std::optional<Attention> parse_attention(std::string_view s) noexcept;
 std::optional<Sharding> parse_sharding(std::string_view s) noexcept;
 std::optional<Offload> parse_offload(std::string_view s) noexcept;
+/// The flag spellings each parse_* accepts, canonical ones only (no aliases), in order: the
+/// lists that error messages offer.
+std::vector<std::string_view> mode_names();
+std::vector<std::string_view> optimizer_names();
+std::vector<std::string_view> attention_names();
+std::vector<std::string_view> sharding_names();
+std::vector<std::string_view> offload_names();
 
 /// Checks a workload against a model: sizes, mode/flag consistency, LoRA targets that
 /// exist in the model. Adds every problem to `out` (fields are flag names).
