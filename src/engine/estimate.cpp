@@ -452,6 +452,18 @@ const ShardRule& shard_rule(spec::Sharding s) {
   return kShardRules[0];
 }
 
+// Parameters of the largest decoder layer: what FSDP/ZeRO-3 gathers at once, and a pipeline
+// stage's unit.
+std::uint64_t largest_layer_params(const ModelSpec& m) {
+  std::uint64_t largest = 0;
+  for (const auto& g : m.layers) {
+    std::uint64_t one = checked_add(g.norm_params, g.other_params);
+    for (const auto& l : g.linears) one = checked_add(one, l.params());
+    largest = std::max(largest, one);
+  }
+  return largest;
+}
+
 Bytes ceil_div(Bytes b, std::uint64_t n) { return Bytes{n <= 1 ? b.value() : b.value() / n + (b.value() % n ? 1 : 0)}; }
 
 bool part_is(std::string_view k, std::initializer_list<std::string_view> ids) {
@@ -468,12 +480,7 @@ void pipeline(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w) {
   const std::uint64_t stages = w.world();
   const std::uint64_t layers = std::max<std::uint64_t>(m.num_layers, 1);
   const std::uint64_t per_stage = (layers + stages - 1) / stages;
-  std::uint64_t layer_params = 0;
-  for (const auto& g : m.layers) {
-    std::uint64_t one = checked_add(g.norm_params, g.other_params);
-    for (const auto& l : g.linears) one = checked_add(one, l.params());
-    layer_params = std::max(layer_params, one);
-  }
+  const std::uint64_t layer_params = largest_layer_params(m);
   const std::uint64_t total = std::max<std::uint64_t>(m.params, 1);
   // Shares of the model's parameters on the first and last stages, in millionths.
   const auto share = [&](std::uint64_t edge) {
@@ -509,12 +516,7 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
   const bool data_parallel = w.sharding != spec::Sharding::tp && w.sharding != spec::Sharding::device_map;
   const std::uint64_t n = data_parallel ? w.world() : w.gpus;
   const ShardRule& rule = shard_rule(w.sharding);
-  std::uint64_t layer_params = 0;
-  for (const auto& g : m.layers) {
-    std::uint64_t one = checked_add(g.norm_params, g.other_params);
-    for (const auto& l : g.linears) one = checked_add(one, l.params());
-    layer_params = std::max(layer_params, one);
-  }
+  const std::uint64_t layer_params = largest_layer_params(m);
   const Bytes layer_bytes{mul(layer_params, p.param)};
   // The busiest GPU of a layer split also holds the larger of the embedding and lm_head.
   const Bytes edge{mul(std::max(m.embedding_params, m.lm_head_params), p.param)};
@@ -664,8 +666,7 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
   // `weights` and `quant` say the same thing two ways: a packed --dtype implies its default
   // scheme, and a scheme implies its packed dtype.
   Workload w = given;
-  if (w.quant.method == spec::QuantMethod::none && !is_float_compute(w.weights))
-    w.quant = spec::default_quantization(w.weights);
+  w.quant = spec::scheme_of(w);
   if (w.quant.method != spec::QuantMethod::none) w.weights = spec::packed_dtype(w.quant);
   const Precision p = detail::precision_of(w);
   std::vector<std::string> notes;

@@ -34,13 +34,6 @@ std::uint64_t div_up(std::uint64_t a, std::uint64_t b) { return a / b + (a % b ?
 // One allocation of `bytes`, as the caching allocator counts it.
 Bytes block(std::uint64_t bytes) { return Bytes{bytes}.round_up(kMinBlock); }
 
-bool same_scheme(const spec::Quantization& a, const spec::Quantization& b) {
-  if (a.method == QuantMethod::gguf && b.method == QuantMethod::gguf) return spec::name_of(a) == spec::name_of(b);
-  return a.method == b.method && a.bits == b.bits && a.group_size == b.group_size &&
-         a.double_quant == b.double_quant && a.fp8_block_rows == b.fp8_block_rows &&
-         a.fp8_block_cols == b.fp8_block_cols && a.gguf_type == b.gguf_type;
-}
-
 }  // namespace
 
 bool skipped(const spec::Linear& l, const spec::Quantization& q) {
@@ -101,7 +94,7 @@ Bytes weight_bytes(const spec::ModelSpec& m, const spec::Workload& w, std::uint6
   const spec::Quantization& q = w.quant;
   if (q.method == QuantMethod::none) return Bytes{checked_mul(m.params, param_bytes)} + Bytes{m.buffer_bytes};
   // A pre-quantized checkpoint loaded as it is: its tensors' bytes are exact.
-  if (m.packed_weight_bytes && m.quantization && same_scheme(*m.quantization, q))
+  if (spec::keeps_checkpoint_packing(m, w))
     return Bytes{*m.packed_weight_bytes} + Bytes{m.buffer_bytes};
   if (q.method == QuantMethod::gguf) return Bytes{spec::gguf_model_bytes(m, q.gguf_type)} + Bytes{m.buffer_bytes};
 

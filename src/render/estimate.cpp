@@ -24,11 +24,6 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
 
 std::string lora_targets(const spec::Lora& l) { return l.all_linear ? "all-linear" : join(l.targets, ","); }
 
-// The packing of the weights: the workload's scheme, or the one its packed --dtype implies.
-spec::Quantization scheme_of(const spec::Workload& w) {
-  return w.quant.method != spec::QuantMethod::none ? w.quant : spec::default_quantization(w.weights);
-}
-
 // "gptq-int4, group 128", "nf4, double quantization", "q4_k_m", ...
 std::string scheme_text(const spec::Quantization& q) {
   std::string out = spec::name_of(q);
@@ -49,7 +44,7 @@ ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
   j["family"] = m.family;
   j["params"] = m.params;
   j["dtype"] = name_of(w.weights);
-  const spec::Quantization q = scheme_of(w);
+  const spec::Quantization q = spec::scheme_of(w);
   if (q.method != spec::QuantMethod::none) {
     ojson qj;
     qj["scheme"] = spec::name_of(q);
@@ -58,8 +53,7 @@ ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
         q.method == spec::QuantMethod::gptq || q.method == spec::QuantMethod::awq ? ojson(q.group_size) : ojson(nullptr);
     qj["double_quant"] = q.double_quant;
     qj["skip_modules"] = q.skip_modules;
-    qj["exact_bytes_from_checkpoint"] = m.packed_weight_bytes.has_value() && m.quantization.has_value() &&
-                                        spec::name_of(*m.quantization) == spec::name_of(q);
+    qj["exact_bytes_from_checkpoint"] = spec::keeps_checkpoint_packing(m, w);
     j["quantization"] = qj;
   } else {
     j["quantization"] = nullptr;
@@ -219,7 +213,7 @@ std::string estimate_text(const EstimateReport& r) {
     title += " (" + join(what, ", ") + ")";
   }
   head.push_back({"Model", title});
-  const spec::Quantization q = scheme_of(r.workload);
+  const spec::Quantization q = spec::scheme_of(r.workload);
   std::string params = fmt::format("{} parameters ({}), weights {}", format_params(m.params),
                                    format_count(m.params),
                                    q.method == spec::QuantMethod::none ? std::string(name_of(r.workload.weights))

@@ -130,6 +130,14 @@ DType packed_dtype(const Quantization& q) {
   }
 }
 
+bool same_storage(const Quantization& a, const Quantization& b) {
+  // GGUF names carry everything; the parsed bits of a file's type may differ from --quant's.
+  if (a.method == QuantMethod::gguf && b.method == QuantMethod::gguf) return name_of(a) == name_of(b);
+  return a.method == b.method && a.bits == b.bits && a.group_size == b.group_size &&
+         a.double_quant == b.double_quant && a.fp8_block_rows == b.fp8_block_rows &&
+         a.fp8_block_cols == b.fp8_block_cols && a.gguf_type == b.gguf_type;
+}
+
 Quantization quant_from_config(const json& qc, std::string_view origin) {
   const std::string field = fmt::format("{}: quantization_config", origin);
   if (!qc.is_object()) throw InputError(field, "expected a JSON object", std::string(kFix));

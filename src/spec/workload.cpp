@@ -164,6 +164,14 @@ std::optional<Attention> parse_attention(std::string_view s) noexcept { return p
 std::optional<Sharding> parse_sharding(std::string_view s) noexcept { return parse_in(kSharding, s); }
 std::optional<Offload> parse_offload(std::string_view s) noexcept { return parse_in(kOffload, s); }
 
+Quantization scheme_of(const Workload& w) {
+  return w.quant.method != QuantMethod::none ? w.quant : default_quantization(w.weights);
+}
+
+bool keeps_checkpoint_packing(const ModelSpec& m, const Workload& w) {
+  return m.packed_weight_bytes && m.quantization && same_storage(*m.quantization, scheme_of(w));
+}
+
 std::vector<std::string_view> mode_names() { return names_in(kModes); }
 std::vector<std::string_view> optimizer_names() { return names_in(kOptimizers); }
 std::vector<std::string_view> attention_names() { return names_in(kAttention); }

@@ -60,6 +60,10 @@ Quantization default_quantization(DType weights);
 /// The packed dtype that stands for a scheme in Workload::weights (nf4, int4, int8, fp8).
 DType packed_dtype(const Quantization& q);
 
+/// True when two schemes store a weight in the same bytes (the names alone miss the group
+/// size, double quantization and fp8 block shape).
+bool same_storage(const Quantization& a, const Quantization& b);
+
 /// Reads a config.json `quantization_config` object (bitsandbytes, gptq, awq, fp8,
 /// mxfp4, compressed-tensors). Unknown methods and bad fields throw InputError naming
 /// `<origin>: quantization_config.<field>`.

@@ -97,6 +97,14 @@ struct Workload {
   [[nodiscard]] std::uint64_t world() const noexcept { return gpus * nodes; }
 };
 
+/// How the workload's weights are packed: its scheme, or the default one its packed `weights`
+/// dtype implies (method none for 16/32-bit weights).
+Quantization scheme_of(const Workload& w);
+
+/// True when the weights are loaded packed as the checkpoint stores them and its tensors were
+/// read: the checkpoint's exact bytes are the weights' footprint.
+bool keeps_checkpoint_packing(const ModelSpec& m, const Workload& w);
+
 /// Whether a `--lora-targets` entry selects the linear module `module_name`, as peft does
 /// (peft/tuners/tuners_utils.py, check_target_module_exists): the same name, or the same
 /// last dotted component (`self_attn.q_proj` selects `q_proj`), or a `.target` suffix.

@@ -136,3 +136,16 @@ TEST_CASE("a config.json's quantization_config reaches the spec", "[quant]") {
                                  "eetq.json");
         }).rfind("eetq.json: quantization_config.quant_method: 'eetq' is not modelled", 0) == 0);
 }
+
+TEST_CASE("same storage: the name is not enough", "[quant]") {
+  auto a = *spec::parse_quant("gptq-int4");
+  auto b = a;
+  CHECK(spec::same_storage(a, b));
+  b.group_size = 32;  // same name "gptq-int4", other bytes
+  CHECK_FALSE(spec::same_storage(a, b));
+  auto file = spec::Quantization{};  // a GGUF file's type as spec_from_gguf sets it
+  file.method = QuantMethod::gguf;
+  file.gguf_type = "Q4_K_M";
+  CHECK(spec::same_storage(file, *spec::parse_quant("q4_k_m")));
+  CHECK_FALSE(spec::same_storage(file, *spec::parse_quant("q5_k_m")));
+}
