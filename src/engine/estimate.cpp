@@ -489,20 +489,21 @@ void pipeline(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w) {
   const std::uint64_t first_share = share(m.embedding_params);
   const std::uint64_t last_share = share(m.lm_head_params ? m.lm_head_params : m.embedding_params);
   const std::uint64_t in_flight = std::min(stages, w.grad_accum);
+  // One stage's view of a phase: its share (millionths) of the model's parameters, its layers'
+  // activations times the micro-batches it holds, and the logits only on the last stage.
+  const auto stage = [&](Acc ph, std::uint64_t millionths, std::uint64_t micro_batches, bool logits) {
+    for (auto& [k, v] : ph.parts) {
+      if (part_is(k, {"weights", "gradients", "optimizer_state", "optimizer_step", "lora_adapters"}))
+        v = Bytes{v.value() / 1000000 * millionths + v.value() % 1000000 * millionths / 1000000};
+      if (part_is(k, {"activations", "autocast_cache", "kv_cache"}))
+        v = Bytes{mul(v.value() / layers, per_stage, micro_batches)};
+      if (k == "logits" && !logits) v = Bytes{};
+    }
+    return ph;
+  };
   for (auto& ph : phases) {
-    Acc first = ph;
-    Acc last = ph;
-    for (auto& [k, v] : first.parts) {
-      if (part_is(k, {"weights", "gradients", "optimizer_state", "optimizer_step", "lora_adapters"}))
-        v = Bytes{v.value() / 1000000 * first_share + v.value() % 1000000 * first_share / 1000000};
-      if (part_is(k, {"activations", "autocast_cache", "kv_cache"})) v = Bytes{mul(v.value() / layers, per_stage, in_flight)};
-      if (k == "logits") v = Bytes{};
-    }
-    for (auto& [k, v] : last.parts) {
-      if (part_is(k, {"weights", "gradients", "optimizer_state", "optimizer_step", "lora_adapters"}))
-        v = Bytes{v.value() / 1000000 * last_share + v.value() % 1000000 * last_share / 1000000};
-      if (part_is(k, {"activations", "autocast_cache", "kv_cache"})) v = Bytes{mul(v.value() / layers, per_stage)};
-    }
+    const Acc first = stage(ph, first_share, in_flight, false);
+    const Acc last = stage(ph, last_share, 1, true);
     ph = first.total() >= last.total() ? first : last;
   }
 }
