@@ -21,6 +21,7 @@
 #include "vramfit/cli/advise.hpp"
 #include "vramfit/cli/estimate.hpp"
 #include "vramfit/cli/explain.hpp"
+#include "vramfit/cli/serving.hpp"
 #include "vramfit/cli/validate.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/exit_code.hpp"
@@ -106,6 +107,7 @@ struct Options {
   /// Per command: long name -> option, for EstimateFlags::given.
   std::map<std::string, std::vector<std::pair<std::string, CLI::Option*>>> flag_options;
   AdviseFlags advise;
+  ServingFlags serving;  ///< --engine and the serving engines' flags (estimate, advise, fit)
   std::string solve = "batch";
   std::string path;  ///< explain's FILE, validate's PATH
   bool json = false;
@@ -187,6 +189,37 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       group);
 }
 
+/// --engine and the llama.cpp/Ollama and vLLM flags (estimate, advise, fit; see cli/serving).
+void add_serving_flags(CLI::App* e, Options& o) {
+  auto& s = o.serving;
+  const std::string g = "Serving engine (--engine)";
+  add(e, o, "--engine", s.engine, "NAME",
+      "transformers (default), llama.cpp, ollama or vllm: whose memory to model", g);
+  add(e, o, "--gpu-layers", s.gpu_layers, "N", "llama.cpp -ngl: layers on the GPU (default all)", g);
+  add(e, o, "--n-cpu-moe", s.n_cpu_moe, "N", "llama.cpp: routed experts of the first N blocks stay on the CPU", g);
+  add(e, o, "--tensor-split", s.tensor_split, "A,B", "llama.cpp: share of each GPU of --gpu a,b (default by memory)", g);
+  add(e, o, "--split-mode", s.split_mode, "MODE", "llama.cpp: layer (default), row or none", g);
+  add(e, o, "--ctx-size", s.ctx_size, "N", "llama.cpp: KV cells over all sequences (default 4096)", g);
+  add(e, o, "--parallel", s.parallel, "N", "llama.cpp: sequences sharing the context (default 1)", g);
+  add(e, o, "--cache-type-k", s.cache_type_k, "T", "llama.cpp: K cache type f16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1 (default f16)", g);
+  add(e, o, "--cache-type-v", s.cache_type_v, "T", "llama.cpp: V cache type (quantized needs --flash-attn on)", g);
+  add(e, o, "--batch-size", s.batch_size, "N", "llama.cpp: logical batch (default 2048)", g);
+  add(e, o, "--ubatch-size", s.ubatch_size, "N", "llama.cpp: physical batch, sizes the compute buffers (default 512)", g);
+  add(e, o, "--flash-attn", s.flash_attn, "on|off", "llama.cpp: flash attention (default off)", g);
+  CLI::Option* nm = e->add_flag("--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them")->group(g);
+  o.flag_options[e->get_name()].emplace_back("--no-mmap", nm);
+  add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
+  add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings)", g);
+  add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default 256)", g);
+  add(e, o, "--max-num-batched-tokens", s.max_num_batched_tokens, "N", "vLLM: tokens per step, sizes the profile run (default 8192)", g);
+  add(e, o, "--kv-cache-dtype", s.kv_cache_dtype, "D", "vLLM: auto or fp8 (fp8_e4m3, fp8_e5m2)", g);
+  CLI::Option* ee = e->add_flag("--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs")->group(g);
+  o.flag_options[e->get_name()].emplace_back("--enforce-eager", ee);
+  add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
+  add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
+  add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);
+}
+
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description,
                       const std::string& footer) {
   CLI::App* c = app.add_subcommand(name, description);
@@ -213,12 +246,14 @@ void add_commands(CLI::App& app, Options& o) {
       add_command(app, "estimate", "Estimate the peak GPU memory of a job and check it against a budget",
                   std::string(kEstimateFooter) + "\n" + kCatalogNote + "\n" + kEstimateExit);
   add_estimate_flags(e, o, true, "Model (exactly one)");
+  add_serving_flags(e, o);
   add_json(e, o, "print JSON (schema_version 1) on stdout");
 
   CLI::App* a = add_command(
       app, "advise", "Say what to change, in order, so that a job fits a GPU, and the smallest cloud tier",
       advise_footer());
   add_estimate_flags(a, o, true, "Model (exactly one)");
+  add_serving_flags(a, o);
   a->add_option("--allow", o.advise.allow, "only these fixes may be used (ids, comma-separated; repeatable)")
       ->type_name("IDS")
       ->expected(1)
@@ -238,7 +273,8 @@ void add_commands(CLI::App& app, Options& o) {
   CLI::App* f =
       add_command(app, "fit", "Find the largest batch (or sequence length) that fits a GPU", kFitFooter);
   add_estimate_flags(f, o, true, "Model (exactly one)");
-  f->add_option("--solve", o.solve, "the dimension to maximise: batch or seq (default batch)")
+  add_serving_flags(f, o);
+  f->add_option("--solve", o.solve, "the dimension to maximise: batch or seq (default batch); with --engine: gpu-layers, ctx, concurrency (llama.cpp) or max-model-len, concurrency (vllm)")
       ->type_name("WHAT")
       ->group("Search");
   add_json(f, o, "print JSON (schema_version 1) on stdout");
@@ -289,6 +325,11 @@ ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istre
   for (const auto& [name, opt] : o.flag_options[command])
     if (opt->count() > 0) o.estimate.given.insert(name);
 
+  if (command == "estimate" || command == "advise" || command == "fit") {
+    check_serving_flags(o.estimate, o.serving);
+    if (is_serving(o.estimate, o.serving))
+      return run_serving(command, o.estimate, o.serving, o.solve, catalog, format, out);
+  }
   if (command == "estimate") return run_estimate(build_estimate(o.estimate, catalog), catalog, format, out);
   if (command == "advise")
     return run_advise(build_estimate(o.estimate, catalog, BudgetRule::required), o.advise, catalog, format,

@@ -1,0 +1,119 @@
+#pragma once
+
+// llama.cpp's memory, buffer by buffer and device by device, as llama.cpp itself allocates
+// it: the model buffers (weights placed by -ngl, --n-cpu-moe, --tensor-split, --split-mode),
+// the KV cache buffers (--ctx-size, --parallel, --cache-type-k/v, SWA caches), the compute
+// buffers (--batch-size, --ubatch-size, flash attention) and what stays in host memory.
+// Ollama runs the same buffers under its own defaults (ollama_settings()).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/engine/breakdown.hpp"
+#include "vramfit/spec/gguf.hpp"
+#include "vramfit/spec/model_spec.hpp"
+
+namespace vramfit::engine::llamacpp {
+
+/// How the layers are spread over several GPUs (--split-mode).
+enum class SplitMode {
+  layer,  ///< whole layers per GPU, in --tensor-split proportions (llama.cpp's default)
+  row,    ///< every weight matrix split by rows over the GPUs; KV and compute on the main GPU
+  none,   ///< one GPU only (the main GPU)
+};
+
+/// Which -ngl rule the llama.cpp build follows. The meaning of -ngl N changed: before, the
+/// last N blocks went to the GPU and the output layer only with N > n_layer; now the output
+/// layer goes first and N - 1 blocks with it (src/llama-model.cpp, load_tensors:
+/// i_gpu_start = max(n_layer + 1 - ngl, 0); it was max(n_layer - ngl, 0)).
+enum class LayerRule { current, legacy };
+
+/// llama.cpp's settings that change memory, named as its flags (common/arg.cpp). The
+/// defaults are llama.cpp's own.
+struct Settings {
+  std::uint64_t gpu_layers = 999;     ///< -ngl: layers offloaded (more than n_layer + 1 = all)
+  std::uint64_t n_cpu_moe = 0;        ///< --n-cpu-moe: expert tensors of the first N blocks on the CPU
+  /// --tensor-split: the share of each GPU; empty means "by free memory" (gpu_memory).
+  std::vector<double> tensor_split;
+  /// Memory of each GPU (--gpu a,b): the default split follows it; its size is the GPU count.
+  /// Empty: one GPU.
+  std::vector<Bytes> gpu_memory;
+  SplitMode split_mode = SplitMode::layer;
+  std::uint64_t ctx_size = 4096;      ///< --ctx-size: cells of the KV cache over all sequences
+  std::uint64_t parallel = 1;         ///< --parallel: sequences sharing the context
+  bool kv_unified = false;            ///< --kv-unified: one KV stream for all sequences
+  std::string cache_type_k = "f16";   ///< --cache-type-k: a ggml type name
+  std::string cache_type_v = "f16";   ///< --cache-type-v
+  std::uint64_t batch_size = 2048;    ///< --batch-size: logical batch
+  std::uint64_t ubatch_size = 512;    ///< --ubatch-size: physical batch (the compute graph's size)
+  bool flash_attn = false;            ///< --flash-attn on|off
+  bool mmap = true;                   ///< --no-mmap turns it off
+  bool kv_offload = true;             ///< --no-kv-offload keeps the KV cache in host memory
+  bool swa_full = false;              ///< --swa-full: full-size SWA cache
+  LayerRule layer_rule = LayerRule::current;
+  /// Memory kept free on every GPU beside the buffers (the CUDA context, cuBLAS, kernels).
+  Bytes gpu_reserve = kDefaultGpuReserve;
+
+  /// Ollama's ggml CUDA "minimum memory" reserve (llm/memory.go: cudaMinimumMemory =
+  /// 457 MiB), the room it keeps on each NVIDIA GPU for the CUDA context and kernels. Used
+  /// here for llama.cpp too: its buffers leave the same context outside them.
+  static constexpr Bytes kDefaultGpuReserve = MiB(457);
+};
+
+/// Ollama's defaults over llama.cpp's (ollama/envconfig and llm/server.go): num_ctx 4096,
+/// OLLAMA_NUM_PARALLEL 1, num_batch 512, every layer it can on the GPU, mmap.
+Settings ollama_settings();
+
+/// One ggml backend's buffers, as llama.cpp logs them ("CUDA0 model buffer size = ...").
+struct DeviceBuffers {
+  std::string name;          ///< "CUDA0", "CUDA1", ... or "CPU" for the host
+  Bytes model;               ///< weights (for the host with mmap: the mapped file range)
+  Bytes kv;                  ///< KV cache
+  Bytes compute;             ///< compute buffer (the scheduler's graph allocation)
+  std::uint64_t layers = 0;  ///< repeating layers whose weights are here
+  [[nodiscard]] Bytes total() const { return model + kv + compute; }
+};
+
+/// The resolved sizes and every buffer.
+struct Result {
+  std::vector<DeviceBuffers> gpus;  ///< one per GPU, in order
+  DeviceBuffers host;               ///< "CPU": CPU_Mapped/CPU model, CPU KV, CPU + CUDA_Host compute
+  Bytes output_buffer;              ///< host logits buffer (n_vocab x n_seq_max floats)
+  std::uint64_t offloaded = 0;      ///< "offloaded X/Y layers to GPU": X
+  std::uint64_t offloadable = 0;    ///< Y = n_layer + 1 (the output layer counts)
+  bool output_on_gpu = false;
+  int output_gpu = -1;              ///< index into gpus of the output layer's GPU, -1 on the host
+  std::uint64_t n_ctx = 0;          ///< after llama.cpp's padding
+  std::uint64_t n_ctx_seq = 0;      ///< cells per sequence
+  std::uint64_t kv_cells_swa = 0;   ///< cells of the SWA cache (0: no SWA layers)
+  std::uint64_t n_stream = 1;       ///< KV streams
+  /// Host memory the process needs: model (mapped or read), KV and compute on the CPU, the
+  /// output buffer.
+  Bytes host_bytes;
+  std::vector<std::string> notes;
+};
+
+/// A GGUF file's tensors as llama.cpp would load them: the header's own tensors, or (for a
+/// model given by its config) the tensors llama-quantize writes for `file_type`, laid out in
+/// the converter's order.
+std::vector<spec::GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view file_type);
+
+/// llama.cpp's buffers for `model` stored as `tensors`. Pure. Throws InputError naming the
+/// flag for settings llama.cpp refuses (a quantized V cache without flash attention, an
+/// unknown cache type, a tensor split with another length than the GPU count).
+Result estimate(const spec::ModelSpec& model, const std::vector<spec::GgufTensor>& tensors,
+                const Settings& s);
+
+/// The device that binds: the GPU with the least free memory left (gpu_memory minus buffers
+/// and reserve), or GPU 0 when no memory is known. As a Breakdown: weights, kv_cache,
+/// compute_buffer and cuda_context (the reserve); the other GPUs and the host in the notes.
+Breakdown breakdown_of(const Result& r, const Settings& s);
+
+/// Index into r.gpus of the device breakdown_of reports.
+std::size_t binding_gpu(const Result& r, const Settings& s);
+
+}  // namespace vramfit::engine::llamacpp

@@ -1,0 +1,73 @@
+#pragma once
+
+// vLLM's start-up memory budget, as its GPU worker works it out (vllm/v1/worker/gpu_worker.py,
+// determine_available_memory; vllm/utils memory_profiling; vllm/v1/core/kv_cache_utils.py):
+// the budget is gpu_memory_utilization x the card; the weights, the profile run's activation
+// peak at max_num_batched_tokens and the non-torch memory come off it; what is left becomes KV
+// blocks of block_size tokens. CUDA graphs and the CUDA context sit outside the budget.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/engine/breakdown.hpp"
+#include "vramfit/spec/model_spec.hpp"
+#include "vramfit/spec/workload.hpp"
+
+namespace vramfit::engine::vllm {
+
+/// vLLM's engine arguments that change memory (vllm/engine/arg_utils.py), with the defaults of
+/// `vllm serve` (V1 engine).
+struct Settings {
+  Bytes gpu_memory;                          ///< the card's total memory (per GPU)
+  double gpu_memory_utilization = 0.9;       ///< --gpu-memory-utilization
+  std::optional<std::uint64_t> max_model_len;  ///< --max-model-len; unset: the model's max_position_embeddings
+  std::uint64_t max_num_seqs = 256;          ///< --max-num-seqs
+  std::uint64_t max_num_batched_tokens = 8192;  ///< --max-num-batched-tokens (chunked prefill)
+  std::uint64_t block_size = 16;             ///< --block-size
+  bool kv_fp8 = false;                       ///< --kv-cache-dtype fp8 (fp8_e4m3 / fp8_e5m2)
+  bool enforce_eager = false;                ///< --enforce-eager: no CUDA graphs
+  std::uint64_t tensor_parallel = 1;         ///< --tensor-parallel-size
+  std::uint64_t pipeline_parallel = 1;       ///< --pipeline-parallel-size
+  /// Weights: dtype and quantization as the workload says (AWQ/GPTQ/FP8/MXFP4 via --quant).
+  spec::Workload weights;
+};
+
+/// Everything vLLM reports at start-up, per GPU.
+struct Result {
+  Bytes budget;             ///< gpu_memory_utilization x gpu_memory ("requested memory")
+  Bytes weights;            ///< "Model loading took X GiB"
+  Bytes activation_peak;    ///< "torch peak memory increase" of the profile run
+  Bytes non_torch;          ///< "non-torch forward increase memory" (cuBLAS, NCCL)
+  Bytes cuda_graphs;        ///< "Graph capturing finished ... took X GiB" (0 with --enforce-eager)
+  Bytes cuda_context;       ///< the CUDA context, before vLLM's first snapshot
+  std::int64_t available_kv = 0;  ///< "Available KV cache memory" (negative: none)
+  std::uint64_t page_bytes = 0;   ///< bytes of one block over this GPU's layers
+  std::uint64_t num_gpu_blocks = 0;
+  std::uint64_t kv_cache_tokens = 0;   ///< "GPU KV cache size: N tokens"
+  Bytes kv_cache;                       ///< num_gpu_blocks x page_bytes
+  std::uint64_t max_model_len = 0;
+  double max_concurrency = 0;           ///< "Maximum concurrency for max_model_len tokens per request"
+  bool max_model_len_fits = false;
+  std::uint64_t largest_model_len = 0;  ///< the estimated maximum model length (0: none)
+  /// The error vLLM would raise, and its fix; empty when it starts.
+  std::string error;
+  std::string fix;
+  std::vector<std::string> notes;
+};
+
+/// Bytes one token takes in the KV cache of one GPU (all its layers).
+std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s);
+
+/// vLLM's start-up figures. Pure. Throws InputError (naming the flag) for settings vLLM
+/// refuses: a utilization outside (0, 1], parallel sizes that do not divide the heads or layers.
+Result estimate(const spec::ModelSpec& m, const Settings& s);
+
+/// As a Breakdown: weights, activations, kv_cache (torch allocations: the peak) and
+/// cuda_context (context, non-torch, CUDA graphs) beside them; the device total is what the card
+/// must hold: the budget + what lies outside it.
+Breakdown breakdown_of(const Result& r);
+
+}  // namespace vramfit::engine::vllm

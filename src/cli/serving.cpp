@@ -1,0 +1,789 @@
+// `--engine llama.cpp|ollama|vllm`: flags -> ModelSpec + the engine's settings -> its buffers
+// -> report, advice (re-estimates with the engine's own knobs) or a solved dimension.
+#include "vramfit/cli/serving.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/advisor/budget.hpp"
+#include "vramfit/cli/files.hpp"
+#include "vramfit/core/error.hpp"
+#include "vramfit/engine/llamacpp.hpp"
+#include "vramfit/engine/vllm.hpp"
+#include "vramfit/spec/gguf.hpp"
+#include "vramfit/spec/parse.hpp"
+
+namespace vramfit::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+enum class Engine { llamacpp, ollama, vllm };
+
+std::string_view engine_name(Engine e) {
+  switch (e) {
+    case Engine::llamacpp: return "llama.cpp";
+    case Engine::ollama: return "ollama";
+    case Engine::vllm: return "vllm";
+  }
+  return "";
+}
+
+std::optional<Engine> parse_engine(std::string_view s) {
+  if (s == "llama.cpp" || s == "llamacpp" || s == "llama-cpp") return Engine::llamacpp;
+  if (s == "ollama") return Engine::ollama;
+  if (s == "vllm") return Engine::vllm;
+  return std::nullopt;
+}
+
+/// One serving flag: its name, whether llama.cpp/Ollama or vLLM reads it.
+struct FlagRow {
+  std::string_view flag;
+  bool llama;
+  bool vllm;
+};
+constexpr FlagRow kFlags[] = {
+    {"--gpu-layers", true, false},      {"--n-cpu-moe", true, false},     {"--tensor-split", true, false},
+    {"--split-mode", true, false},      {"--ctx-size", true, false},      {"--parallel", true, false},
+    {"--cache-type-k", true, false},    {"--cache-type-v", true, false},  {"--batch-size", true, false},
+    {"--ubatch-size", true, false},     {"--flash-attn", true, false},    {"--no-mmap", true, false},
+    {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
+    {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
+    {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
+    {"--block-size", false, true},
+};
+
+/// The transformers workload flags that mean nothing to a serving engine.
+constexpr std::string_view kTransformersOnly[] = {
+    "--mode", "--batch", "--seq", "--new-tokens", "--optimizer", "--autocast", "--checkpointing", "--attention",
+    "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
+    "--master-weights", "--kv-cache", "--gpus"};
+
+std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end || (v == 0 && !zero_ok)) {
+    d.add(flag, fmt::format("'{}' is not a {} whole number", text, zero_ok ? "non-negative" : "positive"),
+          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : "4096"));
+    return 0;
+  }
+  return v;
+}
+
+double real_of(const std::string& text, const std::string& flag, Diagnostics& d) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v)) {
+    d.add(flag, fmt::format("'{}' is not a number", text), fmt::format("e.g. {} 0.9", flag));
+    return 0;
+  }
+  return v;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : text + ",") {
+    if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+double mib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+
+/// The model and, for a GGUF file, its tensors.
+struct Model {
+  spec::ModelSpec spec;
+  std::optional<std::vector<spec::GgufTensor>> tensors;
+};
+
+Model load_model(const EstimateFlags& f, CatalogSource& catalog) {
+  Model m;
+  std::vector<std::string> sources;
+  for (const char* s : {"--params", "--model", "--config"})
+    if (f.has(s)) sources.emplace_back(s);
+  if (sources.size() != 1)
+    throw InputError("model", sources.empty() ? "no model given" : "more than one model source given",
+                     "give exactly one of --params, --model, --config (a .gguf file for llama.cpp)");
+  if (f.has("--params")) {
+    m.spec = spec::from_param_count(spec::parse_param_count(f.params, "--params"));
+    m.spec.name = "--params " + f.params;
+    m.spec.source = "params";
+  } else if (f.has("--model")) {
+    const auto& preset = catalog.get().preset(f.model, "--model");
+    m.spec = spec::from_config(preset.config, "models/" + preset.id + ".json: config");
+    m.spec.name = preset.id;
+    m.spec.source = "preset";
+  } else {
+    fs::path path = f.config;
+    std::error_code ec;
+    if (fs::is_directory(path, ec) && !fs::exists(path / "config.json", ec)) {
+      for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.path().extension() == ".gguf") path = e.path();
+    }
+    if (path.extension() == ".gguf") {
+      const std::uint64_t size = fs::file_size(path, ec);
+      if (ec) throw InputError("--config", fmt::format("cannot read the size of {}", path.string()), "check the path");
+      const std::string prefix = read_prefix(path, spec::kGgufMaxHeader, "--config");
+      const spec::GgufHeader h = spec::parse_gguf_header(prefix, size, path.string());
+      m.spec = spec::spec_from_gguf(h, path.string());
+      m.tensors = h.tensors;
+    } else {
+      m.spec = load_config(f.config, "--config");
+    }
+  }
+  return m;
+}
+
+/// The budget: one card or several (--gpu a,b), or --budget SIZE per card; and the margin.
+struct Cards {
+  std::vector<Bytes> memory;
+  std::vector<std::string> labels;
+  Bytes headroom;  // per card
+};
+
+std::optional<Cards> cards_of(const EstimateFlags& f, CatalogSource& catalog, std::uint64_t count, bool required) {
+  advisor::Headroom headroom;
+  if (f.has("--headroom")) headroom = advisor::parse_headroom(f.headroom, "--headroom");
+  Cards c;
+  if (f.has("--gpu") && f.has("--budget"))
+    throw InputError("--budget", "--gpu and --budget were both given", "give one: --gpu ID[,ID...] or --budget SIZE");
+  if (f.has("--gpu")) {
+    for (const std::string& id : split(f.gpu)) {
+      const auto& g = catalog.get().gpu(id, "--gpu");
+      c.memory.push_back(g.memory);
+      c.labels.push_back(g.id);
+    }
+  } else if (f.has("--budget")) {
+    c.memory.push_back(spec::parse_size(f.budget, "--budget"));
+    c.labels.push_back(f.budget);
+  } else if (required) {
+    throw InputError("budget", "no budget given", "give --gpu ID (or --gpu a,b for several cards) or --budget SIZE");
+  } else {
+    if (f.has("--headroom")) throw InputError("--headroom", "a margin needs a budget", "give --gpu ID or --budget SIZE too");
+    return std::nullopt;
+  }
+  // One card type repeated for vLLM's tensor parallel, or llama.cpp without a list.
+  while (c.memory.size() < count) {
+    c.memory.push_back(c.memory.front());
+    c.labels.push_back(c.labels.front());
+  }
+  c.headroom = advisor::budget_of(c.memory.front(), headroom).headroom_bytes();
+  advisor::check_budget(advisor::budget_of(c.memory.front(), headroom));
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------
+// llama.cpp / Ollama
+
+struct LlamaJob {
+  Model model;
+  std::vector<spec::GgufTensor> tensors;
+  std::string file_type;
+  engine::llamacpp::Settings settings;
+  std::optional<Cards> cards;
+};
+
+LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, CatalogSource& catalog, bool required) {
+  LlamaJob j;
+  Diagnostics d;
+  auto& st = j.settings;
+  if (e == Engine::ollama) st = engine::llamacpp::ollama_settings();
+  if (!s.gpu_layers.empty()) st.gpu_layers = count_of(s.gpu_layers, "--gpu-layers", d, true);
+  if (!s.n_cpu_moe.empty()) st.n_cpu_moe = count_of(s.n_cpu_moe, "--n-cpu-moe", d, true);
+  if (!s.ctx_size.empty()) st.ctx_size = count_of(s.ctx_size, "--ctx-size", d);
+  if (!s.parallel.empty()) st.parallel = count_of(s.parallel, "--parallel", d);
+  if (!s.batch_size.empty()) st.batch_size = count_of(s.batch_size, "--batch-size", d);
+  if (!s.ubatch_size.empty()) st.ubatch_size = count_of(s.ubatch_size, "--ubatch-size", d);
+  if (!s.cache_type_k.empty()) st.cache_type_k = s.cache_type_k;
+  if (!s.cache_type_v.empty()) st.cache_type_v = s.cache_type_v;
+  if (!s.flash_attn.empty()) {
+    if (s.flash_attn == "on" || s.flash_attn == "1" || s.flash_attn == "true") st.flash_attn = true;
+    else if (s.flash_attn == "off" || s.flash_attn == "0" || s.flash_attn == "false") st.flash_attn = false;
+    else d.add("--flash-attn", fmt::format("'{}' is not on or off", s.flash_attn), "give --flash-attn on or off");
+  }
+  if (!s.split_mode.empty()) {
+    if (s.split_mode == "layer") st.split_mode = engine::llamacpp::SplitMode::layer;
+    else if (s.split_mode == "row") st.split_mode = engine::llamacpp::SplitMode::row;
+    else if (s.split_mode == "none") st.split_mode = engine::llamacpp::SplitMode::none;
+    else d.add("--split-mode", fmt::format("unknown split mode '{}'", s.split_mode), "one of layer, row, none");
+  }
+  if (s.no_mmap) st.mmap = false;
+  if (!s.tensor_split.empty())
+    for (const std::string& x : split(s.tensor_split)) st.tensor_split.push_back(real_of(x, "--tensor-split", d));
+  d.throw_if_any();
+
+  j.model = load_model(f, catalog);
+  if (j.model.tensors) {
+    j.tensors = *j.model.tensors;
+    j.file_type = j.model.spec.quantization ? std::string(spec::name_of(*j.model.spec.quantization)) : "GGUF";
+  } else {
+    // A config or preset: the tensors a GGUF of --quant's type would hold (Ollama's default
+    // download is Q4_K_M).
+    std::string ft = "Q4_K_M";
+    if (f.has("--quant")) ft = f.quant;
+    else if (f.has("--dtype")) ft = f.dtype == "fp32" ? "F32" : f.dtype == "bf16" ? "BF16" : f.dtype == "fp16" ? "F16" : f.dtype;
+    const spec::GgufFileType* t = spec::gguf_file_type_by_name(ft);
+    if (t == nullptr || !t->mix_known)
+      throw InputError(f.has("--quant") ? "--quant" : "--dtype", fmt::format("'{}' is not a GGUF file type vramfit lays out", ft),
+                       "e.g. --quant q4_k_m, q8_0, f16, or give the .gguf file with --config");
+    j.file_type = std::string(t->name);
+    j.tensors = engine::llamacpp::tensors_of(j.model.spec, j.file_type);
+  }
+  j.cards = cards_of(f, catalog, 1, required);
+  if (j.cards) {
+    st.gpu_memory = j.cards->memory;
+    for (Bytes& m : st.gpu_memory) m = Bytes::saturating_sub(m, j.cards->headroom);
+  }
+  if (e == Engine::ollama && s.ctx_size.empty() && j.model.spec.max_positions != 0)
+    st.ctx_size = std::min<std::uint64_t>(st.ctx_size, j.model.spec.max_positions);
+  // Ollama's slots share one context: num_ctx per request x OLLAMA_NUM_PARALLEL.
+  if (e == Engine::ollama) st.ctx_size = st.ctx_size * st.parallel;
+  return j;
+}
+
+bool llama_fits(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st) {
+  if (st.gpu_memory.empty()) return true;
+  for (std::size_t i = 0; i < r.gpus.size(); ++i)
+    if (r.gpus[i].total() + st.gpu_reserve > st.gpu_memory[i]) return false;
+  return true;
+}
+
+json llama_json(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st, const LlamaJob& j, Engine e) {
+  json o;
+  o["name"] = std::string(engine_name(e));
+  o["file_type"] = j.file_type;
+  o["gpu_layers"] = r.offloaded;
+  o["offloadable_layers"] = r.offloadable;
+  o["output_on_gpu"] = r.output_on_gpu;
+  o["n_ctx"] = r.n_ctx;
+  o["n_ctx_seq"] = r.n_ctx_seq;
+  o["n_seq_max"] = st.parallel;
+  o["kv_cells_swa"] = r.kv_cells_swa;
+  o["cache_type_k"] = st.cache_type_k;
+  o["cache_type_v"] = st.cache_type_v;
+  o["flash_attn"] = st.flash_attn;
+  o["ubatch_size"] = std::min(st.ubatch_size, st.batch_size);
+  o["mmap"] = st.mmap;
+  json devs = json::array();
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+    const auto& g = r.gpus[i];
+    json d;
+    d["name"] = g.name;
+    if (j.cards) d["gpu"] = j.cards->labels[i];
+    d["layers"] = g.layers;
+    d["model_buffer_bytes"] = g.model.value();
+    d["kv_buffer_bytes"] = g.kv.value();
+    d["compute_buffer_bytes"] = g.compute.value();
+    d["reserve_bytes"] = st.gpu_reserve.value();
+    d["total_bytes"] = (g.total() + st.gpu_reserve).value();
+    if (!st.gpu_memory.empty()) {
+      d["memory_bytes"] = j.cards->memory[i].value();
+      d["fits"] = g.total() + st.gpu_reserve <= st.gpu_memory[i];
+    }
+    devs.push_back(d);
+  }
+  o["devices"] = devs;
+  json h;
+  h["layers"] = r.host.layers;
+  h["model_buffer_bytes"] = r.host.model.value();
+  h["kv_buffer_bytes"] = r.host.kv.value();
+  h["compute_buffer_bytes"] = r.host.compute.value();
+  h["output_buffer_bytes"] = r.output_buffer.value();
+  o["host"] = h;
+  o["host_bytes"] = r.host_bytes.value();
+  return o;
+}
+
+std::string llama_text(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st, const LlamaJob& j,
+                       Engine e) {
+  std::string s = fmt::format("{} ({}): offloaded {}/{} layers to GPU, n_ctx {} ({} per sequence), KV {}/{}{}\n",
+                              engine_name(e), j.file_type, r.offloaded, r.offloadable, r.n_ctx, r.n_ctx_seq,
+                              st.cache_type_k, st.cache_type_v, st.flash_attn ? ", flash attention" : "");
+  s += fmt::format("  {:<8} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device", "layers", "model MiB", "KV MiB",
+                   "compute MiB", "total MiB", "memory MiB");
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+    const auto& g = r.gpus[i];
+    s += fmt::format("  {:<8} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12}\n", g.name, g.layers,
+                     mib(g.model.value()), mib(g.kv.value()), mib(g.compute.value()),
+                     mib((g.total() + st.gpu_reserve).value()),
+                     st.gpu_memory.empty() ? std::string("-") : fmt::format("{:.0f}", mib(j.cards->memory[i].value())));
+  }
+  s += fmt::format("  {:<8} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12}\n", "CPU", r.host.layers,
+                   mib(r.host.model.value()), mib(r.host.kv.value()), mib(r.host.compute.value()),
+                   mib(r.host_bytes.value()), "-");
+  s += fmt::format("  each GPU's total includes {:.0f} MiB kept for the CUDA context and kernels\n",
+                   mib(st.gpu_reserve.value()));
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// vLLM
+
+struct VllmJob {
+  Model model;
+  engine::vllm::Settings settings;
+  std::optional<Cards> cards;
+};
+
+VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& catalog, bool required) {
+  VllmJob j;
+  Diagnostics d;
+  auto& st = j.settings;
+  if (!s.gpu_memory_utilization.empty())
+    st.gpu_memory_utilization = real_of(s.gpu_memory_utilization, "--gpu-memory-utilization", d);
+  if (!s.max_model_len.empty()) st.max_model_len = count_of(s.max_model_len, "--max-model-len", d);
+  if (!s.max_num_seqs.empty()) st.max_num_seqs = count_of(s.max_num_seqs, "--max-num-seqs", d);
+  if (!s.max_num_batched_tokens.empty())
+    st.max_num_batched_tokens = count_of(s.max_num_batched_tokens, "--max-num-batched-tokens", d);
+  if (!s.block_size.empty()) st.block_size = count_of(s.block_size, "--block-size", d);
+  if (!s.tensor_parallel_size.empty()) st.tensor_parallel = count_of(s.tensor_parallel_size, "--tensor-parallel-size", d);
+  if (!s.pipeline_parallel_size.empty())
+    st.pipeline_parallel = count_of(s.pipeline_parallel_size, "--pipeline-parallel-size", d);
+  if (!s.kv_cache_dtype.empty()) {
+    if (s.kv_cache_dtype == "fp8" || s.kv_cache_dtype == "fp8_e4m3" || s.kv_cache_dtype == "fp8_e5m2") st.kv_fp8 = true;
+    else if (s.kv_cache_dtype != "auto" && s.kv_cache_dtype != "bfloat16" && s.kv_cache_dtype != "float16")
+      d.add("--kv-cache-dtype", fmt::format("unknown KV cache dtype '{}'", s.kv_cache_dtype), "one of auto, fp8, fp8_e4m3, fp8_e5m2");
+  }
+  st.enforce_eager = s.enforce_eager;
+  d.throw_if_any();
+  j.model = load_model(f, catalog);
+  // The weights' packing: --quant, else the checkpoint's quantization_config, else --dtype.
+  spec::Workload& w = st.weights;
+  if (f.has("--dtype")) {
+    if (const auto dt = parse_dtype(f.dtype)) w.weights = *dt;
+  }
+  std::optional<spec::Quantization> q;
+  if (f.has("--quant")) {
+    q = spec::parse_quant(f.quant);
+    if (!q) throw InputError("--quant", fmt::format("unknown scheme '{}'", f.quant), "e.g. awq-int4, gptq-int4, fp8, mxfp4");
+  } else if (j.model.spec.quantization) {
+    q = *j.model.spec.quantization;
+  } else if (!is_float_compute(w.weights)) {
+    q = spec::default_quantization(w.weights);
+  }
+  if (q) {
+    w.quant = *q;
+    w.weights = spec::packed_dtype(*q);
+  }
+  j.cards = cards_of(f, catalog, st.tensor_parallel * st.pipeline_parallel, required);
+  st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
+  if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
+  return j;
+}
+
+bool vllm_fits(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
+  return r.error.empty() && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+}
+
+json vllm_json(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
+  json o;
+  o["name"] = "vllm";
+  o["gpu_memory_utilization"] = st.gpu_memory_utilization;
+  o["budget_bytes"] = r.budget.value();
+  o["weights_bytes"] = r.weights.value();
+  o["activation_peak_bytes"] = r.activation_peak.value();
+  o["non_torch_bytes"] = r.non_torch.value();
+  o["cuda_graph_bytes"] = r.cuda_graphs.value();
+  o["available_kv_cache_bytes"] = r.available_kv;
+  o["kv_cache_bytes"] = r.kv_cache.value();
+  o["kv_cache_tokens"] = r.kv_cache_tokens;
+  o["num_gpu_blocks"] = r.num_gpu_blocks;
+  o["block_size"] = st.block_size;
+  o["max_model_len"] = r.max_model_len;
+  o["max_concurrency"] = std::floor(r.max_concurrency * 100.0) / 100.0;
+  o["max_model_len_fits"] = r.max_model_len_fits;
+  o["max_num_seqs"] = st.max_num_seqs;
+  o["max_num_batched_tokens"] = st.max_num_batched_tokens;
+  o["kv_cache_dtype"] = st.kv_fp8 ? "fp8" : "auto";
+  o["tensor_parallel_size"] = st.tensor_parallel;
+  o["pipeline_parallel_size"] = st.pipeline_parallel;
+  o["error"] = r.error.empty() ? json() : json(r.error);
+  o["fix"] = r.fix.empty() ? json() : json(r.fix);
+  return o;
+}
+
+std::string vllm_text(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
+  std::string s = fmt::format("vllm: gpu_memory_utilization {} x {:.2f} GiB = {:.2f} GiB per GPU (TP {}, PP {})\n",
+                              st.gpu_memory_utilization, gib(st.gpu_memory.value()), gib(r.budget.value()),
+                              st.tensor_parallel, st.pipeline_parallel);
+  s += fmt::format("  Model loading took {:.2f} GiB\n", gib(r.weights.value()));
+  s += fmt::format("  torch peak memory increase {:.2f} GiB; non-torch {:.2f} GiB\n", gib(r.activation_peak.value()),
+                   gib(r.non_torch.value()));
+  s += fmt::format("  Available KV cache memory: {:.2f} GiB\n", static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0));
+  s += fmt::format("  # GPU blocks: {}; GPU KV cache size: {} tokens\n", r.num_gpu_blocks, r.kv_cache_tokens);
+  s += fmt::format("  Maximum concurrency for {} tokens per request: {:.2f}x\n", r.max_model_len, r.max_concurrency);
+  if (!r.error.empty()) s += fmt::format("  vLLM would fail: {}\n  fix: {}\n", r.error, r.fix);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------
+
+render::EstimateReport report_of(const spec::ModelSpec& m, const engine::Breakdown& b, std::optional<Bytes> memory,
+                                 Bytes headroom, const std::string& label, std::uint64_t seqs, std::uint64_t ctx) {
+  render::EstimateReport r;
+  r.model = m;
+  r.workload.mode = spec::Mode::generate;
+  r.workload.batch = seqs;
+  r.workload.seq = ctx;
+  r.workload.new_tokens = 0;
+  r.breakdown = b;
+  if (memory) r.budget = render::Budget{*memory, label, std::nullopt, headroom, {}};
+  return r;
+}
+
+json document(const render::EstimateReport& report) {
+  return json::parse(render::render_estimate(report, render::Format::json));
+}
+
+struct Option {
+  std::string id;
+  std::string change;
+  bool fits = false;
+  Bytes total;  // the binding GPU's total after the change
+};
+
+}  // namespace
+
+bool is_serving(const EstimateFlags& f, const ServingFlags& s) {
+  return f.has("--engine") && s.engine != "transformers";
+}
+
+void check_serving_flags(const EstimateFlags& f, const ServingFlags& s) {
+  Diagnostics d;
+  std::optional<Engine> e;
+  if (f.has("--engine") && s.engine != "transformers") {
+    e = parse_engine(s.engine);
+    if (!e) d.add("--engine", fmt::format("unknown engine '{}'", s.engine), "one of transformers, llama.cpp, ollama, vllm");
+  }
+  for (const FlagRow& row : kFlags) {
+    if (!f.has(std::string(row.flag))) continue;
+    if (!e) {
+      if (f.has("--engine") && s.engine != "transformers" ) continue;  // reported above
+      d.add(std::string(row.flag), "applies to a serving engine only",
+            row.llama ? "add --engine llama.cpp (or ollama)" : "add --engine vllm");
+    } else if ((*e == Engine::vllm && !row.vllm) || (*e != Engine::vllm && !row.llama)) {
+      d.add(std::string(row.flag), fmt::format("does not apply to --engine {}", engine_name(*e)),
+            row.llama ? "it is a llama.cpp flag: use --engine llama.cpp, or drop it" : "it is a vLLM flag: use --engine vllm, or drop it");
+    }
+  }
+  if (e)
+    for (const auto flag : kTransformersOnly)
+      if (f.has(std::string(flag)))
+        d.add(std::string(flag), fmt::format("does not apply to --engine {}", engine_name(*e)),
+              *e == Engine::vllm ? "vLLM's own flags: --max-model-len, --max-num-seqs, --tensor-parallel-size"
+                                 : "llama.cpp's own flags: --ctx-size, --parallel, --gpu-layers");
+  d.throw_if_any();
+}
+
+ExitCode run_serving(std::string_view command, const EstimateFlags& f, const ServingFlags& s, const std::string& solve,
+                     CatalogSource& catalog, render::Format format, std::ostream& out) {
+  check_serving_flags(f, s);
+  const Engine e = *parse_engine(s.engine);
+  const bool need_budget = command != "estimate";
+  std::string text;
+  bool ok = true;
+
+  if (e != Engine::vllm) {
+    namespace lc = engine::llamacpp;
+    LlamaJob j = llama_job(e, f, s, catalog, need_budget);
+    const auto run = [&](const lc::Settings& st) { return lc::estimate(j.model.spec, j.tensors, st); };
+    const lc::Result r = run(j.settings);
+    const auto report_for = [&](const lc::Result& x, const lc::Settings& st) {
+      const std::size_t i = lc::binding_gpu(x, st);
+      std::optional<Bytes> mem;
+      std::string label;
+      if (j.cards) {
+        mem = j.cards->memory[i];
+        label = j.cards->labels[i] + (j.cards->memory.size() > 1 ? fmt::format(" (CUDA{})", i) : "");
+      }
+      render::EstimateReport rep = report_of(j.model.spec, lc::breakdown_of(x, st), mem,
+                                             j.cards ? j.cards->headroom : Bytes{}, label, st.parallel, x.n_ctx);
+      rep.notes.push_back(fmt::format("--engine {}: llama.cpp's buffers on the GPU that binds; the Workload line reads "
+                                      "batch as --parallel and seq as the context",
+                                      engine_name(e)));
+      return rep;
+    };
+    const std::uint64_t n_all = r.offloadable;
+    if (command == "fit") {
+      std::string what = solve == "batch" ? "gpu-layers" : solve;
+      if (what != "gpu-layers" && what != "ctx" && what != "concurrency")
+        throw InputError("--solve", fmt::format("'{}' does not apply to --engine {}", solve, engine_name(e)),
+                         "one of gpu-layers, ctx, concurrency");
+      lc::Settings st = j.settings;
+      std::uint64_t value = 0;
+      bool found = false;
+      if (what == "gpu-layers") {
+        // As llama.cpp's own fitting (common/arg.cpp --fit): the most layers that fit.
+        for (std::uint64_t n = n_all + 1; n-- > 0;) {
+          st.gpu_layers = n;
+          if (llama_fits(run(st), st)) {
+            value = n;
+            found = true;
+            break;
+          }
+        }
+      } else {
+        // ctx: the largest multiple of 256 up to the model's n_ctx_train; concurrency: the most
+        // sequences of the given context each.
+        const std::uint64_t per_seq = j.settings.ctx_size / std::max<std::uint64_t>(1, j.settings.parallel);
+        const std::uint64_t cap = what == "ctx" ? std::max<std::uint64_t>(256, j.model.spec.max_positions) : 4096;
+        std::uint64_t lo = 0, hi = what == "ctx" ? cap / 256 : cap;
+        const auto apply = [&](std::uint64_t k) {
+          if (what == "ctx") st.ctx_size = k * 256;
+          else {
+            st.parallel = k;
+            st.ctx_size = per_seq * k;
+          }
+        };
+        while (lo < hi) {
+          const std::uint64_t mid = lo + (hi - lo + 1) / 2;
+          apply(mid);
+          if (llama_fits(run(st), st)) lo = mid;
+          else hi = mid - 1;
+        }
+        found = lo > 0;
+        value = what == "ctx" ? lo * 256 : lo;
+        if (found) apply(lo);
+      }
+      if (what == "gpu-layers" && found) st.gpu_layers = value;
+      const lc::Result x = run(found ? st : j.settings);
+      const render::EstimateReport rep = report_for(x, found ? st : j.settings);
+      if (format == render::Format::json) {
+        json doc = document(rep);
+        doc["engine"] = llama_json(x, found ? st : j.settings, j, e);
+        doc["solve"] = what;
+        doc["value"] = found ? json(value) : json();
+        doc["fits"] = found;
+        text = doc.dump(2) + "\n";
+      } else {
+        text = render::render_estimate(rep, format) + "\n" + llama_text(x, found ? st : j.settings, j, e) + "\n";
+        text += found ? fmt::format("fit: --{} {} is the largest that fits\n", what == "concurrency" ? "parallel" : what == "ctx" ? "ctx-size" : "gpu-layers", value)
+                      : fmt::format("fit: no {} fits\n", what);
+      }
+      out << text;
+      return found ? ExitCode::ok : ExitCode::does_not_fit;
+    }
+
+    ok = llama_fits(r, j.settings);
+    std::vector<Option> options;
+    if (command == "advise" || !ok) {
+      // The engine's own fixes, each a re-estimate from the settings as given.
+      const auto try_fix = [&](const std::string& id, const std::string& change, const lc::Settings& st) {
+        try {
+          const lc::Result x = run(st);
+          options.push_back({id, change, llama_fits(x, st), x.gpus[lc::binding_gpu(x, st)].total() + st.gpu_reserve});
+        } catch (const InputError&) {
+        }
+      };
+      {
+        lc::Settings st = j.settings;
+        for (std::uint64_t n = std::min(st.gpu_layers, n_all); n-- > 0;) {
+          st.gpu_layers = n;
+          if (llama_fits(run(st), st)) {
+            try_fix("fewer-gpu-layers", fmt::format("--gpu-layers {} (the rest runs on the CPU)", n), st);
+            break;
+          }
+        }
+      }
+      if (j.model.spec.moe.num_experts > 0) {
+        lc::Settings st = j.settings;
+        for (std::uint64_t n = st.n_cpu_moe + 1; n <= j.model.spec.num_layers; ++n) {
+          st.n_cpu_moe = n;
+          if (llama_fits(run(st), st) || n == j.model.spec.num_layers) {
+            try_fix("experts-on-cpu", fmt::format("--n-cpu-moe {} (routed experts of the first {} blocks in RAM)", n, n), st);
+            break;
+          }
+        }
+      }
+      for (const char* t : {"q8_0", "q4_0"}) {
+        lc::Settings st = j.settings;
+        st.cache_type_k = st.cache_type_v = t;
+        st.flash_attn = true;
+        try_fix(std::string("kv-cache-") + t, fmt::format("--cache-type-k {} --cache-type-v {} --flash-attn on", t, t), st);
+      }
+      if (!j.settings.flash_attn) {
+        lc::Settings st = j.settings;
+        st.flash_attn = true;
+        try_fix("flash-attn", "--flash-attn on (no attention-score matrix in the compute buffer)", st);
+      }
+      for (std::uint64_t ub = std::min(j.settings.ubatch_size, j.settings.batch_size) / 2; ub >= 64; ub /= 2) {
+        lc::Settings st = j.settings;
+        st.ubatch_size = ub;
+        if (llama_fits(run(st), st) || ub == 64) {
+          try_fix("smaller-ubatch", fmt::format("--ubatch-size {}", ub), st);
+          break;
+        }
+      }
+      {
+        lc::Settings st = j.settings;
+        std::uint64_t lo = 0, hi = st.ctx_size / 256;
+        while (lo < hi) {
+          const std::uint64_t mid = lo + (hi - lo + 1) / 2;
+          st.ctx_size = mid * 256;
+          if (llama_fits(run(st), st)) lo = mid;
+          else hi = mid - 1;
+        }
+        if (lo > 0 && lo * 256 < j.settings.ctx_size) {
+          st.ctx_size = lo * 256;
+          try_fix("smaller-ctx", fmt::format("--ctx-size {}", lo * 256), st);
+        }
+      }
+    }
+    const render::EstimateReport rep = report_for(r, j.settings);
+    if (format == render::Format::json) {
+      json doc = document(rep);
+      doc["engine"] = llama_json(r, j.settings, j, e);
+      json adv = json::array();
+      for (const auto& o : options)
+        adv.push_back({{"id", o.id}, {"change", o.change}, {"fits", o.fits}, {"device_total_bytes", o.total.value()}});
+      doc["advice"] = options.empty() && ok ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
+      text = doc.dump(2) + "\n";
+    } else {
+      text = render::render_estimate(rep, format) + "\n" + llama_text(r, j.settings, j, e);
+      if (!options.empty()) {
+        text += "\nFixes (each alone, from the settings as given):\n";
+        for (const auto& o : options)
+          text += fmt::format("  {:<18} {:<60} {:>10.2f} GiB  {}\n", o.id, o.change, gib(o.total.value()),
+                              o.fits ? "fits" : "does not fit");
+      }
+    }
+    out << text;
+    return ok ? ExitCode::ok : ExitCode::does_not_fit;
+  }
+
+  // --- vLLM ---
+  namespace vl = engine::vllm;
+  VllmJob j = vllm_job(f, s, catalog, need_budget);
+  const vl::Result r = vl::estimate(j.model.spec, j.settings);
+  const auto report_for = [&](const vl::Result& x, const vl::Settings& st) {
+    std::optional<Bytes> mem;
+    if (j.cards) mem = j.cards->memory.front();
+    render::EstimateReport rep = report_of(j.model.spec, vl::breakdown_of(x), mem, j.cards ? j.cards->headroom : Bytes{},
+                                           j.cards ? j.cards->labels.front() : "", st.max_num_seqs, x.max_model_len);
+    rep.notes.push_back("--engine vllm: per GPU; the Workload line reads batch as --max-num-seqs and seq as "
+                        "--max-model-len");
+    return rep;
+  };
+  if (command == "fit") {
+    const std::string what = solve == "batch" ? "max-model-len" : solve;
+    if (what != "max-model-len" && what != "concurrency")
+      throw InputError("--solve", fmt::format("'{}' does not apply to --engine vllm", solve), "one of max-model-len, concurrency");
+    vl::Settings st = j.settings;
+    std::uint64_t value = 0;
+    if (what == "max-model-len") {
+      st.max_model_len = std::max<std::uint64_t>(1, r.kv_cache_tokens);
+      value = r.kv_cache_tokens;
+    } else {
+      value = static_cast<std::uint64_t>(std::floor(r.max_concurrency));
+    }
+    const bool found = value > 0 && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+    const vl::Result x = vl::estimate(j.model.spec, st);
+    const render::EstimateReport rep = report_for(x, st);
+    if (format == render::Format::json) {
+      json doc = document(rep);
+      doc["engine"] = vllm_json(x, st);
+      doc["solve"] = what;
+      doc["value"] = found ? json(value) : json();
+      doc["fits"] = found;
+      text = doc.dump(2) + "\n";
+    } else {
+      text = render::render_estimate(rep, format) + "\n" + vllm_text(x, st) + "\n";
+      text += found ? fmt::format("fit: {} {} is the largest that fits\n", what == "concurrency" ? "concurrency (requests of --max-model-len tokens)" : "--max-model-len", value)
+                    : fmt::format("fit: no {} fits\n", what);
+    }
+    out << text;
+    return found ? ExitCode::ok : ExitCode::does_not_fit;
+  }
+  ok = vllm_fits(r, j.settings);
+  std::vector<Option> options;
+  if (command == "advise" || !ok) {
+    const auto try_fix = [&](const std::string& id, const std::string& change, const vl::Settings& st) {
+      try {
+        const vl::Result x = vl::estimate(j.model.spec, st);
+        options.push_back({id, change, vllm_fits(x, st), x.budget + x.cuda_context + x.cuda_graphs});
+      } catch (const InputError&) {
+      }
+    };
+    if (r.num_gpu_blocks > 0 && !r.max_model_len_fits) {
+      vl::Settings st = j.settings;
+      st.max_model_len = r.kv_cache_tokens;
+      try_fix("lower-max-model-len", fmt::format("--max-model-len {}", r.kv_cache_tokens), st);
+    }
+    if (!j.settings.kv_fp8) {
+      vl::Settings st = j.settings;
+      st.kv_fp8 = true;
+      try_fix("fp8-kv-cache", "--kv-cache-dtype fp8 (half the bytes per token)", st);
+    }
+    for (std::uint64_t n = j.settings.max_num_seqs / 2; n >= 16; n /= 2) {
+      vl::Settings st = j.settings;
+      st.max_num_seqs = n;
+      if (vllm_fits(vl::estimate(j.model.spec, st), st) || n < 32) {
+        try_fix("lower-max-num-seqs", fmt::format("--max-num-seqs {}", n), st);
+        break;
+      }
+    }
+    if (j.settings.max_num_batched_tokens > 2048) {
+      vl::Settings st = j.settings;
+      st.max_num_batched_tokens = std::max<std::uint64_t>(2048, st.max_num_seqs);
+      try_fix("lower-max-num-batched-tokens", fmt::format("--max-num-batched-tokens {}", st.max_num_batched_tokens), st);
+    }
+    for (std::uint64_t tp = j.settings.tensor_parallel * 2; tp <= 8; tp *= 2) {
+      vl::Settings st = j.settings;
+      st.tensor_parallel = tp;
+      try {
+        if (vllm_fits(vl::estimate(j.model.spec, st), st) || tp == 8) {
+          try_fix("more-tensor-parallel", fmt::format("--tensor-parallel-size {} ({} GPUs)", tp, tp * st.pipeline_parallel), st);
+          break;
+        }
+      } catch (const InputError&) {
+        break;
+      }
+    }
+    if (j.settings.gpu_memory_utilization < 0.95) {
+      vl::Settings st = j.settings;
+      st.gpu_memory_utilization = 0.95;
+      try_fix("raise-gpu-memory-utilization", "--gpu-memory-utilization 0.95 (if nothing else uses the GPU)", st);
+    }
+  }
+  const render::EstimateReport rep = report_for(r, j.settings);
+  if (format == render::Format::json) {
+    json doc = document(rep);
+    doc["engine"] = vllm_json(r, j.settings);
+    json adv = json::array();
+    for (const auto& o : options)
+      adv.push_back({{"id", o.id}, {"change", o.change}, {"fits", o.fits}, {"device_total_bytes", o.total.value()}});
+    doc["advice"] = options.empty() && ok ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
+    text = doc.dump(2) + "\n";
+  } else {
+    text = render::render_estimate(rep, format) + "\n" + vllm_text(r, j.settings);
+    if (!options.empty()) {
+      text += "\nFixes (each alone, from the settings as given):\n";
+      for (const auto& o : options)
+        text += fmt::format("  {:<30} {:<55} {}\n", o.id, o.change, o.fits ? "fits" : "does not fit");
+    }
+  }
+  out << text;
+  return ok ? ExitCode::ok : ExitCode::does_not_fit;
+}
+
+}  // namespace vramfit::cli

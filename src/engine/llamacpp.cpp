@@ -1,0 +1,571 @@
+// llama.cpp's buffers, from its source (github.com/ggml-org/llama.cpp):
+// - layer placement: src/llama-model.cpp, llama_model::load_tensors (i_gpu_start,
+//   act_gpu_layers, get_layer_buft_list, the split points from tensor_split; the input layer
+//   always on the CPU; the output layer as layer n_layer);
+// - model buffers: a device buffer holds its tensors one after the other, each padded to the
+//   buffer type's alignment (ggml-backend.cpp, ggml_backend_alloc_ctx_tensors_from_buft: 128
+//   bytes for CUDA); the CUDA buffer type adds one partial row to quantized tensors whose rows
+//   are not a multiple of MATRIX_ROW_PADDING = 512 (ggml-cuda.cu,
+//   ggml_backend_cuda_buffer_type_get_alloc_size); with mmap the CPU buffer is the file range
+//   from the first to the last CPU tensor (load_all_data / create_backend_buffers);
+// - the KV cache: src/llama-kv-cache.cpp (one K and one V tensor per layer of
+//   ggml_row_size(type, n_embd_k_gqa) x kv_size x n_stream, on the layer's device when
+//   offloaded), src/llama-kv-cache-iswa.cpp (the SWA cache: min(kv_size, n_swa x n_seq + n_ubatch)
+//   padded to 256), src/llama-context.cpp (n_ctx padded to 256; without --kv-unified each
+//   sequence gets its own stream of n_ctx / n_seq cells, padded to 256);
+// - compute buffers: the graph allocator's peak for a worst-case ubatch (llama-context.cpp,
+//   graph_reserve with n_tokens = n_outputs = n_ubatch and every KV cell in view), modelled
+//   as the largest set of tensors live at once: the attention scores (without flash
+//   attention), the FFN, or the logits on the device holding the output layer.
+#include "vramfit/engine/llamacpp.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "vramfit/core/error.hpp"
+
+namespace vramfit::engine::llamacpp {
+
+namespace {
+
+using spec::GgmlType;
+using spec::GgufTensor;
+
+constexpr std::uint64_t kCudaAlignment = 128;      // ggml_backend_cuda_buffer_type_get_alignment
+constexpr std::uint64_t kCpuAlignment = 32;        // TENSOR_ALIGNMENT in ggml-cpu
+constexpr std::uint64_t kGgufAlignment = 32;       // GGUF_DEFAULT_ALIGNMENT
+constexpr std::uint64_t kMatrixRowPadding = 512;   // MATRIX_ROW_PADDING in ggml-cuda/common.cuh
+constexpr std::uint64_t kCtxPad = 256;             // llama-context.cpp: GGML_PAD(n_ctx, 256)
+constexpr std::uint64_t kKqMaskPad = 64;           // GGML_KQ_MASK_PAD
+constexpr int kCpu = -1;                           // device index of the host
+
+std::uint64_t pad(std::uint64_t n, std::uint64_t to) { return checked_mul((n + to - 1) / to, to); }
+
+const GgmlType& type_named(std::string_view name, std::string_view flag) {
+  const GgmlType* t = spec::ggml_type_by_name(name);
+  if (t == nullptr) {
+    std::string known;
+    for (const char* n : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
+      known += (known.empty() ? "" : ", ") + std::string(n);
+    throw InputError(std::string(flag), fmt::format("unknown cache type '{}'", name), "one of " + known);
+  }
+  return *t;
+}
+
+/// ggml_row_size: bytes of `n` elements of type `t` (n a multiple of the block size).
+std::uint64_t row_size(const GgmlType& t, std::uint64_t n) {
+  return checked_mul(n / t.block_size, t.type_size);
+}
+
+/// The CUDA buffer type's allocation size of a tensor (before the 128-byte alignment).
+std::uint64_t cuda_alloc_size(const GgufTensor& t) {
+  std::uint64_t size = t.bytes;
+  const std::uint64_t ne0 = t.ne.empty() ? 1 : t.ne[0];
+  if (t.type != nullptr && t.type->block_size > 1 && ne0 % kMatrixRowPadding != 0)
+    size = checked_add(size, row_size(*t.type, kMatrixRowPadding - ne0 % kMatrixRowPadding));
+  return size;
+}
+
+/// "blk.12.attn_q.weight" -> 12; nullopt for tensors outside the blocks.
+std::optional<std::uint64_t> block_of(std::string_view name) {
+  if (name.substr(0, 4) != "blk.") return std::nullopt;
+  std::uint64_t i = 0;
+  const char* begin = name.data() + 4;
+  const char* end = name.data() + name.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, i);
+  if (ec != std::errc() || ptr == begin || ptr == end || *ptr != '.') return std::nullopt;
+  return i;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+/// Tensors of the input layer (LLM_TENSOR_LAYER_INPUT in llama-arch.cpp): always on the CPU.
+bool input_tensor(std::string_view name) {
+  return starts_with(name, "token_embd.") || starts_with(name, "token_embd_norm.") ||
+         starts_with(name, "position_embd.") || starts_with(name, "token_types.");
+}
+
+/// Routed expert tensors (ffn_gate_exps, ffn_up_exps, ffn_down_exps, ffn_gate_up_exps):
+/// what --n-cpu-moe keeps on the CPU (common/arg.cpp: "blk\\.%d\\.ffn_(up|down|gate)_exps").
+bool expert_tensor(std::string_view name) { return name.find("_exps.") != std::string_view::npos; }
+
+/// Which layers use the sliding window, as llama.cpp's set_swa_pattern(n) does: with
+/// period n every n-th layer is global (gemma2: 2, gemma3: 6), else all layers slide.
+std::vector<bool> swa_layers(const spec::ModelSpec& m) {
+  const std::uint64_t L = m.num_layers, S = m.sliding_window == 0 ? 0 : m.sliding_layers;
+  std::vector<bool> swa(static_cast<std::size_t>(L), false);
+  if (S == 0) return swa;
+  if (S >= L) return std::vector<bool>(static_cast<std::size_t>(L), true);
+  for (std::uint64_t p = 2; p <= L; ++p) {
+    if (L / p == L - S) {
+      for (std::uint64_t i = 0; i < L; ++i) swa[static_cast<std::size_t>(i)] = (i + 1) % p != 0;
+      return swa;
+    }
+  }
+  for (std::uint64_t i = 0; i < S; ++i) swa[static_cast<std::size_t>(i)] = true;
+  return swa;
+}
+
+/// The name llama.cpp's converter gives a Hugging Face linear (convert_hf_to_gguf.py's map).
+std::string gguf_name(const spec::Linear& l, spec::TensorRole role) {
+  using R = spec::TensorRole;
+  const std::string shexp = l.shared_expert ? "_shexp" : "";
+  switch (role) {
+    case R::attn_q: return "attn_q";
+    case R::attn_k: return "attn_k";
+    case R::attn_v: return "attn_v";
+    case R::attn_output: return "attn_output";
+    case R::attn_qkv: return "attn_qkv";
+    case R::attn_kv_b: return "attn_kv_b";
+    case R::ffn_gate: return "ffn_gate" + shexp;
+    case R::ffn_up: return "ffn_up" + shexp;
+    case R::ffn_down: return "ffn_down" + shexp;
+    case R::ffn_gate_exp: return "ffn_gate_exps";
+    case R::ffn_up_exp: return "ffn_up_exps";
+    case R::ffn_down_exp: return "ffn_down_exps";
+    case R::kept_f32: return "ffn_gate_inp" + shexp;
+    default: return l.name;
+  }
+}
+
+struct Placement {
+  std::vector<int> layer_dev;  // n_layer + 1 entries: blocks, then the output layer
+  std::uint64_t offloaded = 0;
+};
+
+/// load_tensors' get_layer_buft_list: the device of each layer (the output layer last).
+Placement place_layers(std::uint64_t n_layer, const Settings& s, const std::vector<double>& splits) {
+  Placement p;
+  const std::uint64_t n_all = n_layer + 1;
+  const std::uint64_t ngl = std::min(s.gpu_layers, n_all);
+  const std::uint64_t start =
+      s.layer_rule == LayerRule::current ? n_all - ngl : (ngl >= n_layer ? 0 : n_layer - ngl);
+  const std::uint64_t act = ngl;
+  p.layer_dev.assign(static_cast<std::size_t>(n_all), kCpu);
+  for (std::uint64_t il = 0; il < n_all; ++il) {
+    if (il < start || il - start >= act) continue;
+    int dev = 0;
+    if (s.split_mode == SplitMode::layer) {
+      const float frac = static_cast<float>(il - start) / static_cast<float>(act);
+      dev = static_cast<int>(std::upper_bound(splits.begin(), splits.end(), frac) - splits.begin());
+      dev = std::min<int>(dev, static_cast<int>(splits.size()) - 1);
+    }
+    p.layer_dev[static_cast<std::size_t>(il)] = dev;
+    ++p.offloaded;
+  }
+  return p;
+}
+
+struct Hparams {
+  std::uint64_t n_embd = 0, n_head = 0, n_vocab = 0, n_ff = 0;
+  std::uint64_t n_embd_k = 0, n_embd_v = 0;  // per layer, over the KV heads
+  std::uint64_t n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+};
+
+Hparams hparams_of(const spec::ModelSpec& m) {
+  Hparams h;
+  h.n_embd = m.hidden_size;
+  h.n_head = m.num_heads;
+  h.n_vocab = m.vocab_size;
+  h.n_ff = m.intermediate_size;
+  if (m.kv_lora_rank > 0) {
+    // MLA (deepseek2): the cache holds the compressed latent and the rope part, one "head".
+    h.n_embd_k = m.kv_lora_rank + m.qk_rope_head_dim;
+    h.n_embd_v = m.kv_lora_rank;
+  } else {
+    const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+    h.n_embd_k = checked_mul(kvh, m.head_dim);
+    h.n_embd_v = checked_mul(kvh, m.v_head_dim != 0 ? m.v_head_dim : m.head_dim);
+  }
+  h.n_expert_used = m.moe.experts_per_token;
+  h.n_ff_exp = m.moe.expert_intermediate;
+  h.n_ff_shexp = m.moe.shared_intermediate;
+  return h;
+}
+
+/// The compute buffer of one backend: the largest set of f32 tensors alive at once during
+/// the worst-case ubatch (ggml-alloc reuses memory as tensors die; softmax and the
+/// element-wise FFN products run in place).
+struct ComputeShape {
+  std::uint64_t ub = 0;        // tokens of the ubatch
+  std::uint64_t n_kv = 0;      // KV cells in view (the largest cache on this device)
+  bool flash_attn = false;
+  bool has_layers = false;     // repeating layers run here
+  bool has_output = false;     // the output layer runs here
+};
+
+std::uint64_t mask_bytes(std::uint64_t n_kv, std::uint64_t ub, bool fa) {
+  // llm_graph_input_attn: kq_mask [n_kv, GGML_PAD(n_tokens, GGML_KQ_MASK_PAD)], f16 with
+  // flash attention (ggml_flash_attn_ext wants it), else f32.
+  return checked_mul(checked_mul(n_kv, pad(ub, kKqMaskPad)), fa ? 2 : 4);
+}
+
+std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
+  const std::uint64_t f32 = 4;
+  const std::uint64_t act = checked_mul(checked_mul(c.ub, h.n_embd), f32);  // one [n_embd, ub] f32
+  std::uint64_t peak = 0;
+  if (c.has_layers) {
+    // Attention: the residual, the normed input, Q and the attention output stay alive with
+    // the scores; the mask is copied in from the host.
+    std::uint64_t attn = checked_add(checked_mul(act, 4), mask_bytes(c.n_kv, c.ub, c.flash_attn));
+    if (!c.flash_attn)  // kq = [n_kv, n_tokens, n_head] in f32, soft-maxed in place
+      attn = checked_add(attn, checked_mul(checked_mul(checked_mul(c.n_kv, c.ub), h.n_head), f32));
+    // FFN: the residual and the normed input, with the gate and up products ([n_ff, ub]).
+    std::uint64_t ff = h.n_ff;
+    if (h.n_expert_used > 0 && h.n_ff_exp > 0)
+      ff = std::max(ff, checked_add(checked_mul(h.n_ff_exp, h.n_expert_used), h.n_ff_shexp));
+    const std::uint64_t ffn = checked_add(checked_mul(act, 2), checked_mul(checked_mul(checked_mul(c.ub, ff), f32), 2));
+    peak = std::max(attn, ffn);
+  }
+  if (c.has_output)  // the logits [n_vocab, n_outputs = ub] and the normed input to lm_head
+    peak = std::max(peak, checked_add(checked_mul(checked_mul(c.ub, h.n_vocab), f32), act));
+  return peak;
+}
+
+}  // namespace
+
+Settings ollama_settings() {
+  Settings s;
+  // Ollama's runner options (api/types.go DefaultOptions: NumCtx 4096, NumBatch 512,
+  // NumGPU -1 = as many layers as fit; envconfig: OLLAMA_NUM_PARALLEL 1). The runner gets
+  // num_ctx x parallel cells (llm/server.go: opts.NumCtx * numParallel).
+  s.ctx_size = 4096;
+  s.parallel = 1;
+  s.batch_size = 512;
+  s.ubatch_size = 512;
+  s.kv_unified = true;  // one llama.cpp context shared by Ollama's slots
+  return s;
+}
+
+std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view file_type) {
+  using R = spec::TensorRole;
+  std::vector<GgufTensor> out;
+  std::uint64_t offset = 0;
+  const auto add = [&](std::string name, const GgmlType& t, std::vector<std::uint64_t> ne) {
+    GgufTensor g;
+    g.name = std::move(name);
+    g.type = &t;
+    g.ne = std::move(ne);
+    g.bytes = spec::ggml_tensor_bytes(t, g.ne, "parameters");
+    g.offset = offset;
+    offset = checked_add(offset, pad(g.bytes, kGgufAlignment));
+    out.push_back(std::move(g));
+  };
+  const GgmlType& f32 = *spec::ggml_type_by_name("F32");
+  spec::TensorPlace place;
+  place.n_layers = m.num_layers;
+  place.has_output = !m.tied_embeddings;
+  place.gqa = m.num_kv_heads == 0 ? 1 : m.num_heads / m.num_kv_heads;
+  place.n_expert = m.moe.num_experts;
+  place.llama_70b = (m.model_type == "llama" || m.model_type == "mistral" || m.model_type == "mixtral") &&
+                    m.num_layers == 80 && m.num_heads != m.num_kv_heads;
+  const auto typed = [&](R role, std::uint64_t row) -> const GgmlType& {
+    place.row = row;
+    return spec::gguf_tensor_type(file_type, role, place);
+  };
+  const std::uint64_t H = m.hidden_size;
+  add("token_embd.weight", typed(R::token_embd, H), {H, m.vocab_size});
+  const std::uint64_t token_elems = checked_mul(H, m.vocab_size);
+  if (m.embedding_params > token_elems) add("position_embd.weight", f32, {m.embedding_params - token_elems});
+  std::uint64_t layer = 0;
+  for (const spec::LayerGroup& g : m.layers) {
+    for (std::uint64_t k = 0; k < g.count; ++k, ++layer) {
+      place.layer = layer;
+      const std::string blk = fmt::format("blk.{}.", layer);
+      bool after_fc = false;
+      for (const spec::Linear& l : g.linears) {
+        std::string_view n = l.name;
+        if (const auto dot = n.rfind('.'); dot != std::string_view::npos) n = n.substr(dot + 1);
+        R role = R::other;
+        if (l.name == "gate" || l.name == "shared_expert_gate") role = R::kept_f32;
+        else if (n == "q_proj") role = R::attn_q;
+        else if (n == "k_proj") role = R::attn_k;
+        else if (n == "v_proj") role = R::attn_v;
+        else if (n == "o_proj" || n == "dense" || (n == "c_proj" && !after_fc)) role = R::attn_output;
+        else if (n == "c_attn" || n == "qkv_proj" || n == "query_key_value") role = R::attn_qkv;
+        else if (n == "kv_b_proj") role = R::attn_kv_b;
+        else if (n == "gate_proj") role = l.expert ? R::ffn_gate_exp : R::ffn_gate;
+        else if (n == "up_proj" || n == "gate_up_proj" || n == "c_fc" || n == "dense_h_to_4h" || n == "fc1")
+          role = l.expert ? R::ffn_up_exp : R::ffn_up;
+        else if (n == "down_proj" || n == "c_proj" || n == "dense_4h_to_h" || n == "fc2")
+          role = l.expert ? R::ffn_down_exp : R::ffn_down;
+        after_fc = after_fc || role == R::ffn_up || role == R::ffn_up_exp;
+        std::vector<std::uint64_t> ne{l.in_features, l.out_features};
+        if (l.copies > 1) ne.push_back(l.copies);
+        add(blk + gguf_name(l, role) + ".weight", typed(role, l.in_features), ne);
+        if (l.bias) add(blk + gguf_name(l, role) + ".bias", f32, {checked_mul(l.out_features, l.copies)});
+      }
+      if (g.norm_params + g.other_params > 0) add(blk + "norm.weight", f32, {g.norm_params + g.other_params});
+    }
+  }
+  if (m.final_norm_params > 0) add("output_norm.weight", f32, {m.final_norm_params});
+  if (!m.tied_embeddings) add("output.weight", typed(R::output, H), {H, m.vocab_size});
+  return out;
+}
+
+Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, const Settings& s) {
+  Diagnostics diags;
+  const std::uint64_t n_gpu = std::max<std::size_t>(1, s.gpu_memory.size());
+  if (!s.tensor_split.empty() && s.tensor_split.size() != n_gpu)
+    diags.add("--tensor-split", fmt::format("{} shares for {} GPUs", s.tensor_split.size(), n_gpu),
+              "give one share per GPU of --gpu, e.g. --gpu rtx-3090,rtx-3060 --tensor-split 3,1");
+  for (const double x : s.tensor_split)
+    if (!(x >= 0) || !std::isfinite(x))
+      diags.add("--tensor-split", fmt::format("{} is not a share", x), "give non-negative numbers, e.g. 3,1");
+  if (s.ctx_size == 0) diags.add("--ctx-size", "0 cells", "give the context, e.g. --ctx-size 8192");
+  if (s.parallel == 0) diags.add("--parallel", "0 sequences", "give at least 1");
+  if (s.ubatch_size == 0 || s.batch_size == 0) diags.add("--ubatch-size", "0 tokens", "give at least 1");
+  if (m.num_layers == 0 || m.num_layers > 100'000)
+    diags.add("model", fmt::format("{} layers", m.num_layers), "check the model's block count");
+  diags.throw_if_any();
+  const GgmlType& tk = type_named(s.cache_type_k, "--cache-type-k");
+  const GgmlType& tv = type_named(s.cache_type_v, "--cache-type-v");
+  if (tv.block_size > 1 && !s.flash_attn)
+    throw InputError("--cache-type-v",
+                     fmt::format("a quantized V cache ({}) needs flash attention: llama.cpp refuses it "
+                                 "(\"V cache quantization requires flash_attn\")",
+                                 s.cache_type_v),
+                     "add --flash-attn on, or use --cache-type-v f16");
+
+  const Hparams h = hparams_of(m);
+  const std::uint64_t n_layer = m.num_layers;
+  Result r;
+  r.offloadable = n_layer + 1;
+
+  // --- the split points: cumulative shares, normalised (load_tensors) ---
+  std::vector<double> shares(static_cast<std::size_t>(n_gpu), 1.0);
+  if (!s.tensor_split.empty() && std::any_of(s.tensor_split.begin(), s.tensor_split.end(), [](double x) { return x > 0; }))
+    shares = s.tensor_split;
+  else if (!s.gpu_memory.empty())
+    for (std::size_t i = 0; i < s.gpu_memory.size(); ++i) shares[i] = static_cast<double>(s.gpu_memory[i].value());
+  std::vector<double> splits(shares.size());
+  double sum = 0;
+  for (std::size_t i = 0; i < shares.size(); ++i) splits[i] = (sum += shares[i]);
+  std::vector<float> fsplits(splits.size());
+  for (std::size_t i = 0; i < splits.size(); ++i) fsplits[i] = static_cast<float>(splits[i] / sum);
+
+  Settings eff = s;
+  if (n_gpu == 1 && s.split_mode == SplitMode::row) eff.split_mode = SplitMode::none;
+  std::vector<double> fs(fsplits.begin(), fsplits.end());
+  const Placement p = place_layers(n_layer, eff, fs);
+  r.offloaded = p.offloaded;
+  r.output_on_gpu = p.layer_dev.back() != kCpu;
+  r.output_gpu = p.layer_dev.back();
+
+  r.gpus.resize(static_cast<std::size_t>(n_gpu));
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) r.gpus[i].name = fmt::format("CUDA{}", i);
+  r.host.name = "CPU";
+  for (std::uint64_t il = 0; il < n_layer; ++il) {
+    const int d = p.layer_dev[static_cast<std::size_t>(il)];
+    if (d == kCpu) ++r.host.layers;
+    else ++r.gpus[static_cast<std::size_t>(d)].layers;
+  }
+
+  // --- weights ---
+  std::uint64_t map_lo = std::numeric_limits<std::uint64_t>::max(), map_hi = 0;
+  std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
+  std::uint64_t host_read = 0;
+  const auto on_host = [&](const GgufTensor& t) {
+    map_lo = std::min(map_lo, t.offset);
+    map_hi = std::max(map_hi, checked_add(t.offset, t.bytes));
+    host_read = checked_add(host_read, pad(t.bytes, kCpuAlignment));
+  };
+  const auto on_gpu = [&](std::size_t d, std::uint64_t alloc) {
+    gpu_model[d] = checked_add(gpu_model[d], pad(alloc, kCudaAlignment));
+  };
+  const GgufTensor* token_embd = nullptr;
+  bool has_output = false;
+  for (const GgufTensor& t : tensors) {
+    if (t.name == "token_embd.weight") token_embd = &t;
+    if (t.name == "output.weight") has_output = true;
+    int dev = kCpu;
+    if (input_tensor(t.name)) {
+      dev = kCpu;
+    } else if (const auto blk = block_of(t.name)) {
+      dev = *blk < n_layer ? p.layer_dev[static_cast<std::size_t>(*blk)] : kCpu;
+      if (dev != kCpu && *blk < s.n_cpu_moe && expert_tensor(t.name)) dev = kCpu;
+    } else if (starts_with(t.name, "rope_freqs.")) {
+      // Created per layer (TENSOR_DUPLICATED): one copy on every device holding a layer.
+      std::vector<bool> seen(r.gpus.size(), false);
+      bool cpu = false;
+      for (std::uint64_t il = 0; il < n_layer; ++il) {
+        const int d = p.layer_dev[static_cast<std::size_t>(il)];
+        if (d == kCpu) cpu = true;
+        else on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(t));
+      }
+      if (cpu) on_host(t);
+      continue;
+    } else {
+      dev = p.layer_dev.back();  // output, output_norm and the other non-repeating tensors
+    }
+    if (dev == kCpu) {
+      on_host(t);
+      continue;
+    }
+    const bool matrix = t.ne.size() >= 2 && block_of(t.name).has_value();
+    if (eff.split_mode == SplitMode::row && matrix) {
+      // ggml_backend_cuda_split_buffer_type: rows split in the tensor_split proportions.
+      const std::uint64_t rows = t.ne.size() >= 2 ? t.bytes / std::max<std::uint64_t>(1, row_size(*t.type, t.ne[0])) : 1;
+      std::uint64_t lo = 0;
+      for (std::size_t d = 0; d < r.gpus.size(); ++d) {
+        const std::uint64_t hi = d + 1 == r.gpus.size()
+                                     ? rows
+                                     : std::min<std::uint64_t>(rows, static_cast<std::uint64_t>(std::llround(
+                                                                         static_cast<double>(rows) * fs[d])));
+        if (hi > lo) {
+          GgufTensor part = t;
+          part.bytes = checked_mul(row_size(*t.type, t.ne[0]), hi - lo);
+          on_gpu(d, cuda_alloc_size(part));
+        }
+        lo = std::max(lo, hi);
+      }
+      continue;
+    }
+    on_gpu(static_cast<std::size_t>(dev), cuda_alloc_size(t));
+  }
+  // Tied embeddings: the output layer reads token_embd again as its own tensor
+  // (TENSOR_DUPLICATED), on the output layer's device.
+  if (!has_output && token_embd != nullptr) {
+    const int d = p.layer_dev.back();
+    if (d != kCpu) on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(*token_embd));
+    else if (!s.mmap) host_read = checked_add(host_read, pad(token_embd->bytes, kCpuAlignment));
+  }
+  for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].model = Bytes{gpu_model[d]};
+  if (s.mmap) r.host.model = Bytes{map_hi > map_lo ? map_hi - map_lo : 0};
+  else r.host.model = Bytes{host_read};
+
+  // --- the KV cache ---
+  const std::uint64_t n_seq = s.parallel;
+  r.n_ctx = pad(s.ctx_size, kCtxPad);
+  if (s.kv_unified || n_seq == 1) {
+    r.n_ctx_seq = r.n_ctx;
+    r.n_stream = 1;
+  } else {
+    r.n_ctx_seq = pad(r.n_ctx / n_seq, kCtxPad);
+    if (r.n_ctx / n_seq == 0) r.n_ctx_seq = kCtxPad;
+    r.n_ctx = checked_mul(r.n_ctx_seq, n_seq);
+    r.n_stream = n_seq;
+  }
+  const std::vector<bool> swa = swa_layers(m);
+  const bool any_swa = std::find(swa.begin(), swa.end(), true) != swa.end();
+  const std::uint64_t ub = std::min({s.ubatch_size, s.batch_size, r.n_ctx});
+  if (any_swa) {
+    const std::uint64_t want = checked_add(checked_mul(m.sliding_window, s.kv_unified ? n_seq : 1), ub);
+    r.kv_cells_swa = s.swa_full ? r.n_ctx_seq : pad(std::min(r.n_ctx_seq, want), kCtxPad);
+  }
+  std::vector<std::uint64_t> gpu_kv(r.gpus.size(), 0), gpu_nkv(r.gpus.size(), 0);
+  std::uint64_t host_kv = 0, host_nkv = 0;
+  for (std::uint64_t il = 0; il < n_layer; ++il) {
+    const std::uint64_t cells = swa[static_cast<std::size_t>(il)] ? r.kv_cells_swa : r.n_ctx_seq;
+    const int d = s.kv_offload ? p.layer_dev[static_cast<std::size_t>(il)] : kCpu;
+    for (const auto& [t, n] : {std::pair{&tk, h.n_embd_k}, std::pair{&tv, h.n_embd_v}}) {
+      if (n == 0) continue;
+      if (n % t->block_size != 0)
+        throw InputError(t == &tk ? "--cache-type-k" : "--cache-type-v",
+                         fmt::format("rows of {} values do not fill {} blocks of {}", n, t->name, t->block_size),
+                         "use --cache-type f16 or q8_0");
+      GgufTensor kv;
+      kv.type = t;
+      kv.ne = {n, cells, r.n_stream};
+      kv.bytes = checked_mul(checked_mul(row_size(*t, n), cells), r.n_stream);
+      if (d == kCpu) {
+        host_kv = checked_add(host_kv, pad(kv.bytes, kCpuAlignment));
+      } else {
+        gpu_kv[static_cast<std::size_t>(d)] = checked_add(gpu_kv[static_cast<std::size_t>(d)], pad(cuda_alloc_size(kv), kCudaAlignment));
+      }
+    }
+    const int cd = p.layer_dev[static_cast<std::size_t>(il)];
+    if (cd == kCpu) host_nkv = std::max(host_nkv, cells);
+    else gpu_nkv[static_cast<std::size_t>(cd)] = std::max(gpu_nkv[static_cast<std::size_t>(cd)], cells);
+  }
+  for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].kv = Bytes{gpu_kv[d]};
+  r.host.kv = Bytes{host_kv};
+
+  // --- compute buffers ---
+  for (std::size_t d = 0; d < r.gpus.size(); ++d) {
+    ComputeShape c;
+    c.ub = ub;
+    c.n_kv = gpu_nkv[d];
+    c.flash_attn = s.flash_attn;
+    c.has_layers = r.gpus[d].layers > 0;
+    c.has_output = p.layer_dev.back() == static_cast<int>(d);
+    r.gpus[d].compute = Bytes{compute_bytes(h, c)};
+  }
+  // The host: the graph inputs (token ids, positions, output ids, one mask per cache kind)
+  // and the token embeddings' get_rows, plus the graph of whatever runs on the CPU.
+  {
+    ComputeShape c;
+    c.ub = ub;
+    c.n_kv = host_nkv;
+    c.flash_attn = s.flash_attn;
+    c.has_layers = r.host.layers > 0;
+    c.has_output = p.layer_dev.back() == kCpu;
+    std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
+    inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, s.flash_attn));
+    if (any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, s.flash_attn));
+    r.host.compute = Bytes{checked_add(inputs, compute_bytes(h, c))};
+  }
+  // llama_context::output_reserve: logits for n_seq_max outputs, in host memory.
+  r.output_buffer = Bytes{checked_mul(checked_mul(h.n_vocab, 4), n_seq)};
+  r.host_bytes = r.host.total() + r.output_buffer;
+
+  if (n_gpu > 1 && s.split_mode == SplitMode::layer && r.host.layers == 0)
+    r.notes.push_back(
+        "llama.cpp enables pipeline parallelism over several GPUs when every layer is offloaded: its scheduler "
+        "then keeps several copies of the graph inputs, so the compute buffers can be larger than shown");
+  if (s.mmap)
+    r.notes.push_back(fmt::format(
+        "the CPU model buffer is the memory-mapped file range ({} MiB): its pages sit in the page cache and "
+        "can be evicted, so the RAM it needs is soft; --no-mmap reads it into RAM",
+        r.host.model.value() / (1024 * 1024)));
+  return r;
+}
+
+std::size_t binding_gpu(const Result& r, const Settings& s) {
+  std::size_t best = 0;
+  if (s.gpu_memory.size() != r.gpus.size()) return best;
+  std::int64_t least = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+    const auto left = static_cast<std::int64_t>(s.gpu_memory[i].value()) -
+                      static_cast<std::int64_t>((r.gpus[i].total() + s.gpu_reserve).value());
+    if (left < least) {
+      least = left;
+      best = i;
+    }
+  }
+  return best;
+}
+
+Breakdown breakdown_of(const Result& r, const Settings& s) {
+  const std::size_t i = binding_gpu(r, s);
+  const DeviceBuffers& g = r.gpus.at(i);
+  Breakdown b;
+  b.components.push_back({"weights", g.model,
+                          fmt::format("{} model buffer: {} of {} layers' weights", g.name, g.layers, r.offloadable - 1) +
+                              (r.output_gpu == static_cast<int>(i) ? " and the output layer" : ""),
+                          true});
+  b.components.push_back({"kv_cache", g.kv, fmt::format("{} KV buffer: {} cells", g.name, r.n_ctx), true});
+  b.components.push_back({"compute_buffer", g.compute, fmt::format("{} compute buffer (graph allocator)", g.name), true});
+  b.components.push_back({"cuda_context", s.gpu_reserve, "CUDA context, cuBLAS and kernels outside the buffers", false});
+  b.peak_allocated = g.total();
+  b.cuda_context = s.gpu_reserve;
+  b.device_total = b.peak_allocated + s.gpu_reserve;
+  b.phases = {{"load", g.model}, {"decode", g.total()}};
+  b.peak_phase = "decode";
+  for (std::size_t k = 0; k < r.gpus.size(); ++k)
+    if (k != i)
+      b.notes.push_back(fmt::format("{}: model {} + KV {} + compute {} bytes", r.gpus[k].name,
+                                    r.gpus[k].model.value(), r.gpus[k].kv.value(), r.gpus[k].compute.value()));
+  b.notes.push_back(fmt::format("host memory: {} bytes (model {}, KV {}, compute {}, output {})", r.host_bytes.value(),
+                                r.host.model.value(), r.host.kv.value(), r.host.compute.value(),
+                                r.output_buffer.value()));
+  b.notes.insert(b.notes.end(), r.notes.begin(), r.notes.end());
+  return b;
+}
+
+}  // namespace vramfit::engine::llamacpp

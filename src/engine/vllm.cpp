@@ -1,0 +1,199 @@
+// vLLM's start-up memory, from its source (github.com/vllm-project/vllm, V1 engine):
+// - vllm/v1/worker/gpu_worker.py, determine_available_memory: requested_memory =
+//   total x gpu_memory_utilization; under memory_profiling() the profile run gives
+//   non_kv_cache_memory = weights_memory + torch_peak_increase + non_torch_increase, and
+//   available_kv_cache_memory = requested_memory - non_kv_cache_memory;
+// - vllm/v1/worker/gpu_model_runner.py, profile_run: a dummy forward of
+//   max_num_batched_tokens tokens, then the sampler on max_num_seqs dummy requests (logits of
+//   [max_num_seqs, vocab] in fp32);
+// - vllm/v1/core/kv_cache_utils.py: a block holds block_size tokens of every attention layer
+//   (page_size_bytes = 2 x block_size x num_kv_heads x head_size x dtype bytes; MLA keeps one
+//   latent of kv_lora_rank + qk_rope_head_dim per token), num_blocks = available // (page
+//   size x layers); "GPU KV cache size: num_blocks x block_size tokens"; "Maximum concurrency
+//   for max_model_len tokens per request: num_blocks / cdiv(max_model_len, block_size)";
+//   check_enough_kv_cache_memory raises when max_model_len needs more than is available;
+//   "No available memory for the cache blocks" when nothing is left;
+// - tensor parallel: heads and MLP columns split over the GPUs, the KV heads too (replicated
+//   when there are fewer KV heads than GPUs: vllm/config ModelConfig.get_num_kv_heads).
+#include "vramfit/engine/vllm.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "vramfit/core/error.hpp"
+#include "weights.hpp"
+
+namespace vramfit::engine::vllm {
+
+namespace {
+
+std::uint64_t cdiv(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+/// The CUDA context and the kernels loaded before vLLM's first memory snapshot: outside the
+/// budget (vLLM checks only that the free memory at start-up covers requested_memory).
+/// Measured on the H200 with PyTorch 2.11: the context alone after init is 685 MiB
+/// (engine/constants.hpp, kCudaContext's note).
+constexpr Bytes kContext = Bytes{718077952};
+
+/// Memory outside PyTorch's allocator that the profile run adds: the cuBLAS/cuBLASLt
+/// workspaces and, with tensor parallel, NCCL's and the custom all-reduce's buffers.
+Bytes non_torch(const Settings& s) {
+  Bytes b = MiB(66);  // cuBLAS workspaces (engine/constants.hpp kCublasWorkspace)
+  if (s.tensor_parallel * s.pipeline_parallel > 1) b += MiB(512);  // NCCL channels + custom all-reduce IPC buffers
+  return b;
+}
+
+std::uint64_t dtype_bytes(DType d) {
+  switch (d) {
+    case DType::fp32: return 4;
+    case DType::fp8:
+    case DType::int8: return 1;
+    default: return 2;
+  }
+}
+
+}  // namespace
+
+std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s) {
+  const std::uint64_t elem = s.kv_fp8 ? 1 : 2;
+  const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
+  std::uint64_t per_layer = 0;
+  if (m.kv_lora_rank > 0) {
+    // MLA: one latent (kv_lora_rank) + the rope key per token, not split by tensor parallel.
+    per_layer = checked_mul(m.kv_lora_rank + m.qk_rope_head_dim, elem);
+  } else {
+    const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+    const std::uint64_t per_gpu = std::max<std::uint64_t>(1, kvh / s.tensor_parallel);
+    const std::uint64_t head = m.head_dim;
+    per_layer = checked_mul(checked_mul(checked_mul(2, per_gpu), head), elem);
+  }
+  return checked_mul(per_layer, layers);
+}
+
+Result estimate(const spec::ModelSpec& m, const Settings& s) {
+  Diagnostics diags;
+  if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0))
+    diags.add("--gpu-memory-utilization", fmt::format("{} is not in (0, 1]", s.gpu_memory_utilization),
+              "give a fraction of the card, e.g. --gpu-memory-utilization 0.9");
+  if (s.tensor_parallel == 0 || (m.num_heads != 0 && m.num_heads % s.tensor_parallel != 0))
+    diags.add("--tensor-parallel-size",
+              fmt::format("{} does not divide the {} attention heads", s.tensor_parallel, m.num_heads),
+              "vLLM needs num_attention_heads divisible by the tensor parallel size: use a divisor, e.g. 2, 4 or 8");
+  if (s.pipeline_parallel == 0 || s.pipeline_parallel > m.num_layers)
+    diags.add("--pipeline-parallel-size", fmt::format("{} stages for {} layers", s.pipeline_parallel, m.num_layers),
+              "give at most one stage per layer");
+  if (s.block_size == 0) diags.add("--block-size", "0 tokens", "vLLM's default is 16");
+  if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
+  if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
+  diags.throw_if_any();
+
+  Result r;
+  const std::uint64_t tp = s.tensor_parallel, pp = s.pipeline_parallel;
+  r.max_model_len = s.max_model_len.value_or(m.max_positions);
+  if (r.max_model_len == 0) r.max_model_len = 2048;
+  if (s.max_num_batched_tokens < r.max_model_len && s.max_num_batched_tokens < s.max_num_seqs)
+    throw InputError("--max-num-batched-tokens",
+                     fmt::format("{} is smaller than --max-num-seqs {}", s.max_num_batched_tokens, s.max_num_seqs),
+                     "vLLM requires max_num_batched_tokens >= max_num_seqs");
+  r.budget = Bytes{static_cast<std::uint64_t>(
+      std::floor(static_cast<long double>(s.gpu_memory.value()) * static_cast<long double>(s.gpu_memory_utilization)))};
+
+  // --- weights ("Model loading took X GiB"): the checkpoint's bytes split over TP x PP ---
+  const std::uint64_t wb = dtype_bytes(is_float_compute(s.weights.weights) ? s.weights.weights : DType::bf16);
+  const Bytes all = detail::weight_bytes(m, s.weights, wb);
+  {
+    const std::uint64_t emb = checked_mul(m.embedding_params, 2);
+    const std::uint64_t head = checked_mul(m.lm_head_params, 2);
+    const std::uint64_t ends = std::min(all.value(), emb + head);
+    const std::uint64_t body = all.value() - ends;
+    // Each stage holds its share of the layers; the first the embeddings, the last the lm_head
+    // (the larger end is counted, the stage that binds); vocab-parallel over TP.
+    const std::uint64_t end = pp == 1 ? ends : std::max(emb, head);
+    r.weights = Bytes{cdiv(body, tp * pp) + cdiv(end, tp)};
+  }
+
+  // --- the profile run's activation peak (torch_peak_increase) ---
+  {
+    const std::uint64_t T = s.max_num_batched_tokens;
+    const std::uint64_t d = 2;  // activations in the model dtype
+    const std::uint64_t H = m.hidden_size;
+    std::uint64_t I = m.intermediate_size;
+    if (m.moe.num_experts > 0) I = std::max(I, checked_mul(m.moe.expert_intermediate, m.moe.experts_per_token));
+    const std::uint64_t q = checked_mul(m.num_heads, m.head_dim);
+    const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+    const std::uint64_t qkv = q + 2 * checked_mul(kvh, m.head_dim);
+    // The residual stream (hidden + residual) lives through the layer; the MLP holds its
+    // gate_up output [T, 2I/tp], the activation [T, I/tp] and the down projection [T, H].
+    const std::uint64_t stream = checked_mul(checked_mul(T, H), d * 2);
+    const std::uint64_t mlp = checked_add(checked_mul(checked_mul(T, cdiv(I, tp)), d * 3), checked_mul(checked_mul(T, H), d));
+    const std::uint64_t attn = checked_mul(checked_mul(T, cdiv(qkv + q, tp)), d);
+    const std::uint64_t forward = checked_add(stream, std::max(mlp, attn));
+    // The dummy sampler run: fp32 logits of [max_num_seqs, vocab], their softmax and the sort
+    // of top-p/top-k (values fp32 + int64 indices) while the last hidden states stay alive.
+    const std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), 4 + 4 + 4 + 8),
+                                              checked_mul(checked_mul(T, H), d));
+    r.activation_peak = Bytes{std::max(forward, sampler)};
+  }
+  r.non_torch = non_torch(s);
+  r.cuda_context = kContext;
+  // CUDA graphs: captured after the KV cache is allocated (outside the budget); vLLM's
+  // capture sizes reach min(max_num_seqs, 512) tokens. A few hundred MiB in the logs
+  // ("Graph capturing finished in 10 secs, took 0.40 GiB" for 7-8B models on one GPU).
+  r.cuda_graphs = s.enforce_eager ? Bytes{} : MiB(512);
+
+  const auto used = static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch).value());
+  r.available_kv = static_cast<std::int64_t>(r.budget.value()) - used;
+  r.page_bytes = checked_mul(kv_bytes_per_token(m, s), s.block_size);
+  if (r.available_kv > 0) {
+    r.num_gpu_blocks = static_cast<std::uint64_t>(r.available_kv) / r.page_bytes;
+    r.kv_cache_tokens = checked_mul(r.num_gpu_blocks, s.block_size);
+    r.kv_cache = Bytes{checked_mul(r.num_gpu_blocks, r.page_bytes)};
+  }
+  const std::uint64_t per_request = cdiv(r.max_model_len, s.block_size);
+  r.max_concurrency = static_cast<double>(r.num_gpu_blocks) / static_cast<double>(per_request);
+  r.max_model_len_fits = r.num_gpu_blocks >= per_request;
+  r.largest_model_len = r.kv_cache_tokens;
+
+  const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
+  if (r.num_gpu_blocks == 0) {
+    r.error = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.";
+    r.fix = "raise --gpu-memory-utilization, quantize the weights (--quant awq-int4 / fp8), lower "
+            "--max-num-batched-tokens, or spread the model with --tensor-parallel-size";
+  } else if (!r.max_model_len_fits) {
+    r.error = fmt::format(
+        "ValueError: The model's max seq len ({}) is larger than the maximum number of tokens that can be stored "
+        "in KV cache ({}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine.",
+        r.max_model_len, r.kv_cache_tokens);
+    r.fix = fmt::format("--max-model-len {} (the most the KV cache holds), or --kv-cache-dtype fp8, or a larger "
+                        "--tensor-parallel-size",
+                        r.kv_cache_tokens);
+  }
+  r.notes.push_back(fmt::format("vLLM budget {:.2f} GiB = {} x the card; available KV cache memory {:.2f} GiB",
+                                gib(r.budget.value()), s.gpu_memory_utilization,
+                                static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0)));
+  if (m.sliding_window != 0 && m.sliding_layers > 0)
+    r.notes.push_back("sliding-window layers: vLLM's hybrid KV cache manager gives them only the window's blocks, "
+                      "so longer contexts may fit than the uniform count above");
+  return r;
+}
+
+Breakdown breakdown_of(const Result& r) {
+  Breakdown b;
+  b.components.push_back({"weights", r.weights, "weights on this GPU (\"Model loading took\")", true});
+  b.components.push_back({"activations", r.activation_peak, "profile run's peak at max_num_batched_tokens", true});
+  b.components.push_back({"kv_cache", r.kv_cache, fmt::format("{} KV blocks ({} tokens)", r.num_gpu_blocks, r.kv_cache_tokens), true});
+  const Bytes outside = r.cuda_context + r.non_torch + r.cuda_graphs;
+  b.components.push_back({"cuda_context", outside, "CUDA context, cuBLAS/NCCL (non-torch) and CUDA graphs", false});
+  b.peak_allocated = r.weights + r.activation_peak + r.kv_cache;
+  b.cuda_context = outside;
+  b.device_total = b.peak_allocated + outside;
+  b.phases = {{"load", r.weights}, {"profile", r.weights + r.activation_peak}, {"serve", b.peak_allocated}};
+  b.peak_phase = "serve";
+  b.notes = r.notes;
+  return b;
+}
+
+}  // namespace vramfit::engine::vllm

@@ -1,0 +1,218 @@
+#include "vramfit/engine/llamacpp.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "../spec/gguf_writer.hpp"
+#include "vramfit/core/error.hpp"
+#include "vramfit/spec/gguf.hpp"
+
+using namespace vramfit;
+using namespace vramfit::engine::llamacpp;
+
+namespace {
+
+struct Tiny {
+  spec::GgufHeader header;
+  spec::ModelSpec spec;
+};
+
+/// The two-layer Q8_0 llama of gguf_writer.hpp: hidden 64, 2 KV heads of 16, MLP 128, 256 tokens.
+Tiny tiny() {
+  const test::GgufWriter w = test::tiny_llama_gguf();
+  const std::string bytes = w.header();
+  Tiny t;
+  t.header = spec::parse_gguf_header(bytes, bytes.size() + w.data_size(), "tiny.gguf");
+  t.spec = spec::spec_from_gguf(t.header, "tiny.gguf");
+  return t;
+}
+
+// Tensor sizes of the tiny model (Q8_0: 34 bytes per 32 values). On CUDA, each quantized tensor
+// whose rows are not a multiple of 512 gets one partial row more (448 values = 476 bytes, or
+// 384 values = 408 bytes for ffn_down's 128-value rows), and every tensor is padded to 128 bytes:
+//   norms 256; attn_q, attn_output 4352 + 476 -> 4864; attn_k, attn_v 2176 + 476 -> 2688;
+//   ffn_gate, ffn_up 8704 + 476 -> 9216; ffn_down 8704 + 408 -> 9216; output 17408 + 476 -> 17920.
+constexpr std::uint64_t kLayerOnCuda = 256 + 4864 + 2688 + 2688 + 4864 + 256 + 3 * 9216;  // 43264
+constexpr std::uint64_t kOutputOnCuda = 256 + 17920;
+constexpr std::uint64_t kTokenEmbd = 17408;  // 256 rows of 68 bytes
+constexpr std::uint64_t kLayerInFile = 39680;
+
+}  // namespace
+
+TEST_CASE("llama.cpp: every layer offloaded, the token embeddings stay mapped on the host", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 512;
+  const Result r = estimate(t.spec, t.header.tensors, s);
+  REQUIRE(r.gpus.size() == 1);
+  CHECK(r.gpus[0].model.value() == 2 * kLayerOnCuda + kOutputOnCuda);  // 104704
+  CHECK(r.host.model.value() == kTokenEmbd);
+  CHECK(r.offloaded == 3);
+  CHECK(r.offloadable == 3);
+  CHECK(r.output_on_gpu);
+  // K and V: 2 heads x 16 = 32 f16 values (64 bytes) per cell, 512 cells, 2 layers.
+  CHECK(r.gpus[0].kv.value() == 2 * 2 * 64 * 512);
+  CHECK(r.host.kv.value() == 0);
+  CHECK(r.n_ctx == 512);
+  CHECK(r.output_buffer.value() == 256 * 4);
+}
+
+TEST_CASE("llama.cpp: -ngl puts the output layer first, then the last blocks", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 512;
+  s.gpu_layers = 1;  // current rule: the output layer only
+  Result r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].model.value() == kOutputOnCuda);
+  CHECK(r.gpus[0].layers == 0);
+  CHECK(r.host.layers == 2);
+  // The mapped range runs from token_embd to the end of blk.1.
+  CHECK(r.host.model.value() == kTokenEmbd + 2 * kLayerInFile);
+  CHECK(r.gpus[0].kv.value() == 0);
+  CHECK(r.host.kv.value() == 2 * 2 * 64 * 512);
+
+  s.gpu_layers = 2;  // the output layer and blk.1
+  r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].model.value() == kLayerOnCuda + kOutputOnCuda);
+  CHECK(r.host.model.value() == kTokenEmbd + kLayerInFile);
+
+  s.layer_rule = LayerRule::legacy;  // older builds: the last N blocks, the output layer only past n_layer
+  s.gpu_layers = 1;
+  r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].model.value() == kLayerOnCuda);
+  CHECK_FALSE(r.output_on_gpu);
+  // The CPU tensors are token_embd, blk.0 and the output: the mapping spans the whole file.
+  CHECK(r.host.model.value() == 114432);
+  s.gpu_layers = 2;
+  CHECK(estimate(t.spec, t.header.tensors, s).gpus[0].model.value() == 2 * kLayerOnCuda);
+}
+
+TEST_CASE("llama.cpp: without mmap the host reads its tensors into buffers", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 512;
+  s.gpu_layers = 0;
+  s.mmap = false;
+  const Result r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].model.value() == 0);
+  CHECK(r.host.model.value() == 114432);  // every size here is a multiple of 32
+  CHECK(r.offloaded == 0);
+}
+
+TEST_CASE("llama.cpp: KV cache types, padding and sequences", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 500;  // padded to 512
+  s.cache_type_k = "q8_0";
+  s.flash_attn = true;
+  s.cache_type_v = "q4_0";
+  Result r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.n_ctx == 512);
+  // q8_0: one 34-byte block per cell, + 15 blocks of row padding on CUDA, to 128: 17408 + 510 -> 17920.
+  // q4_0: one 18-byte block per cell, + 15 blocks of 18 = 270: 9216 + 270 -> 9600.
+  CHECK(r.gpus[0].kv.value() == 2 * (17920 + 9600));
+
+  s.cache_type_v = "q4_0";
+  s.flash_attn = false;
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+  s.cache_type_v = "q3_x";
+  s.flash_attn = true;
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+
+  // --parallel 3 without a unified cache: 1000 -> 1024 cells, 3 streams of pad(341, 256) = 512.
+  Settings p;
+  p.ctx_size = 1000;
+  p.parallel = 3;
+  r = estimate(t.spec, t.header.tensors, p);
+  CHECK(r.n_ctx_seq == 512);
+  CHECK(r.n_ctx == 1536);
+  CHECK(r.n_stream == 3);
+  CHECK(r.gpus[0].kv.value() == 2 * 2 * 64 * 512 * 3);
+  p.kv_unified = true;
+  r = estimate(t.spec, t.header.tensors, p);
+  CHECK(r.n_ctx == 1024);
+  CHECK(r.gpus[0].kv.value() == 2 * 2 * 64 * 1024);
+  CHECK(r.output_buffer.value() == 256 * 4 * 3);
+
+  p.kv_offload = false;
+  r = estimate(t.spec, t.header.tensors, p);
+  CHECK(r.gpus[0].kv.value() == 0);
+  CHECK(r.host.kv.value() == 2 * 2 * 64 * 1024);
+}
+
+TEST_CASE("llama.cpp: two GPUs split the layers by --tensor-split, the output layer on the last", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 512;
+  s.gpu_memory = {GiB(24), GiB(12)};
+  s.tensor_split = {1, 1};
+  // Layers 0, 1 and the output (index 2) over 3: 0/3 and 1/3 < 0.5 -> CUDA0, 2/3 -> CUDA1.
+  Result r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].layers == 2);
+  CHECK(r.gpus[1].layers == 0);
+  CHECK(r.gpus[0].model.value() == 2 * kLayerOnCuda);
+  CHECK(r.gpus[1].model.value() == kOutputOnCuda);
+  CHECK(r.gpus[1].kv.value() == 0);
+  CHECK(r.output_gpu == 1);
+
+  s.tensor_split = {1, 3};  // split point 0.25: layer 0 on CUDA0, layer 1 and the output on CUDA1
+  r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].model.value() == kLayerOnCuda);
+  CHECK(r.gpus[1].model.value() == kLayerOnCuda + kOutputOnCuda);
+  CHECK(r.gpus[0].kv.value() == 2 * 64 * 512);
+
+  s.tensor_split.clear();  // by memory: 24:12 -> split point 2/3: layers 0, 1 on CUDA0
+  r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].layers == 2);
+
+  s.tensor_split = {1, 2, 3};
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+}
+
+TEST_CASE("llama.cpp: compute buffers shrink with flash attention and a smaller ubatch", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 4096;
+  const Result base = estimate(t.spec, t.header.tensors, s);
+  s.flash_attn = true;
+  const Result fa = estimate(t.spec, t.header.tensors, s);
+  CHECK(fa.gpus[0].compute < base.gpus[0].compute);
+  s.ubatch_size = 128;
+  const Result small = estimate(t.spec, t.header.tensors, s);
+  CHECK(small.gpus[0].compute < fa.gpus[0].compute);
+  // The attention scores without flash attention: 4096 cells x 512 tokens x 4 heads x 4 bytes.
+  CHECK(base.gpus[0].compute.value() >= 4096ULL * 512 * 4 * 4);
+}
+
+TEST_CASE("llama.cpp: the breakdown adds up on the binding GPU", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 512;
+  s.gpu_memory = {GiB(1), GiB(1)};
+  s.tensor_split = {1, 3};
+  const Result r = estimate(t.spec, t.header.tensors, s);
+  const engine::Breakdown b = breakdown_of(r, s);
+  CHECK(binding_gpu(r, s) == 1);  // CUDA1 holds more
+  std::uint64_t sum = 0;
+  for (const auto& c : b.components)
+    if (c.in_peak_allocated) sum += c.bytes.value();
+  CHECK(sum == b.peak_allocated.value());
+  CHECK(b.peak_allocated.value() == r.gpus[1].total().value());
+  CHECK(b.device_total == b.peak_allocated + b.allocator_reserve + b.cuda_context);
+  CHECK(b.find("compute_buffer") != nullptr);
+}
+
+TEST_CASE("llama.cpp: tensors_of lays a config out as llama-quantize does", "[llamacpp]") {
+  const Tiny t = tiny();
+  const auto tensors = tensors_of(t.spec, "Q8_0");
+  std::uint64_t bytes = 0;
+  for (const auto& x : tensors) bytes += x.bytes;
+  CHECK(bytes == 114432);
+  CHECK(tensors.front().name == "token_embd.weight");
+  CHECK(tensors.back().name == "output.weight");
+  // The same buffers as the file's own tensors.
+  Settings s;
+  s.ctx_size = 512;
+  const Result a = estimate(t.spec, t.header.tensors, s);
+  const Result b = estimate(t.spec, tensors, s);
+  CHECK(b.host.model == a.host.model);
+}
