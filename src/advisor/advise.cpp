@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/fixes.hpp"
 #include "vramfit/engine/estimate.hpp"
 
 namespace vramfit::advisor {
@@ -34,7 +35,7 @@ struct Proposal {
   std::string title;    ///< overrides the table's title when not empty
   std::string how;      ///< the code or setting that does it
   std::string warning;  ///< its cost
-  AdviceWorkload next;
+  spec::Workload next;
   std::optional<engine::Breakdown> estimate;  ///< when the fix already estimated `next`
 };
 
@@ -57,13 +58,13 @@ std::uint64_t smallest_factor(std::uint64_t n) {
 // at 1. In training the micro-batch only takes divisors of itself (b / its smallest prime
 // factor: exactly half when even), and grad_accum grows by the same factor, so
 // batch x grad_accum is unchanged. Inference has no accumulation: more, smaller passes.
-Proposal propose_reduce_batch(const Context& ctx, const AdviceWorkload& cur, const engine::Breakdown&) {
-  const spec::Workload& w = cur.workload;
+Proposal propose_reduce_batch(const Context& ctx, const spec::Workload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur;
   if (w.batch <= 1) return skip("the micro-batch is already 1");
   Proposal p;
   p.applies = true;
   p.next = cur;
-  spec::Workload& n = p.next.workload;
+  spec::Workload& n = p.next;
   while (true) {
     if (w.trains()) {
       const std::uint64_t f = smallest_factor(n.batch);
@@ -72,7 +73,7 @@ Proposal propose_reduce_batch(const Context& ctx, const AdviceWorkload& cur, con
     } else {
       n.batch /= 2;
     }
-    p.estimate = estimate(ctx.model, p.next);
+    p.estimate = engine::estimate(ctx.model, p.next);
     if (n.batch == 1 || ctx.budget.fits(p.estimate->device_total)) break;
   }
   if (w.trains()) {
@@ -97,8 +98,8 @@ Proposal propose_reduce_batch(const Context& ctx, const AdviceWorkload& cur, con
 // Seed step 2: "bf16 si la carte le permet, sinon fp16 avec un GradScaler". Training of fp32
 // weights gets torch.autocast (the weights stay fp32 master copies); inference of fp32 weights
 // gets the weights cast to 16 bits, which is what mixed precision buys there.
-Proposal propose_mixed_precision(const Context& ctx, const AdviceWorkload& cur, const engine::Breakdown&) {
-  const spec::Workload& w = cur.workload;
+Proposal propose_mixed_precision(const Context& ctx, const spec::Workload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur;
   if (w.weights != DType::fp32) {
     if (bits_of(w.weights) < 16)
       return skip(fmt::format("the weights are already quantized ({})", vramfit::name_of(w.weights)));
@@ -112,7 +113,7 @@ Proposal propose_mixed_precision(const Context& ctx, const AdviceWorkload& cur, 
   p.next = cur;
   if (w.trains()) {
     if (w.autocast) return skip(fmt::format("autocast is already on ({})", vramfit::name_of(*w.autocast)));
-    p.next.workload.autocast = dt;
+    p.next.autocast = dt;
     p.reason = fmt::format("torch.autocast in {} ({}); the fp32 weights stay as master copies",
                            vramfit::name_of(dt), why_dt);
     p.how = fmt::format("with torch.autocast(device_type=\"cuda\", dtype={}): loss = ...", torch_dt);
@@ -123,7 +124,7 @@ Proposal propose_mixed_precision(const Context& ctx, const AdviceWorkload& cur, 
     }
   } else {
     // Autocast does not shrink stored weights; casting them does, whether autocast is on or not.
-    p.next.workload.weights = dt;
+    p.next.weights = dt;
     p.reason = fmt::format("cast the fp32 weights to {} for inference ({})", vramfit::name_of(dt), why_dt);
     p.how = fmt::format("from_pretrained(..., torch_dtype={}) or model.to({})", torch_dt, torch_dt);
     if (dt == DType::fp16) p.warning = "fp16 can overflow on models trained in bf16: check the outputs";
@@ -132,15 +133,15 @@ Proposal propose_mixed_precision(const Context& ctx, const AdviceWorkload& cur, 
 }
 
 // Seed step 3: activations are recomputed during backward instead of kept.
-Proposal propose_checkpointing(const Context&, const AdviceWorkload& cur, const engine::Breakdown&) {
-  const spec::Workload& w = cur.workload;
+Proposal propose_checkpointing(const Context&, const spec::Workload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur;
   if (!w.trains())
     return skip("inference keeps no activations for a backward pass; checkpointing only helps training");
   if (w.checkpointing) return skip("gradient checkpointing is already on");
   Proposal p;
   p.applies = true;
   p.next = cur;
-  p.next.workload.checkpointing = true;
+  p.next.checkpointing = true;
   p.reason = "keep only each layer's input and recompute the rest during backward";
   p.how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})";
   p.warning = "slower steps: each layer's forward runs twice";
@@ -151,8 +152,8 @@ constexpr std::string_view kQualityWarning = "quantized weights can cost quality
 
 // Seed step 4, first half: 8-bit weights (bitsandbytes LLM.int8()) for inference, or a LoRA
 // base in 8 bits. Full fine-tuning cannot train 8-bit weights: quantize_4bit offers QLoRA.
-Proposal propose_quantize_8bit(const Context&, const AdviceWorkload& cur, const engine::Breakdown&) {
-  const spec::Workload& w = cur.workload;
+Proposal propose_quantize_8bit(const Context&, const spec::Workload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur;
   if (w.mode == spec::Mode::train)
     return skip(
         "full fine-tuning updates every weight and cannot train 8-bit weights (QLoRA is the 4-bit step)");
@@ -163,8 +164,8 @@ Proposal propose_quantize_8bit(const Context&, const AdviceWorkload& cur, const 
   Proposal p;
   p.applies = true;
   p.next = cur;
-  p.next.workload.weights = DType::int8;
-  p.next.workload.quant = spec::default_quantization(DType::int8);
+  p.next.weights = DType::int8;
+  p.next.quant = spec::default_quantization(DType::int8);
   p.how = "from_pretrained(..., quantization_config=BitsAndBytesConfig(load_in_8bit=True))";
   p.warning = std::string(kQualityWarning);
   if (w.mode == spec::Mode::lora) {
@@ -180,8 +181,8 @@ Proposal propose_quantize_8bit(const Context&, const AdviceWorkload& cur, const 
 // Seed step 4, second half: "charger les poids en 4 bits" (nf4, bitsandbytes). For inference
 // the weights go nf4; for LoRA the base does (QLoRA); full fine-tuning that still does not fit
 // becomes QLoRA with peft's defaults (rank 16, all linear layers) — a different job, said so.
-Proposal propose_quantize_4bit(const Context& ctx, const AdviceWorkload& cur, const engine::Breakdown&) {
-  const spec::Workload& w = cur.workload;
+Proposal propose_quantize_4bit(const Context& ctx, const spec::Workload& cur, const engine::Breakdown&) {
+  const spec::Workload& w = cur;
   if (w.mode == spec::Mode::qlora) return skip("the QLoRA base is already 4-bit");
   if (bits_of(w.weights) <= 4)
     return skip(
@@ -189,7 +190,7 @@ Proposal propose_quantize_4bit(const Context& ctx, const AdviceWorkload& cur, co
   Proposal p;
   p.applies = true;
   p.next = cur;
-  spec::Workload& n = p.next.workload;
+  spec::Workload& n = p.next;
   n.weights = DType::nf4;
   n.quant = spec::default_quantization(DType::nf4);
   // The 4-bit kernels compute in bf16 where the GPU has it, else fp16 (T4, V100).
@@ -229,8 +230,8 @@ Proposal propose_quantize_4bit(const Context& ctx, const AdviceWorkload& cur, co
 // Seed step 5: "Sans torch.inference_mode(), PyTorch garde ce qu'il faut pour une
 // rétropropagation". The engine's inference and generate modes already assume inference_mode,
 // so there is nothing left to save in the estimate; the step says so rather than invent a gain.
-Proposal propose_inference_mode(const Context&, const AdviceWorkload& cur, const engine::Breakdown&) {
-  if (cur.workload.trains())
+Proposal propose_inference_mode(const Context&, const spec::Workload& cur, const engine::Breakdown&) {
+  if (cur.trains())
     return skip("training needs autograd; inference mode is for inference and generation");
   return skip(
       "already assumed: the estimate runs the forward under torch.inference_mode(); if your script does not, "
@@ -243,7 +244,7 @@ constexpr std::uint64_t kReservePercentThreshold = 10;
 
 // Seed step 6: "Si le message indique beaucoup de mémoire « reserved but unallocated », laisse
 // l'allocateur agrandir ses segments." Applies when the reserve is over 10% of device_total.
-Proposal propose_expandable_segments(const Context&, const AdviceWorkload& cur,
+Proposal propose_expandable_segments(const Context&, const spec::Workload& cur,
                                      const engine::Breakdown& est) {
   if (cur.expandable_segments) return skip("expandable segments are already on");
   const std::uint64_t reserve = est.allocator_reserve.value();
@@ -266,53 +267,50 @@ Proposal propose_expandable_segments(const Context&, const AdviceWorkload& cur,
   return p;
 }
 
-using ProposeFn = Proposal (*)(const Context&, const AdviceWorkload&, const engine::Breakdown&);
+using ProposeFn = Proposal (*)(const Context&, const spec::Workload&, const engine::Breakdown&);
 
-struct Fix {
-  FixInfo info;
+/// A step of the walk: a fix of the one table (core/fixes.hpp) and how it proposes itself.
+struct Step {
+  Fix fix;
   ProposeFn propose;
 };
 
-// The fixes in the seed document's order (/work/shared/seed, "Les correctifs, dans l'ordre").
-constexpr std::array<Fix, 7> kFixes{{
-    // 1. Halve the micro-batch until it fits (to 1); training raises grad_accum to match.
-    {{"reduce_batch", "Smaller micro-batch"}, propose_reduce_batch},
-    // 2. bf16 autocast (fp16 + GradScaler without bf16) for fp32 training; 16-bit weights for inference.
-    {{"mixed_precision", "Mixed precision"}, propose_mixed_precision},
-    // 3. Recompute activations in backward (training only).
-    {{"gradient_checkpointing", "Gradient checkpointing"}, propose_checkpointing},
-    // 4a. int8 weights (inference, LoRA base); never for full fine-tuning.
-    {{"quantize_8bit", "8-bit weights"}, propose_quantize_8bit},
-    // 4b. nf4 weights (inference), QLoRA (LoRA, or full fine-tuning that cannot fit).
-    {{"quantize_4bit", "4-bit weights"}, propose_quantize_4bit},
-    // 5. torch.inference_mode(): already assumed by the engine, so always reported as skipped.
-    {{"inference_mode", "Inference mode"}, propose_inference_mode},
-    // 6. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when the reserve is over 10% of the total.
-    {{"expandable_segments", "Expandable allocator segments"}, propose_expandable_segments},
+// The walk's steps: the table's rows with a walk title, in the table's (the seed document's)
+// order; the static_assert below keeps the two lists the same.
+constexpr std::array<Step, 7> kSteps{{
+    {Fix::reduce_batch, propose_reduce_batch},
+    {Fix::mixed_precision, propose_mixed_precision},
+    {Fix::gradient_checkpointing, propose_checkpointing},
+    {Fix::quantize_8bit, propose_quantize_8bit},
+    {Fix::quantize_4bit, propose_quantize_4bit},
+    {Fix::inference_mode, propose_inference_mode},
+    {Fix::expandable_segments, propose_expandable_segments},
 }};
 
-constexpr std::array<FixInfo, kFixes.size()> kFixInfos = [] {
-  std::array<FixInfo, kFixes.size()> a{};
-  for (std::size_t i = 0; i < kFixes.size(); ++i) a[i] = kFixes[i].info;
+constexpr bool steps_match_table() {
+  std::size_t i = 0;
+  for (const FixRow& r : kFixTable) {
+    if (r.walk_title.empty()) continue;
+    if (i >= kSteps.size() || kSteps[i].fix != r.fix) return false;
+    ++i;
+  }
+  return i == kSteps.size();
+}
+static_assert(steps_match_table(), "kSteps: one step per fix table row with a walk title, in the table's order");
+
+constexpr std::array<FixInfo, kSteps.size()> kFixInfos = [] {
+  std::array<FixInfo, kSteps.size()> a{};
+  for (std::size_t i = 0; i < kSteps.size(); ++i)
+    a[i] = FixInfo{fix_row(kSteps[i].fix).id, fix_row(kSteps[i].fix).walk_title};
   return a;
 }();
-
-// Names that stand for several fixes in --allow/--deny.
-struct Alias {
-  std::string_view name;
-  std::array<std::string_view, 2> ids;
-};
-constexpr std::array<Alias, 1> kAliases{{
-    // A team that refuses quantization denies both steps at once.
-    {"quantize", {"quantize_8bit", "quantize_4bit"}},
-}};
 
 // ---------------------------------------------------------------------------------------
 // --allow / --deny
 // ---------------------------------------------------------------------------------------
 
 /// Why a fix may not run, or empty when it may.
-using Rules = std::array<std::string, kFixes.size()>;
+using Rules = std::array<std::string, kSteps.size()>;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -331,10 +329,11 @@ std::string quoted_list(const std::vector<std::string>& names) {
 
 /// The fix indexes named by the entries (comma-separated ids or aliases); unknown names go to `diags`.
 std::vector<bool> named(const std::vector<std::string>& entries, std::string_view field, Diagnostics& diags) {
-  std::vector<bool> on(kFixes.size(), false);
+  std::vector<bool> on(kSteps.size(), false);
   std::vector<std::string> known;
-  for (const auto& f : kFixes) known.emplace_back(f.info.id);
-  for (const auto& a : kAliases) known.emplace_back(a.name);
+  for (const auto& f : kFixInfos) known.emplace_back(f.id);
+  for (const FixRow& r : kFixTable)
+    if (r.stands_for[0]) known.emplace_back(r.id);
   for (const auto& entry : entries) {
     std::string_view rest = entry;
     while (true) {
@@ -345,13 +344,15 @@ std::vector<bool> named(const std::vector<std::string>& entries, std::string_vie
         for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         std::replace(lowered.begin(), lowered.end(), '-', '_');
         bool found = false;
-        for (std::size_t i = 0; i < kFixes.size(); ++i)
-          if (kFixes[i].info.id == lowered) on[i] = found = true;
-        for (const auto& a : kAliases) {
-          if (a.name != lowered) continue;
+        for (std::size_t i = 0; i < kSteps.size(); ++i)
+          if (kFixInfos[i].id == lowered) on[i] = found = true;
+        // Names that stand for several steps ("quantize": a team that refuses quantization
+        // denies both steps at once).
+        for (const FixRow& r : kFixTable) {
+          if (!r.stands_for[0] || r.id != lowered) continue;
           found = true;
-          for (std::size_t i = 0; i < kFixes.size(); ++i)
-            if (std::find(a.ids.begin(), a.ids.end(), kFixes[i].info.id) != a.ids.end()) on[i] = true;
+          for (std::size_t i = 0; i < kSteps.size(); ++i)
+            if (std::find(r.stands_for.begin(), r.stands_for.end(), kSteps[i].fix) != r.stands_for.end()) on[i] = true;
         }
         if (!found) {
           const auto close = catalog::did_you_mean(lowered, known);
@@ -373,14 +374,14 @@ Rules resolve_rules(const AdviseOptions& options) {
   Diagnostics diags;
   const std::vector<bool> allowed = named(options.allow, "--allow", diags);
   const std::vector<bool> denied = named(options.deny, "--deny", diags);
-  for (std::size_t i = 0; i < kFixes.size(); ++i)
+  for (std::size_t i = 0; i < kSteps.size(); ++i)
     if (allowed[i] && denied[i])
-      diags.add("--deny", fmt::format("fix '{}' is both allowed and denied", kFixes[i].info.id),
+      diags.add("--deny", fmt::format("fix '{}' is both allowed and denied", kFixInfos[i].id),
                 "name it in --allow or --deny, not both");
   diags.throw_if_any();
   const bool allow_list = std::find(allowed.begin(), allowed.end(), true) != allowed.end();
   Rules rules;
-  for (std::size_t i = 0; i < kFixes.size(); ++i) {
+  for (std::size_t i = 0; i < kSteps.size(); ++i) {
     if (denied[i])
       rules[i] = "ruled out by --deny";
     else if (allow_list && !allowed[i])
@@ -416,7 +417,7 @@ struct WalkResult {
   bool fits_initially = false;
   bool fits = false;
   std::vector<StepResult> steps;
-  AdviceWorkload final_workload;
+  spec::Workload final_workload;
   engine::Breakdown final_estimate;
 };
 
@@ -439,20 +440,20 @@ std::optional<LargerBatch> find_larger_batch(const spec::ModelSpec& model, const
 WalkResult walk(const spec::ModelSpec& model, const spec::Workload& workload, const Budget& budget,
                 const Rules& rules) {
   WalkResult r;
-  AdviceWorkload cur{workload, false};
-  engine::Breakdown est = estimate(model, cur);
+  spec::Workload cur = workload;
+  engine::Breakdown est = engine::estimate(model, cur);
   r.initial = est;
   r.fits_initially = r.fits = budget.fits(est.device_total);
   if (!r.fits) {
-    const auto ckpt_rule = std::find_if(kFixes.begin(), kFixes.end(),
-                                        [](const Fix& f) { return f.info.id == "gradient_checkpointing"; });
-    const Context ctx{model, budget, rules[static_cast<std::size_t>(ckpt_rule - kFixes.begin())].empty()};
+    const auto ckpt_rule = std::find_if(kSteps.begin(), kSteps.end(),
+                                        [](const Step& f) { return f.fix == Fix::gradient_checkpointing; });
+    const Context ctx{model, budget, rules[static_cast<std::size_t>(ckpt_rule - kSteps.begin())].empty()};
     const std::vector<std::string> baseline = problems(workload, model);
-    for (std::size_t i = 0; i < kFixes.size(); ++i) {
-      const Fix& fix = kFixes[i];
+    for (std::size_t i = 0; i < kSteps.size(); ++i) {
+      const Step& fix = kSteps[i];
       StepResult s;
-      s.id = fix.info.id;
-      s.title = fix.info.title;
+      s.id = kFixInfos[i].id;
+      s.title = kFixInfos[i].title;
       s.before = s.after = est.device_total;
       if (!rules[i].empty()) {
         s.ruled_out = true;
@@ -463,10 +464,10 @@ WalkResult walk(const spec::ModelSpec& model, const spec::Workload& workload, co
         if (!p.applies) {
           s.reason = std::move(p.reason);
           s.how = std::move(p.how);
-        } else if (const auto problem = new_problem(baseline, p.next.workload, model)) {
+        } else if (const auto problem = new_problem(baseline, p.next, model)) {
           s.reason = fmt::format("{}: not a valid workload ({})", p.reason, *problem);
         } else {
-          engine::Breakdown next = p.estimate ? std::move(*p.estimate) : estimate(model, p.next);
+          engine::Breakdown next = p.estimate ? std::move(*p.estimate) : engine::estimate(model, p.next);
           if (next.device_total >= est.device_total) {
             // A fix is kept only when the engine says it lowers memory: no step increases it.
             s.reason = fmt::format("{}: does not lower the estimate", p.reason);
@@ -482,8 +483,7 @@ WalkResult walk(const spec::ModelSpec& model, const spec::Workload& workload, co
           }
         }
       }
-      s.workload = cur.workload;
-      s.expandable_segments = cur.expandable_segments;
+      s.workload = cur;
       r.steps.push_back(std::move(s));
       if (r.steps.back().fits) {
         r.fits = true;
@@ -504,7 +504,7 @@ std::optional<LargerBatch> find_larger_batch(const spec::ModelSpec& model, const
                                              const spec::Workload& given, const WalkResult& r) {
   if (r.steps.size() < 2 || r.steps.front().id != "reduce_batch" || !r.steps.front().applied)
     return std::nullopt;
-  const std::uint64_t low = r.final_workload.workload.batch;
+  const std::uint64_t low = r.final_workload.batch;
   const std::uint64_t high = given.batch;
   const std::uint64_t effective = checked_mul(given.batch, given.grad_accum);
   // Training keeps batch x grad_accum: only divisors of the effective batch. Inference: any.
@@ -513,10 +513,10 @@ std::optional<LargerBatch> find_larger_batch(const spec::ModelSpec& model, const
   const std::uint64_t count = given.trains() ? candidates.size() : (high > low ? high - low : 0);
   const auto value_at = [&](std::uint64_t i) { return given.trains() ? candidates[i] : low + 1 + i; };
   const auto try_at = [&](std::uint64_t i, engine::Breakdown& out) {
-    AdviceWorkload w = r.final_workload;
-    w.workload.batch = value_at(i);
-    if (given.trains()) w.workload.grad_accum = effective / w.workload.batch;
-    out = estimate(model, w);
+    spec::Workload w = r.final_workload;
+    w.batch = value_at(i);
+    if (given.trains()) w.grad_accum = effective / w.batch;
+    out = engine::estimate(model, w);
     return budget.fits(out.device_total);
   };
   // Binary search for the last index that fits, assuming memory grows with the batch.
@@ -527,7 +527,7 @@ std::optional<LargerBatch> find_larger_batch(const spec::ModelSpec& model, const
     const std::uint64_t mid = lo + (hi - lo) / 2;
     if (try_at(mid, e)) {
       const std::uint64_t b = value_at(mid);
-      best = LargerBatch{b, given.trains() ? effective / b : r.final_workload.workload.grad_accum,
+      best = LargerBatch{b, given.trains() ? effective / b : r.final_workload.grad_accum,
                          e.device_total};
       lo = mid + 1;
     } else {
@@ -549,15 +549,14 @@ Budget tier_budget(const catalog::Gpu& gpu, const Budget& user) {
   return budget_for_gpu(gpu, user.headroom);
 }
 
-TierChoice choice(const catalog::Tier& tier, const catalog::Gpu& gpu, const AdviceWorkload& w,
+TierChoice choice(const catalog::Tier& tier, const catalog::Gpu& gpu, const spec::Workload& w,
                   const engine::Breakdown& est, std::vector<std::string> fixes_applied) {
   TierChoice c;
   c.tier = tier;
   c.gpu_memory = gpu.memory;
   c.total_memory = gpu.memory * tier.count;
   c.per_gpu_total = est.device_total;
-  c.workload = w.workload;
-  c.expandable_segments = w.expandable_segments;
+  c.workload = w;
   c.fixes = std::move(fixes_applied);
   return c;
 }
@@ -565,13 +564,6 @@ TierChoice choice(const catalog::Tier& tier, const catalog::Gpu& gpu, const Advi
 }  // namespace
 
 std::span<const FixInfo> fixes() noexcept { return kFixInfos; }
-
-engine::Breakdown estimate(const spec::ModelSpec& model, const AdviceWorkload& w) {
-  // The engine models the allocator setting (its reserve under expandable segments).
-  spec::Workload x = w.workload;
-  x.expandable_segments = x.expandable_segments || w.expandable_segments;
-  return engine::estimate(model, x);
-}
 
 spec::Workload on_gpus(const spec::Workload& workload, std::uint64_t count) {
   spec::Workload w = workload;
@@ -645,14 +637,12 @@ Advice advise(const spec::ModelSpec& model, const spec::Workload& workload, cons
 
   WalkResult r = walk(model, workload, budget, rules);
   Advice a;
-  a.budget = budget.bytes;
-  a.headroom = budget.headroom_bytes();
+  a.budget = budget;
   a.fits_initially = r.fits_initially;
   a.fits = r.fits;
   a.initial_estimate = std::move(r.initial);
   a.steps = std::move(r.steps);
-  a.final_workload = r.final_workload.workload;
-  a.final_expandable_segments = r.final_workload.expandable_segments;
+  a.final_workload = std::move(r.final_workload);
   a.final_estimate = std::move(r.final_estimate);
   a.larger_batch = r.larger_batch;
   a.provider = options.provider;
@@ -664,9 +654,9 @@ Advice advise(const spec::ModelSpec& model, const spec::Workload& workload, cons
   std::size_t unchanged_at = tiers.size();
   for (std::size_t i = 0; i < tiers.size(); ++i) {
     const catalog::Gpu& gpu = catalog.gpu(tiers[i].gpu);
-    const AdviceWorkload w{on_gpus(workload, tiers[i].count), false};
-    if (new_problem(baseline, w.workload, model)) continue;
-    const engine::Breakdown est = estimate(model, w);
+    const spec::Workload w = on_gpus(workload, tiers[i].count);
+    if (new_problem(baseline, w, model)) continue;
+    const engine::Breakdown est = engine::estimate(model, w);
     if (!tier_budget(gpu, budget).fits(est.device_total)) continue;
     a.tier_unchanged = choice(tiers[i], gpu, w, est, {});
     unchanged_at = i;

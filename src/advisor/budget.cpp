@@ -1,6 +1,8 @@
 #include "vramfit/advisor/budget.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -115,9 +117,39 @@ Headroom parse_headroom(std::string_view text, std::string_view field) {
   return h;
 }
 
-bool Budget::fits(Bytes device_total) const {
+std::string_view name_of(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::fits: return "fits";
+    case Verdict::does_not_fit: return "does_not_fit";
+  }
+  return "does_not_fit";
+}
+
+Verdict Budget::verdict(Bytes device_total) const {
   const Bytes margin = headroom_bytes();
-  return margin <= bytes && device_total <= bytes - margin;
+  return margin <= bytes && device_total <= bytes - margin ? Verdict::fits : Verdict::does_not_fit;
+}
+
+std::int64_t Budget::spare(Bytes device_total) const noexcept {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  const std::uint64_t have = bytes.value();
+  const std::uint64_t need = device_total.value();
+  if (have >= need) return static_cast<std::int64_t>(std::min(have - need, kMax));
+  const std::uint64_t short_of = need - have;
+  if (short_of > kMax) return std::numeric_limits<std::int64_t>::min();
+  return -static_cast<std::int64_t>(short_of);
+}
+
+Bytes Budget::short_by(Bytes device_total) const noexcept {
+  // device_total + margin - bytes without overflow: the margin beyond the budget (a fixed size
+  // may exceed it) adds to the total, saturated.
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t total = device_total.value();
+  const std::uint64_t margin = headroom.on(bytes).value();
+  const std::uint64_t have = bytes.value();
+  if (margin <= have) return Bytes{total > have - margin ? total - (have - margin) : 0};
+  const std::uint64_t over = margin - have;
+  return Bytes{total > kMax - over ? kMax : total + over};
 }
 
 Budget budget_for_gpu(const catalog::Gpu& gpu, const Headroom& headroom) {
@@ -126,6 +158,7 @@ Budget budget_for_gpu(const catalog::Gpu& gpu, const Headroom& headroom) {
   b.headroom = headroom;
   b.gpu_bf16 = gpu.bf16;
   b.gpu_id = gpu.id;
+  b.label = fmt::format("{} ({})", gpu.id, gpu.name);
   return b;
 }
 

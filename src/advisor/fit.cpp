@@ -48,8 +48,7 @@ FitResult solve(const spec::ModelSpec& model, const spec::Workload& workload, co
   check_budget(budget);
   FitResult r;
   r.dimension = dimension;
-  r.budget = budget.bytes;
-  r.headroom = budget.headroom_bytes();
+  r.budget = budget;
 
   spec::Workload w = workload;
   // Evaluates one value; an estimate that overflows 64 bits counts as not fitting.

@@ -37,7 +37,7 @@ json tier_json(const std::optional<TierChoice>& t) {
               {"total_memory", t->total_memory.value()},
               {"per_gpu_total", t->per_gpu_total.value()},
               {"fixes", std::move(fixes_applied)},
-              {"workload", workload_json(t->workload, t->expandable_segments)}};
+              {"workload", workload_json(t->workload)}};
 }
 
 std::string tier_line(const TierChoice& t) {
@@ -56,8 +56,8 @@ std::size_t applied_count(const Advice& a) {
 }
 
 std::string budget_words(const Advice& a) {
-  std::string s = fmt::format("a budget of {}", human(a.budget));
-  if (a.headroom.value() > 0) s += fmt::format(" ({} kept free)", human(a.headroom));
+  std::string s = fmt::format("a budget of {}", human(a.budget.bytes));
+  if (a.budget.headroom_bytes().value() > 0) s += fmt::format(" ({} kept free)", human(a.budget.headroom_bytes()));
   return s;
 }
 
@@ -78,7 +78,7 @@ ExitCode exit_code(const FitResult& fit) noexcept {
   return fit.fits_at_one ? ExitCode::ok : ExitCode::does_not_fit;
 }
 
-json workload_json(const spec::Workload& w, bool expandable_segments) {
+json workload_json(const spec::Workload& w) {
   json lora = nullptr;
   if (spec::uses_lora(w.mode))
     lora = json{{"rank", w.lora.rank}, {"all_linear", w.lora.all_linear}, {"targets", w.lora.targets}};
@@ -94,7 +94,7 @@ json workload_json(const spec::Workload& w, bool expandable_segments) {
               {"gpus", w.gpus},
               {"sharding", spec::name_of(w.sharding)},
               {"lora", std::move(lora)},
-              {"expandable_segments", expandable_segments}};
+              {"expandable_segments", w.expandable_segments}};
 }
 
 json advice_json(const Advice& a) {
@@ -110,16 +110,16 @@ json advice_json(const Advice& a) {
                          {"after", s.after.value()},
                          {"saves", saving(s).value()},
                          {"fits", s.fits},
-                         {"workload", workload_json(s.workload, s.expandable_segments)}});
+                         {"workload", workload_json(s.workload)}});
   }
-  return json{{"budget", a.budget.value()},
-              {"headroom", a.headroom.value()},
+  return json{{"budget", a.budget.bytes.value()},
+              {"headroom", a.budget.headroom_bytes().value()},
               {"fits_initially", a.fits_initially},
               {"fits", a.fits},
               {"initial_device_total", a.initial_estimate.device_total.value()},
               {"final_device_total", a.final_estimate.device_total.value()},
               {"steps", std::move(steps)},
-              {"final_workload", workload_json(a.final_workload, a.final_expandable_segments)},
+              {"final_workload", workload_json(a.final_workload)},
               {"larger_batch", a.larger_batch ? json{{"batch", a.larger_batch->batch},
                                                      {"grad_accum", a.larger_batch->grad_accum},
                                                      {"device_total", a.larger_batch->device_total.value()}}
@@ -204,17 +204,17 @@ json fit_json(const FitResult& f) {
               {"capped", f.capped},
               {"cap", search_cap(f.dimension)},
               {"device_total", f.estimate.device_total.value()},
-              {"budget", f.budget.value()},
-              {"headroom", f.headroom.value()},
+              {"budget", f.budget.bytes.value()},
+              {"headroom", f.budget.headroom_bytes().value()},
               {"estimates", f.estimates},
               {"notes", f.notes},
-              {"workload", workload_json(f.workload, false)}};
+              {"workload", workload_json(f.workload)}};
 }
 
 std::string fit_text(const FitResult& f) {
   std::string out;
-  std::string budget = human(f.budget);
-  if (f.headroom.value() > 0) budget += fmt::format(" ({} kept free)", human(f.headroom));
+  std::string budget = human(f.budget.bytes);
+  if (f.budget.headroom_bytes().value() > 0) budget += fmt::format(" ({} kept free)", human(f.budget.headroom_bytes()));
   const std::string_view dim = name_of(f.dimension);
   if (!f.fits_at_one) {
     out += fmt::format("Nothing fits: even {} 1 needs {} on a budget of {}.\n", dim,

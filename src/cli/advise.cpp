@@ -33,8 +33,8 @@ std::string document(const render::EstimateReport& report, const nlohmann::json&
 
 const advisor::Budget& budget_of(const Estimate& e) {
   // build_estimate(BudgetRule::required) guarantees it; a missing one is a bug, not bad input.
-  if (!e.budget) throw std::logic_error("advise/fit without a budget");
-  return *e.budget;
+  if (!e.report.budget) throw std::logic_error("advise/fit without a budget");
+  return *e.report.budget;
 }
 
 }  // namespace

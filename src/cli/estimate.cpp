@@ -301,16 +301,11 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     diags.add("--budget", "--gpu and --budget were both given", "give one: --gpu ID or --budget SIZE");
   } else if (f.has("--budget")) {
     collect(diags, [&] {
-      const Bytes bytes = spec::parse_size(f.budget, "--budget");
-      report.budget = render::Budget{bytes, f.budget, std::nullopt, Bytes{}, {}};
-      result.budget = advisor::budget_of(bytes, headroom);
+      report.budget = advisor::budget_of(spec::parse_size(f.budget, "--budget"), headroom);
+      report.budget->label = f.budget;
     });
   } else if (f.has("--gpu")) {
-    collect(diags, [&] {
-      const auto& g = catalog.get().gpu(f.gpu, "--gpu");
-      report.budget = render::Budget{g.memory, fmt::format("{} ({})", g.id, g.name), g.id, Bytes{}, {}};
-      result.budget = advisor::budget_for_gpu(g, headroom);
-    });
+    collect(diags, [&] { report.budget = advisor::budget_for_gpu(catalog.get().gpu(f.gpu, "--gpu"), headroom); });
   } else if (rule == BudgetRule::required) {
     diags.add("budget", "no budget given",
               "give --gpu ID or --budget SIZE, e.g. --gpu rtx-4090 or --budget 24GiB; 'vramfit gpus' lists "
@@ -318,11 +313,9 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   } else if (f.has("--headroom")) {
     diags.add("--headroom", "a margin needs a budget", "give --gpu ID or --budget SIZE too");
   }
-  if (result.budget) {
-    if (collect(diags, [&] { advisor::check_budget(*result.budget); })) {
-      report.budget->keep_free = result.budget->headroom_bytes();
-      if (f.has("--headroom")) report.budget->keep_free_label = f.headroom;
-    }
+  if (report.budget) {
+    if (f.has("--headroom")) report.budget->headroom_label = f.headroom;
+    collect(diags, [&] { advisor::check_budget(*report.budget); });
   }
 
   // --- the model itself, once the flags are sound (its errors come after theirs) ---
@@ -352,23 +345,10 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     });
   }
   if (have_model && diags.empty()) {
-    // The weights' packing: --quant, else a packed --dtype, else the checkpoint's own
-    // quantization_config (or GGUF type), else QLoRA's 4-bit base.
+    // The weights' packing: the spec's one precedence rule.
     const spec::ModelSpec& model = report.model;
-    if (!quant && !f.has("--dtype") && model.quantization) {
-      quant = *model.quantization;
-      report.notes.push_back(fmt::format("the weights are packed as the checkpoint says ({}); --dtype bf16 "
-                                         "estimates them unpacked",
-                                         spec::name_of(*quant)));
-    }
-    if (!quant && !f.has("--dtype") && w.mode == spec::Mode::qlora) quant = spec::default_quantization(DType::nf4);
-    if (!quant && !is_float_compute(w.weights)) quant = spec::default_quantization(w.weights);
-    if (quant) {
-      if (f.double_quant && quant->method == spec::QuantMethod::bnb_4bit) quant->double_quant = true;
-      quant->skip_modules.insert(quant->skip_modules.end(), skip.begin(), skip.end());
-      w.quant = *quant;
-      w.weights = spec::packed_dtype(*quant);
-    }
+    if (auto note = spec::resolve_packing(w, model, {quant, f.has("--dtype"), f.double_quant, skip}))
+      report.notes.push_back(std::move(*note));
     for (const std::string& name : skip) {
       bool found = false;
       for (const auto& g : model.layers)
@@ -409,11 +389,10 @@ std::string estimate_heading(const render::EstimateReport& report) {
 
 ExitCode run_estimate(const Estimate& e, CatalogSource& catalog, render::Format format, std::ostream& out) {
   const render::EstimateReport& report = e.report;
-  const bool fits = !report.budget || render::fits(report.breakdown, *report.budget);
   std::optional<advisor::Advice> advice;
-  if (!fits) {
+  if (report.budget && !report.budget->fits(report.breakdown.device_total)) {
     advisor::AdviseOptions options;
-    advice = advisor::advise(report.model, report.workload, *e.budget, catalog.get(), options);
+    advice = advisor::advise(report.model, report.workload, *report.budget, catalog.get(), options);
   }
   // Render first, print after: an error while rendering leaves stdout empty.
   std::string text;

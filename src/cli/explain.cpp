@@ -18,28 +18,13 @@
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/doctor/oom.hpp"
+#include "vramfit/engine/estimate.hpp"
 #include "vramfit/doctor/report.hpp"
 #include "vramfit/render/format.hpp"
 
 namespace vramfit::cli {
 
 namespace {
-
-/// a x b x c x ..., or nothing when the product overflows 64 bits.
-std::optional<std::uint64_t> product(std::initializer_list<std::uint64_t> factors) {
-  std::uint64_t p = 1;
-  for (const std::uint64_t f : factors) {
-    if (f != 0 && p > std::numeric_limits<std::uint64_t>::max() / f) return std::nullopt;
-    p *= f;
-  }
-  return p;
-}
-
-/// Bytes of one value of the dtype activations are computed in.
-std::uint64_t compute_bytes(const spec::Workload& w) {
-  if (w.autocast) return 2;
-  return w.weights == DType::fp32 ? 4 : 2;  // 16-bit weights compute in 16 bits; quantized ones in bf16
-}
 
 /// estimate - card total, saturated to the int64 range.
 std::int64_t signed_difference(Bytes estimate, Bytes card) {
@@ -139,14 +124,9 @@ std::string read_log(const std::string& path, std::istream& in) {
 }
 
 std::vector<doctor::NamedSize> candidate_sizes(const spec::ModelSpec& m, const spec::Workload& w) {
+  // The engine's own compute-dtype and logits rules, so the doctor matches what it models.
   std::vector<doctor::NamedSize> out;
-  const std::uint64_t dt = compute_bytes(w);
-  // The loss upcasts the logits (logits.float() in transformers' loss functions).
-  if (auto v = product({w.batch, w.seq, m.vocab_size, 4})) out.push_back({"logits_fp32", Bytes{*v}});
-  if (auto v = product({w.batch, w.seq, m.vocab_size, dt})) out.push_back({"logits", Bytes{*v}});
-  // Eager attention materialises batch x heads x seq x seq scores (SDPA's fused kernels never do).
-  if (w.attention == spec::Attention::eager)
-    if (auto v = product({w.batch, m.num_heads, w.seq, w.seq, dt})) out.push_back({"attention_scores", Bytes{*v}});
+  for (auto& t : engine::single_requests(m, w)) out.push_back({std::move(t.name), t.size});
   return out;
 }
 

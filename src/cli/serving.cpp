@@ -447,7 +447,12 @@ render::EstimateReport report_of(const spec::ModelSpec& m, const engine::Breakdo
   r.workload.seq = ctx;
   r.workload.new_tokens = 0;
   r.breakdown = b;
-  if (memory) r.budget = render::Budget{*memory, label, std::nullopt, headroom, {}};
+  if (memory) {
+    advisor::Headroom margin;
+    margin.bytes = headroom;
+    r.budget = advisor::budget_of(*memory, margin);
+    r.budget->label = label;
+  }
   return r;
 }
 

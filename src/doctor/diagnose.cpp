@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "vramfit/core/fixes.hpp"
+
 namespace vramfit::doctor {
 
 namespace {
@@ -73,52 +75,15 @@ bool share_at_least(Bytes a, Bytes whole, std::uint64_t den) {
 std::string S(Bytes b) { return format_torch_size(b); }
 std::string S(const OptBytes& b) { return b ? format_torch_size(*b) : std::string("?"); }
 
-// --- the fixes: one row per fix, in the seed's order first ------------------------------------
-// The seed (shared/seed/*.txt, "Les correctifs, dans l'ordre") lists six fixes in this order;
+// --- the fixes: the one table of core/fixes.hpp ------------------------------------------------
+// The seed (shared/seed/*.txt, "Les correctifs, dans l'ordre") lists six fixes in that order;
 // the others come from the classification (other processes, huge tensors, the memory cap) and
-// from the seed's closing section ("Quand passer à un GPU avec plus de VRAM").
-struct FixRow {
-  std::string_view id;
-  int seed_step;
-  std::string_view title;
-};
-constexpr std::array<FixRow, 12> kFixes{{
-    // 1. fewer samples per step, same effective batch through gradient accumulation
-    {"reduce_batch", 1, "Halve the batch size; keep the effective batch with gradient accumulation"},
-    // 2. activations in 16 bits: torch.autocast with bf16 (or fp16 and a GradScaler)
-    {"mixed_precision", 2, "Use mixed precision: torch.autocast with bfloat16 (fp16 with a GradScaler)"},
-    // 3. recompute activations in backward instead of keeping them
-    {"gradient_checkpointing", 3, "Turn on gradient checkpointing (model.gradient_checkpointing_enable())"},
-    // 4. 8- or 4-bit weights (bitsandbytes), QLoRA for fine-tuning
-    {"quantize", 4, "Load the weights in 8 or 4 bits (bitsandbytes); fine-tune with QLoRA"},
-    // 5. no autograd state when only running the model
-    {"inference_mode", 5, "For inference, run under torch.inference_mode() with model.eval()"},
-    // 6. fragmentation: let the allocator grow segments (the title names the variable)
-    {"expandable_segments", 6, "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
-    // other processes on the card
-    {"free_other_processes", 0,
-     "Free the GPU: stop the other processes on it (nvidia-smi), or use another GPU "
-     "(CUDA_VISIBLE_DEVICES)"},
-    // a per-process cap set by the program
-    {"raise_memory_fraction", 0,
-     "Raise the per-process memory cap (torch.cuda.set_per_process_memory_fraction)"},
-    // huge logits
-    {"chunked_logits", 0,
-     "Compute logits and loss in chunks, or only for the positions needed (logits_to_keep)"},
-    // huge attention scores
-    {"fused_attention", 0,
-     "Use fused attention: attn_implementation=\"sdpa\" or \"flash_attention_2\" instead of eager"},
-    // both grow with the sequence
-    {"shorter_sequence", 0, "Shorten the sequences (max_length, truncation, packing)"},
-    // the seed's last resort
-    {"larger_gpu", 0, "Use a GPU with more memory, or shard over several GPUs (FSDP, device_map=\"auto\")"},
-}};
+// from the seed's closing section ("Quand passer à un GPU avec plus de VRAM"). The doctor
+// suggests the rows that carry a hint.
 
 const FixRow& fix_row(std::string_view id) {
-  for (const FixRow& r : kFixes) {
-    if (r.id == id) return r;
-  }
-  return kFixes.back();  // not reached: every id used below is in the table
+  const auto f = fix_of(id);
+  return f ? vramfit::fix_row(*f) : kFixTable.back();  // not reached: every id used below is in the table
 }
 
 bool has(const std::vector<std::string>& v, std::string_view x) {
@@ -318,7 +283,7 @@ void add_fix(Diagnosis& d, std::string_view id, const Facts& f) {
   FixHint h;
   h.id = std::string(row.id);
   h.seed_step = row.seed_step;
-  h.title = id == "expandable_segments" ? expandable_title(f) : std::string(row.title);
+  h.title = id == "expandable_segments" ? expandable_title(f) : std::string(row.hint);
   h.reason = reason_for(id, f);
   d.fixes.push_back(std::move(h));
 }
@@ -726,8 +691,8 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
   if (d.match && d.match->name == "attention_scores") add_fix(d, "fused_attention", f);
   for (const std::string& k : d.kinds) key_fixes(k);
   // Then the seed's list, in its order, filtered.
-  for (const FixRow& row : kFixes) {
-    if (row.seed_step == 0) continue;
+  for (const FixRow& row : kFixTable) {
+    if (row.seed_step == 0 || row.hint.empty()) continue;
     if (row.id == "quantize" && d.primary == "huge_request") continue;  // not the failing tensor
     if (row.id == "expandable_segments" &&
         !(cuda_like && (has(d.kinds, "fragmentation") || d.primary == "no_numbers"))) {

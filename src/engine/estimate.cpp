@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -344,8 +345,7 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   const Bytes head_saved = Bytes{mul(head.per_token, tokens)} + Bytes{mul(head.per_token_position, tokens, w.seq)};
   const Bytes head_fixed{head.fixed};
 
-  const Bytes l4{mul(tokens, m.vocab_size, 4)};
-  const Bytes lc{mul(tokens, m.vocab_size, p.compute)};
+  const auto [lc, l4] = loss_logits(m, w, tokens);
   // Gemma-2 soft-capping: tanh's output is saved for backward.
   const Bytes softcap = m.final_logit_softcap > 0 ? lc : Bytes{};
 
@@ -663,12 +663,36 @@ Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std
 
 }  // namespace
 
-Breakdown estimate(const ModelSpec& m, const Workload& given) {
-  // `weights` and `quant` say the same thing two ways: a packed --dtype implies its default
-  // scheme, and a scheme implies its packed dtype.
-  Workload w = given;
-  w.quant = spec::scheme_of(w);
-  if (w.quant.method != spec::QuantMethod::none) w.weights = spec::packed_dtype(w.quant);
+std::uint64_t compute_bytes(const Workload& w) { return detail::precision_of(w).compute; }
+
+LossLogits loss_logits(const ModelSpec& m, const Workload& w, std::uint64_t tokens) {
+  return {Bytes{mul(tokens, m.vocab_size, compute_bytes(w))}, Bytes{mul(tokens, m.vocab_size, 4)}};
+}
+
+std::vector<NamedTensor> single_requests(const ModelSpec& m, const Workload& w) {
+  std::vector<NamedTensor> out;
+  // Each size on its own: one that overflows 64 bits is left out, the others stay.
+  const auto add = [&](std::string name, const auto& size) {
+    try {
+      out.push_back({std::move(name), size()});
+    } catch (const InputError&) {
+    }
+  };
+  const auto logits = [&] { return loss_logits(m, w, mul(w.batch, w.seq)); };
+  add("logits_fp32", [&] { return logits().fp32; });
+  add("logits", [&] { return logits().compute; });
+  // Eager attention materialises batch x heads x seq x seq scores (SDPA's fused kernels never do).
+  if (w.attention == spec::Attention::eager)
+    add("attention_scores", [&] { return Bytes{mul(mul(w.batch, m.num_heads), mul(w.seq, w.seq), compute_bytes(w))}; });
+  return out;
+}
+
+Breakdown estimate(const ModelSpec& m, const Workload& w) {
+  // The packing is the spec's (spec::set_packing, spec::resolve_packing): the weights' dtype
+  // is the scheme's packed dtype, and spec::scheme_of gives a packed dtype's default scheme.
+  if (w.quant.method != spec::QuantMethod::none && w.weights != spec::packed_dtype(w.quant))
+    throw std::logic_error(fmt::format("engine::estimate: weights {} disagree with the scheme {} (use spec::set_packing)",
+                                       vramfit::name_of(w.weights), spec::name_of(w.quant)));
   const Precision p = detail::precision_of(w);
   std::vector<std::string> notes;
   Acc base;
@@ -683,7 +707,7 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
     base.add("temporaries", detail::dequant_buffer(m));
     notes.emplace_back("quantized weights: packed sizes follow the formats (block scales included); the "
                        "kernels' own buffers beyond one dequantized weight are not measured");
-    if (w.quant.method == spec::QuantMethod::gguf)
+    if (spec::scheme_of(w).method == spec::QuantMethod::gguf)
       notes.emplace_back("GGUF weights are sized as llama.cpp stores them; the rest follows PyTorch's allocations "
                          "(llama.cpp's own compute buffers differ), and transformers dequantizes GGUF files on load: "
                          "--dtype bf16 estimates that");

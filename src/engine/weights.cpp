@@ -91,7 +91,7 @@ Bytes quantized_linear_bytes(const spec::Linear& l, const spec::Quantization& q)
 }
 
 Bytes weight_bytes(const spec::ModelSpec& m, const spec::Workload& w, std::uint64_t param_bytes) {
-  const spec::Quantization& q = w.quant;
+  const spec::Quantization q = spec::scheme_of(w);
   if (q.method == QuantMethod::none) return Bytes{checked_mul(m.params, param_bytes)} + Bytes{m.buffer_bytes};
   // A pre-quantized checkpoint loaded as it is: its tensors' bytes are exact.
   if (spec::keeps_checkpoint_packing(m, w))

@@ -142,10 +142,10 @@ std::string estimate_json(const EstimateReport& r) {
   if (r.budget) {
     ojson o;
     o["bytes"] = r.budget->bytes.value();
-    o["fits"] = fits(b, *r.budget);
-    o["headroom_bytes"] = headroom_bytes(b, r.budget->bytes);
-    o["gpu"] = r.budget->gpu ? ojson(*r.budget->gpu) : ojson(nullptr);
-    o["keep_free_bytes"] = r.budget->keep_free.value();
+    o["fits"] = r.budget->fits(b.device_total);
+    o["headroom_bytes"] = r.budget->spare(b.device_total);
+    o["gpu"] = r.budget->gpu_id.empty() ? ojson(nullptr) : ojson(r.budget->gpu_id);
+    o["keep_free_bytes"] = r.budget->headroom_bytes().value();
     j["budget"] = o;
   } else {
     j["budget"] = nullptr;
@@ -199,6 +199,39 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
   return lines;
 }
 
+// "rtx-4090 (NVIDIA GeForce RTX 4090), 24.00 GiB, 2.40 GiB kept free (10%)" or
+// "40.00 GiB (40GiB)": the budget and its margin as given.
+std::string budget_label(const advisor::Budget& budget) {
+  const std::string size = format_bytes(budget.bytes);
+  std::string label = size;
+  if (!budget.gpu_id.empty())
+    label = fmt::format("{}, {}", budget.label, size);
+  else if (!budget.label.empty() && budget.label != size)
+    label += fmt::format(" ({})", budget.label);
+  const Bytes keep_free = budget.headroom_bytes();
+  if (keep_free.value() > 0) {
+    label += fmt::format(", {} kept free", format_bytes(keep_free));
+    if (!budget.headroom_label.empty() && budget.headroom_label != format_bytes(keep_free))
+      label += fmt::format(" ({})", budget.headroom_label);
+  }
+  return label;
+}
+
+// "FITS, headroom 1.20 GiB" / "DOES NOT FIT, short by 3.00 GiB [with 2.40 GiB kept free]".
+std::string verdict_text(const advisor::Budget& budget, const engine::Breakdown& b) {
+  const Bytes keep_free = budget.headroom_bytes();
+  switch (budget.verdict(b.device_total)) {
+    case advisor::Verdict::fits:
+      return fmt::format("FITS, headroom {}", format_signed_bytes(budget.spare(b.device_total)));
+    case advisor::Verdict::does_not_fit:
+      if (keep_free.value() == 0)
+        return fmt::format("DOES NOT FIT, short by {}", format_bytes(budget.short_by(b.device_total)));
+      return fmt::format("DOES NOT FIT, short by {} with {} kept free", format_bytes(budget.short_by(b.device_total)),
+                         format_bytes(keep_free));
+  }
+  return {};
+}
+
 std::string estimate_text(const EstimateReport& r) {
   const auto& m = r.model;
   const auto& b = r.breakdown;
@@ -244,38 +277,8 @@ std::string estimate_text(const EstimateReport& r) {
   out += table(rows, {Align::left, Align::right, Align::right, Align::left});
 
   if (r.budget) {
-    const Bytes budget = r.budget->bytes;
-    const std::int64_t headroom = headroom_bytes(b, budget);
     out += '\n';
-    std::vector<std::vector<std::string>> verdict;
-    std::string label =
-        r.budget->gpu ? fmt::format("{}, {}", r.budget->label, format_bytes(budget)) : format_bytes(budget);
-    if (!r.budget->gpu && r.budget->label != format_bytes(budget))
-      label += fmt::format(" ({})", r.budget->label);
-    const Bytes keep_free = r.budget->keep_free;
-    if (keep_free.value() > 0) {
-      label += fmt::format(", {} kept free", format_bytes(keep_free));
-      if (!r.budget->keep_free_label.empty() && r.budget->keep_free_label != format_bytes(keep_free))
-        label += fmt::format(" ({})", r.budget->keep_free_label);
-    }
-    verdict.push_back({"Budget", label});
-    if (fits(b, *r.budget)) {
-      verdict.push_back({"Verdict", fmt::format("FITS, headroom {}", format_signed_bytes(headroom))});
-    } else if (keep_free.value() == 0) {
-      verdict.push_back(
-          {"Verdict", fmt::format("DOES NOT FIT, short by {}", format_signed_bytes(-headroom))});
-    } else {
-      // Short by device_total + keep_free - budget (the headroom alone may be positive), saturated.
-      const std::uint64_t total = b.device_total.value();
-      const std::uint64_t short_by =
-          keep_free <= budget ? total - (budget.value() - keep_free.value())
-          : total > std::numeric_limits<std::uint64_t>::max() - (keep_free.value() - budget.value())
-              ? std::numeric_limits<std::uint64_t>::max()
-              : total + (keep_free.value() - budget.value());
-      verdict.push_back({"Verdict", fmt::format("DOES NOT FIT, short by {} with {} kept free",
-                                                format_bytes(Bytes{short_by}), format_bytes(keep_free))});
-    }
-    out += table(verdict, {});
+    out += table({{"Budget", budget_label(*r.budget)}, {"Verdict", verdict_text(*r.budget, b)}}, {});
   }
 
   const auto notes = all_notes(r);
@@ -287,24 +290,6 @@ std::string estimate_text(const EstimateReport& r) {
 }
 
 }  // namespace
-
-bool fits(const engine::Breakdown& b, Bytes budget) noexcept { return b.device_total <= budget; }
-
-bool fits(const engine::Breakdown& b, const Budget& budget) noexcept {
-  // Compared by subtraction: device_total + keep_free may overflow.
-  if (budget.keep_free > budget.bytes) return false;
-  return b.device_total.value() <= budget.bytes.value() - budget.keep_free.value();
-}
-
-std::int64_t headroom_bytes(const engine::Breakdown& b, Bytes budget) noexcept {
-  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  const std::uint64_t have = budget.value();
-  const std::uint64_t need = b.device_total.value();
-  if (have >= need) return static_cast<std::int64_t>(std::min(have - need, kMax));
-  const std::uint64_t short_by = need - have;
-  if (short_by > kMax) return std::numeric_limits<std::int64_t>::min();
-  return -static_cast<std::int64_t>(short_by);
-}
 
 std::vector<std::string> all_notes(const EstimateReport& r) {
   std::vector<std::string> notes;

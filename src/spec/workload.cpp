@@ -168,6 +168,29 @@ Quantization scheme_of(const Workload& w) {
   return w.quant.method != QuantMethod::none ? w.quant : default_quantization(w.weights);
 }
 
+void set_packing(Workload& w, const Quantization& q) {
+  w.quant = q;
+  if (q.method != QuantMethod::none) w.weights = packed_dtype(q);
+}
+
+std::optional<std::string> resolve_packing(Workload& w, const ModelSpec& m, const PackingRequest& request) {
+  std::optional<Quantization> q = request.quant;
+  std::optional<std::string> note;
+  if (!q && !request.dtype_given && m.quantization) {
+    q = *m.quantization;
+    note = fmt::format("the weights are packed as the checkpoint says ({}); --dtype bf16 estimates them unpacked",
+                       name_of(*q));
+  }
+  if (!q && !request.dtype_given && w.mode == Mode::qlora) q = default_quantization(DType::nf4);
+  if (!q && !is_float_compute(w.weights)) q = default_quantization(w.weights);
+  if (q) {
+    if (request.double_quant && q->method == QuantMethod::bnb_4bit) q->double_quant = true;
+    q->skip_modules.insert(q->skip_modules.end(), request.skip_modules.begin(), request.skip_modules.end());
+    set_packing(w, *q);
+  }
+  return note;
+}
+
 bool keeps_checkpoint_packing(const ModelSpec& m, const Workload& w) {
   return m.packed_weight_bytes && m.quantization && same_storage(*m.quantization, scheme_of(w));
 }

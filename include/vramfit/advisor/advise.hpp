@@ -26,16 +26,6 @@ struct FixInfo {
 /// gradient_checkpointing, quantize_8bit, quantize_4bit, inference_mode, expandable_segments.
 std::span<const FixInfo> fixes() noexcept;
 
-/// A workload plus the allocator setting the walk may turn on
-/// (`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, spec::Workload::expandable_segments).
-struct AdviceWorkload {
-  spec::Workload workload;
-  bool expandable_segments = false;
-};
-
-/// engine::estimate of the workload with the allocator setting applied.
-engine::Breakdown estimate(const spec::ModelSpec& model, const AdviceWorkload& w);
-
 /// One fix of the walk, tried on the workload the earlier fixes left.
 struct StepResult {
   std::string id;          ///< a FixInfo id
@@ -46,8 +36,9 @@ struct StepResult {
                            ///< skipped: why ("inference keeps no activations for backward")
   std::string how;  ///< the code or setting that does it; may be empty (inference_mode sets it when skipped)
   std::string warning;               ///< applied: the cost ("can cost quality"); may be empty
-  spec::Workload workload;           ///< the workload after this step (unchanged when skipped)
-  bool expandable_segments = false;  ///< the allocator setting after this step
+  /// The workload after this step (unchanged when skipped), its allocator setting included
+  /// (spec::Workload::expandable_segments).
+  spec::Workload workload;
   Bytes before;                      ///< device_total before the step
   Bytes after;                       ///< device_total after it (== before when not applied)
   bool fits = false;                 ///< the budget holds `after` (only the last step may say true)
@@ -60,7 +51,6 @@ struct TierChoice {
   Bytes total_memory;       ///< count x gpu_memory: the order of "smallest"
   Bytes per_gpu_total;      ///< the engine's per-GPU device_total on this tier
   spec::Workload workload;  ///< the workload as run there (gpus = count, sharding set)
-  bool expandable_segments = false;
   std::vector<std::string> fixes;  ///< ids of the fixes applied on this tier (empty: unchanged)
 };
 
@@ -73,8 +63,7 @@ struct LargerBatch {
 
 /// The advisor's answer.
 struct Advice {
-  Bytes budget;                 ///< the budget's bytes
-  Bytes headroom;               ///< the margin kept free on it
+  Budget budget;                ///< the budget the walk ran against (Budget::verdict decides)
   bool fits_initially = false;  ///< the workload as given fits the budget
   bool fits = false;            ///< the final workload fits (after the fixes if any)
   engine::Breakdown initial_estimate;
@@ -82,8 +71,7 @@ struct Advice {
   /// none does). Empty when the workload fits as given.
   std::vector<StepResult> steps;
   spec::Workload final_workload;  ///< after every applied step
-  bool final_expandable_segments = false;
-  engine::Breakdown final_estimate;  ///< advisor::estimate of the final workload
+  engine::Breakdown final_estimate;  ///< engine::estimate of the final workload
   /// When reduce_batch cut the micro-batch and later fixes freed memory, the largest micro-batch
   /// above the walk's and up to the user's own (training: a divisor of the effective batch) that
   /// still fits with every applied fix (binary search, monotone assumption). The user's own batch

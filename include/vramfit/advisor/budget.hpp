@@ -34,18 +34,41 @@ struct Headroom {
 /// infinite, 100% or more, a bad size.
 Headroom parse_headroom(std::string_view text, std::string_view field = "--headroom");
 
-/// The memory a job may use on one GPU, and the margin to keep free on it.
+/// Whether a job fits a budget. Decided in one place, Budget::verdict; everything that prints
+/// or returns "fits" (estimate, advise, fit, the exit codes) asks it.
+enum class Verdict {
+  fits,          ///< device_total + margin <= bytes
+  does_not_fit,  ///< it does not
+};
+
+/// Stable spellings: "fits", "does_not_fit".
+std::string_view name_of(Verdict v) noexcept;
+
+/// The memory a job may use on one GPU, and the margin to keep free on it. The one budget of
+/// every command: the advisor's walk and search, the renderers and the exit codes read it.
 struct Budget {
   Bytes bytes;           ///< the GPU's memory (`--gpu`) or the `--budget` size
   Headroom headroom;     ///< kept free: the job fits when device_total + margin <= bytes
   bool gpu_bf16 = true;  ///< the GPU computes in bf16 (decides bf16 vs fp16 mixed precision)
   std::string gpu_id;    ///< the catalog id when given by `--gpu`; empty for `--budget`
+  /// How the budget was given, for reports: "h100-80gb (NVIDIA H100 80GB HBM3)" for `--gpu`,
+  /// the `--budget` text ("24GiB") otherwise; may be empty (a budget built in code).
+  std::string label;
+  /// The `--headroom` text as typed ("10%", "2GiB"); empty when no margin was asked for.
+  std::string headroom_label;
 
   /// The margin in bytes on this budget (headroom.on(bytes)).
   [[nodiscard]] Bytes headroom_bytes() const { return headroom.on(bytes); }
-  /// True when a job needing `device_total` bytes leaves the margin free:
-  /// device_total + headroom_bytes() <= bytes (no overflow: compared by subtraction).
-  [[nodiscard]] bool fits(Bytes device_total) const;
+  /// The verdict for a job needing `device_total` bytes on the GPU (no overflow: compared by
+  /// subtraction).
+  [[nodiscard]] Verdict verdict(Bytes device_total) const;
+  /// verdict(device_total) == Verdict::fits.
+  [[nodiscard]] bool fits(Bytes device_total) const { return verdict(device_total) == Verdict::fits; }
+  /// bytes - device_total, the margin not counted: what is left on the GPU, negative when the
+  /// job needs more than the GPU has (saturates at the int64 range).
+  [[nodiscard]] std::int64_t spare(Bytes device_total) const noexcept;
+  /// How much device_total + margin exceeds bytes (saturated at 2^64 - 1); zero when it fits.
+  [[nodiscard]] Bytes short_by(Bytes device_total) const noexcept;
 };
 
 /// The budget of one catalog GPU: its memory, its bf16 support, its id.

@@ -36,8 +36,7 @@ struct FitResult {
   bool capped = false;             ///< `value` is search_cap: larger ones may fit too
   spec::Workload workload;         ///< the workload at `value` (at 1 when nothing fits)
   engine::Breakdown estimate;      ///< the engine's estimate of `workload`
-  Bytes budget;                    ///< the budget's bytes
-  Bytes headroom;                  ///< the margin kept free on it
+  Budget budget;                   ///< the budget searched against (Budget::verdict decides)
   std::uint64_t estimates = 0;     ///< engine calls the search made
   std::vector<std::string> notes;  ///< e.g. a seq above the model's max_position_embeddings
 };

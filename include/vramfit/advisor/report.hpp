@@ -22,7 +22,7 @@ ExitCode exit_code(const FitResult& fit) noexcept;
 /// The workload knobs the advisor may change, as JSON: mode, weights, autocast (null when
 /// off), batch, seq, new_tokens, grad_accum, checkpointing, optimizer, gpus, sharding, lora
 /// ({rank, all_linear, targets}, null unless lora/qlora), expandable_segments. Integer sizes.
-nlohmann::json workload_json(const spec::Workload& w, bool expandable_segments);
+nlohmann::json workload_json(const spec::Workload& w);
 
 /// The advice as JSON (keys sorted; integer bytes; stable fix ids). See the README section
 /// "JSON output" for `vramfit advise`: {budget, headroom, fits_initially, fits,

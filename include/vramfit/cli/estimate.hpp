@@ -55,11 +55,10 @@ struct EstimateFlags {
 /// Whether a command needs a budget (`advise`, `fit`) or may go without (`estimate`).
 enum class BudgetRule { optional, required };
 
-/// A checked command line: the engine's report, and the budget as the advisor sees it.
+/// A checked command line: the engine's report (report.budget is the one budget, its
+/// --headroom margin and the GPU's bf16 support included).
 struct Estimate {
-  render::EstimateReport report;  ///< report.budget carries the --headroom margin too
-  /// The budget with its margin and the GPU's bf16 support; set exactly when report.budget is.
-  std::optional<advisor::Budget> budget;
+  render::EstimateReport report;
 };
 
 /// Checks the flags, builds the model and the workload, runs the engine. Collects every

@@ -31,7 +31,8 @@ struct CandidateMatch {
   std::uint64_t difference_permille = 0;
 };
 
-/// One suggested fix. Ids are API (scripts read them):
+/// One suggested fix: a row of the one fix table (vramfit/core/fixes.hpp) that carries a hint.
+/// Ids are API (scripts read them):
 ///   seed fixes, in the seed's order: reduce_batch (1), mixed_precision (2),
 ///   gradient_checkpointing (3), quantize (4), inference_mode (5), expandable_segments (6);
 ///   others (seed_step 0): free_other_processes, raise_memory_fraction, chunked_logits,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "vramfit/advisor/budget.hpp"
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/engine/breakdown.hpp"
@@ -23,34 +24,12 @@ enum class Format {
 /// meaning or disappears; new keys may appear within a version.
 inline constexpr int kSchemaVersion = 1;
 
-/// The memory a job may use on one GPU.
-struct Budget {
-  Bytes bytes;                     ///< usable device memory
-  std::string label;               ///< how it was given: "h100-80gb" or "24GiB"
-  std::optional<std::string> gpu;  ///< the GPU id when given by `--gpu`
-  /// A margin kept free on the GPU (`--headroom`): the job fits when device_total + keep_free
-  /// <= bytes. Zero when no margin was asked for.
-  Bytes keep_free{};
-  /// How the margin was given ("10%", "2GiB"); empty when none.
-  std::string keep_free_label{};
-};
-
-/// True when the job fits: the device total (peak allocated + allocator reserve + CUDA
-/// context, what the GPU must have) is at most the budget.
-[[nodiscard]] bool fits(const engine::Breakdown& b, Bytes budget) noexcept;
-
-/// True when the job fits the budget with its margin kept free: device_total + keep_free <= bytes.
-[[nodiscard]] bool fits(const engine::Breakdown& b, const Budget& budget) noexcept;
-
-/// budget - device total in bytes, negative when it does not fit (saturates at the int64 range).
-[[nodiscard]] std::int64_t headroom_bytes(const engine::Breakdown& b, Bytes budget) noexcept;
-
 /// Everything `vramfit estimate` reports.
 struct EstimateReport {
   spec::ModelSpec model;
   spec::Workload workload;
   engine::Breakdown breakdown;
-  std::optional<Budget> budget;
+  std::optional<advisor::Budget> budget;  ///< the one budget type; its verdict decides "fits"
   std::vector<std::string> notes;  ///< the command's own notes, printed after the spec's and engine's
 };
 

@@ -101,6 +101,25 @@ struct Workload {
 /// dtype implies (method none for 16/32-bit weights).
 Quantization scheme_of(const Workload& w);
 
+/// Packs the weights as `q`: w.quant = q and w.weights = packed_dtype(q), the pair the engine
+/// reads as set; a scheme of method none clears w.quant and leaves the dtype alone.
+void set_packing(Workload& w, const Quantization& q);
+
+/// How the command line asked for the weights' packing, before the model is known.
+struct PackingRequest {
+  std::optional<Quantization> quant;      ///< `--quant` (with `--group-size` applied)
+  bool dtype_given = false;               ///< `--dtype` was given (w.weights holds it)
+  bool double_quant = false;              ///< `--double-quant`
+  std::vector<std::string> skip_modules;  ///< `--skip-modules`
+};
+
+/// The one precedence rule for the weights' packing: `--quant`, else a packed `--dtype`
+/// (w.weights: its default scheme), else the checkpoint's own quantization_config or GGUF
+/// type (when no `--dtype` was given), else QLoRA's nf4 base; double quantization and the
+/// skipped modules then apply to the scheme chosen. Sets w.quant and w.weights together
+/// (set_packing). Returns the note to print when the checkpoint's packing was chosen.
+std::optional<std::string> resolve_packing(Workload& w, const ModelSpec& m, const PackingRequest& request);
+
 /// True when the weights are loaded packed as the checkpoint stores them and its tensors were
 /// read: the checkpoint's exact bytes are the weights' footprint.
 bool keeps_checkpoint_packing(const ModelSpec& m, const Workload& w);

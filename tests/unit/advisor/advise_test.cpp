@@ -1,6 +1,7 @@
 // The walk of fixes and the tiers. Expected bytes come from the engine itself (estimates of
 // the workload each step should produce), so these tests hold whatever the engine's numbers.
 #include "vramfit/advisor/advise.hpp"
+#include "vramfit/core/fixes.hpp"
 
 #include <algorithm>
 
@@ -51,9 +52,9 @@ TEST_CASE("a budget at or above the estimate gives no steps", "[advisor]") {
     CHECK(a.steps.empty());
     CHECK(a.final_estimate.device_total == total);
     CHECK(a.final_workload.weights == DType::bf16);
-    CHECK_FALSE(a.final_expandable_segments);
-    CHECK(a.budget == budget);
-    CHECK(a.headroom == Bytes{0});
+    CHECK_FALSE(a.final_workload.expandable_segments);
+    CHECK(a.budget.bytes == budget);
+    CHECK(a.budget.headroom_bytes() == Bytes{0});
     check_walk_properties(m, a, b);
   }
   // One byte short: the walk starts.
@@ -72,7 +73,7 @@ TEST_CASE("the headroom counts against the budget", "[advisor]") {
   const Budget tight = budget_of(total + GiB(1), parse_headroom("1073741825"));
   const Advice a = advise(m, w, tight, test_catalog(), no_tiers());
   CHECK_FALSE(a.fits_initially);
-  CHECK(a.headroom == Bytes{1073741825});
+  CHECK(a.budget.headroom_bytes() == Bytes{1073741825});
   check_walk_properties(m, a, tight);
   CHECK(error_of([&] {
           advise(m, w, budget_of(GiB(1), parse_headroom("1GiB")), test_catalog(), no_tiers());
@@ -363,7 +364,7 @@ TEST_CASE("larger_batch: the largest micro-batch that fits once the later fixes 
         spec::Workload x = a.final_workload;
         x.batch = c;
         if (w.trains()) x.grad_accum = effective / c;
-        const Bytes t = advisor::estimate(m, AdviceWorkload{x, a.final_expandable_segments}).device_total;
+        const Bytes t = engine::estimate(m, x).device_total;
         if (b.fits(t)) {
           expected = LargerBatch{c, x.grad_accum, t};
           break;
@@ -468,12 +469,9 @@ TEST_CASE("expandable segments lower the allocator reserve, keeping the invarian
   const auto m = llama8b();
   for (const auto& w : {training(4), inference_fp32()}) {
     const engine::Breakdown plain = engine::estimate(m, w);
-    const engine::Breakdown same = advisor::estimate(m, AdviceWorkload{w, false});
-    CHECK(same.device_total == plain.device_total);
-    const engine::Breakdown e = advisor::estimate(m, AdviceWorkload{w, true});
     auto expandable = w;
     expandable.expandable_segments = true;
-    CHECK(e.device_total == engine::estimate(m, expandable).device_total);  // the engine's own model
+    const engine::Breakdown e = engine::estimate(m, expandable);
     CHECK(e.allocator_reserve < plain.allocator_reserve);
     CHECK(e.peak_allocated == plain.peak_allocated);
     CHECK(e.peak_allocated + e.allocator_reserve + e.cuda_context == e.device_total);
@@ -491,12 +489,12 @@ TEST_CASE("expandable_segments applies only when the reserve is over 10% of the 
     REQUIRE(a.steps.size() == 7);
     const StepResult& prev = a.steps[5];
     const engine::Breakdown before =
-        advisor::estimate(m, AdviceWorkload{prev.workload, prev.expandable_segments});
+        engine::estimate(m, prev.workload);
     const StepResult& s = a.steps[6];
     const bool large = before.allocator_reserve.value() * 10 > before.device_total.value();
     if (large) {
       CHECK(s.applied);
-      CHECK(s.expandable_segments);
+      CHECK(s.workload.expandable_segments);
       CHECK(s.after == before.device_total - before.allocator_reserve);
       CHECK(s.how == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py");
     } else {
@@ -636,4 +634,22 @@ TEST_CASE("no tier fits a model too large for 8 cards", "[advisor]") {
   CHECK(a.provider == std::optional<std::string>("gpu-cloud"));
   CHECK_FALSE(a.tier_unchanged);
   CHECK_FALSE(a.tier_with_fixes);
+}
+
+TEST_CASE("the walk's fixes and the doctor's hints are rows of one table", "[advisor]") {
+  // Every walk step is a row of core/fixes.hpp with its walk title; the doctor's quantize hint
+  // is the alias of the two quantization steps.
+  const auto walk = fixes();
+  REQUIRE(walk.size() == 7);
+  for (const FixInfo& f : walk) {
+    const auto row = fix_of(f.id);
+    REQUIRE(row);
+    CHECK(fix_row(*row).walk_title == f.title);
+  }
+  const FixRow& q = fix_row(Fix::quantize);
+  CHECK(q.walk_title.empty());
+  CHECK(q.stands_for[0] == Fix::quantize_8bit);
+  CHECK(q.stands_for[1] == Fix::quantize_4bit);
+  CHECK(fix_row(Fix::quantize_8bit).hint.empty());
+  CHECK(fix_row(Fix::larger_gpu).walk_title.empty());
 }

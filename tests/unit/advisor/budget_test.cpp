@@ -1,6 +1,8 @@
 // Headroom parsing, margins and the fit rule of a Budget.
 #include "vramfit/advisor/budget.hpp"
 
+#include <limits>
+
 #include "fixtures.hpp"
 
 using namespace vramfit;
@@ -92,6 +94,34 @@ TEST_CASE("Budget::fits keeps the margin free, boundary included", "[advisor]") 
 
   b.headroom = parse_headroom("30GiB");  // more than the budget: nothing fits
   CHECK_FALSE(b.fits(Bytes{0}));
+}
+
+TEST_CASE("Budget::verdict decides; spare and short_by say by how much", "[advisor]") {
+  Budget b = budget_of(GiB(10));
+  CHECK(b.verdict(GiB(10)) == Verdict::fits);
+  CHECK(b.verdict(GiB(10) + Bytes{1}) == Verdict::does_not_fit);
+  CHECK(name_of(Verdict::fits) == "fits");
+  CHECK(name_of(Verdict::does_not_fit) == "does_not_fit");
+  CHECK(b.spare(GiB(9)) == static_cast<std::int64_t>(GiB(1).value()));
+  CHECK(b.spare(GiB(11)) == -static_cast<std::int64_t>(GiB(1).value()));
+  CHECK(b.short_by(GiB(9)) == Bytes{0});
+  CHECK(b.short_by(GiB(11)) == GiB(1));
+  // The margin counts in the verdict and the shortfall, not in `spare` (what the GPU has left).
+  b.headroom = parse_headroom("1GiB");
+  CHECK(b.verdict(GiB(9)) == Verdict::fits);
+  CHECK(b.verdict(GiB(9) + Bytes{1}) == Verdict::does_not_fit);
+  CHECK(b.spare(GiB(9) + Bytes{1}) == static_cast<std::int64_t>(GiB(1).value()) - 1);
+  CHECK(b.short_by(GiB(9) + Bytes{1}) == Bytes{1});
+  // A fixed margin above the budget adds to the shortfall, saturated.
+  b.headroom = parse_headroom("12GiB");
+  CHECK(b.short_by(Bytes{0}) == GiB(2));
+  CHECK(b.short_by(Bytes{std::numeric_limits<std::uint64_t>::max()}) ==
+        Bytes{std::numeric_limits<std::uint64_t>::max()});
+  // spare saturates at the int64 range.
+  const Budget none = budget_of(Bytes{0});
+  CHECK(none.spare(Bytes{std::numeric_limits<std::uint64_t>::max()}) == std::numeric_limits<std::int64_t>::min());
+  const Budget all = budget_of(Bytes{std::numeric_limits<std::uint64_t>::max()});
+  CHECK(all.spare(Bytes{0}) == std::numeric_limits<std::int64_t>::max());
 }
 
 TEST_CASE("budget_for_gpu takes the card's memory, bf16 and id", "[advisor]") {

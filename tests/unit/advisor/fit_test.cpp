@@ -30,7 +30,7 @@ void check_largest(const spec::ModelSpec& m, const spec::Workload& w, const Budg
   CHECK((d == Dimension::batch ? r.workload.batch : r.workload.seq) == r.value);
   // Doubling then bisection: about two engine calls per bit of the cap, at most.
   CHECK(r.estimates <= 2 * 24 + 2);
-  CHECK(r.budget == b.bytes);
+  CHECK(r.budget.bytes == b.bytes);
 }
 
 }  // namespace

@@ -150,7 +150,7 @@ inline void check_walk_properties(const spec::ModelSpec& m, const advisor::Advic
     else
       CHECK(s.after == s.before);
     CHECK(s.after ==
-          advisor::estimate(m, advisor::AdviceWorkload{s.workload, s.expandable_segments}).device_total);
+          engine::estimate(m, s.workload).device_total);
     CHECK_FALSE((s.applied && s.ruled_out));
     CHECK(s.fits == b.fits(s.after));
     if (i + 1 < a.steps.size()) CHECK_FALSE(s.fits);  // the walk stops at the first fit
@@ -158,8 +158,7 @@ inline void check_walk_properties(const spec::ModelSpec& m, const advisor::Advic
   }
   CHECK(a.final_estimate.device_total == current);
   CHECK(a.final_estimate.device_total ==
-        advisor::estimate(m, advisor::AdviceWorkload{a.final_workload, a.final_expandable_segments})
-            .device_total);
+        engine::estimate(m, a.final_workload).device_total);
   CHECK(a.fits == b.fits(current));
   if (a.fits)
     CHECK(a.steps.back().fits);

@@ -56,11 +56,12 @@ TEST_CASE("workload_json spells every knob the advisor changes", "[advisor]") {
   w.checkpointing = true;
   w.gpus = 2;
   w.sharding = spec::Sharding::fsdp;
-  const json j = workload_json(w, true);
+  w.expandable_segments = true;
+  const json j = workload_json(w);
   CHECK(j == json::parse(R"({"mode": "qlora", "weights": "nf4", "autocast": "bf16", "batch": 2, "seq": 1024,
     "new_tokens": 0, "grad_accum": 4, "checkpointing": true, "optimizer": "adamw", "gpus": 2, "sharding": "fsdp",
     "lora": {"rank": 16, "all_linear": true, "targets": []}, "expandable_segments": true})"));
-  const json i = workload_json(inference_fp32(), false);
+  const json i = workload_json(inference_fp32());
   CHECK(i["autocast"].is_null());
   CHECK(i["lora"].is_null());
   CHECK(i["mode"] == "inference");
@@ -96,7 +97,7 @@ TEST_CASE("advice_json: stable ids, statuses and integer bytes", "[advisor]") {
   CHECK(s1["saves"] == before - after);
   CHECK(s1["fits"] == true);
   CHECK(s1["workload"]["weights"] == "bf16");
-  CHECK(j["final_workload"] == workload_json(c.bf16, false));
+  CHECK(j["final_workload"] == workload_json(c.bf16));
   CHECK(j["tiers"] ==
         json::parse(R"({"provider": null, "considered": 0, "unchanged": null, "with_fixes": null})"));
 }

@@ -21,8 +21,9 @@ spec::ModelSpec tiny() {
 
 std::uint64_t weights(const spec::ModelSpec& m, const std::string& scheme, std::uint64_t group = 128) {
   spec::Workload w;
-  w.quant = *spec::parse_quant(scheme);
-  w.quant.group_size = group;
+  spec::Quantization q = *spec::parse_quant(scheme);
+  q.group_size = group;
+  spec::set_packing(w, q);
   return engine::estimate(m, w).find("weights")->bytes.value();
 }
 
@@ -49,8 +50,9 @@ TEST_CASE("bitsandbytes nf4: packed values, fp32 absmax per 64, the code table",
   }
   CHECK(weights(m, "nf4") == 2 * linears + kRest16 + m.buffer_bytes);
   spec::Workload w;
-  w.quant = *spec::parse_quant("nf4");
-  w.quant.double_quant = true;
+  spec::Quantization dq = *spec::parse_quant("nf4");
+  dq.double_quant = true;
+  spec::set_packing(w, dq);
   CHECK(engine::estimate(m, w).find("weights")->bytes.value() == 2 * linears_dq + kRest16 + m.buffer_bytes);
   CHECK(weights(m, "fp4") == weights(m, "nf4"));
 }
@@ -85,8 +87,9 @@ TEST_CASE("LLM.int8, GPTQ, AWQ, fp8 and mxfp4 layouts", "[engine][quant]") {
 TEST_CASE("skipped modules stay 16-bit; a packed --dtype means its default scheme", "[engine][quant]") {
   const auto m = tiny();
   spec::Workload w;
-  w.quant = *spec::parse_quant("bnb-int8");
-  w.quant.skip_modules = {"down_proj"};
+  spec::Quantization q = *spec::parse_quant("bnb-int8");
+  q.skip_modules = {"down_proj"};
+  spec::set_packing(w, q);
   const std::uint64_t down = r512(512 * 256) + r512(256 * 4);
   CHECK(engine::estimate(m, w).find("weights")->bytes.value() == weights(m, "bnb-int8") - 2 * down + 2 * 512 * 256 * 2);
   spec::Workload d;
@@ -99,9 +102,9 @@ TEST_CASE("a pre-quantized checkpoint's exact bytes are used while the scheme is
   m.quantization = *spec::parse_quant("awq-int4");
   m.packed_weight_bytes = 12345678;
   spec::Workload w;
-  w.quant = *m.quantization;
+  spec::set_packing(w, *m.quantization);
   CHECK(engine::estimate(m, w).find("weights")->bytes.value() == 12345678 + m.buffer_bytes);
-  w.quant = *spec::parse_quant("nf4");  // re-quantized another way: the formula again
+  spec::set_packing(w, *spec::parse_quant("nf4"));  // re-quantized another way: the formula again
   CHECK(engine::estimate(m, w).find("weights")->bytes.value() == weights(m, "nf4"));
 }
 

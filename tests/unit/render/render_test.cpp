@@ -52,22 +52,15 @@ EstimateReport sample() {
   return r;
 }
 
-}  // namespace
-
-TEST_CASE("fits and headroom", "[render]") {
-  engine::Breakdown b;
-  b.device_total = GiB(10);
-  CHECK(fits(b, GiB(10)));
-  CHECK(fits(b, GiB(11)));
-  CHECK_FALSE(fits(b, GiB(10) - Bytes{1}));
-  CHECK(headroom_bytes(b, GiB(11)) == static_cast<std::int64_t>(GiB(1).value()));
-  CHECK(headroom_bytes(b, GiB(9)) == -static_cast<std::int64_t>(GiB(1).value()));
-  b.device_total = Bytes{std::numeric_limits<std::uint64_t>::max()};
-  CHECK(headroom_bytes(b, Bytes{0}) == std::numeric_limits<std::int64_t>::min());
-  b.device_total = Bytes{0};
-  CHECK(headroom_bytes(b, Bytes{std::numeric_limits<std::uint64_t>::max()}) ==
-        std::numeric_limits<std::int64_t>::max());
+/// A budget as the CLI builds it: `label` is how it was given, `gpu` the catalog id or empty.
+advisor::Budget budget(Bytes bytes, std::string label, std::string gpu) {
+  advisor::Budget b = advisor::budget_of(bytes);
+  b.label = std::move(label);
+  b.gpu_id = std::move(gpu);
+  return b;
 }
+
+}  // namespace
 
 TEST_CASE("notes: model, engine, command; no duplicates", "[render]") {
   CHECK(all_notes(sample()) == std::vector<std::string>{"a model note", "an engine note", "a command note"});
@@ -96,11 +89,11 @@ TEST_CASE("render_estimate as text", "[render]") {
         "  - an engine note\n"
         "  - a command note\n");
 
-  r.budget = Budget{GiB(24), "rtx-4090 (NVIDIA GeForce RTX 4090)", "rtx-4090"};
+  r.budget = budget(GiB(24), "rtx-4090 (NVIDIA GeForce RTX 4090)", "rtx-4090");
   const std::string text = render_estimate(r, Format::text);
   CHECK(text.find("Budget   rtx-4090 (NVIDIA GeForce RTX 4090), 24.00 GiB\n"
                   "Verdict  DOES NOT FIT, short by 9.60 GiB\n") != std::string::npos);
-  r.budget = Budget{GiB(40), "40GiB", std::nullopt};
+  r.budget = budget(GiB(40), "40GiB", "");
   CHECK(render_estimate(r, Format::text)
             .find("Budget   40.00 GiB (40GiB)\n"
                   "Verdict  FITS, headroom 6.40 GiB\n") != std::string::npos);
@@ -108,7 +101,7 @@ TEST_CASE("render_estimate as text", "[render]") {
 
 TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   auto r = sample();
-  r.budget = Budget{GiB(24), "rtx-4090", "rtx-4090"};
+  r.budget = budget(GiB(24), "rtx-4090", "rtx-4090");
   const std::string text = render_estimate(r, Format::json);
   const auto j = nlohmann::ordered_json::parse(text);
   std::vector<std::string> keys;
