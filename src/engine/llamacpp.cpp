@@ -96,8 +96,18 @@ bool expert_tensor(std::string_view name) { return name.find("_exps.") != std::s
 
 /// Which layers use the sliding window, as llama.cpp's set_swa_pattern(n) does: with
 /// period n every n-th layer is global (gemma2: 2, gemma3: 6), else all layers slide.
+/// The model types whose sliding window llama.cpp honours with an SWA cache (llama-model.cpp
+/// sets hparams.swa_type for them: gemma2, gemma3, cohere2, gpt-oss); others (mistral v0.1,
+/// phi3: "Phi SWA is currently disabled") get a full cache on every layer.
+bool llamacpp_uses_swa(std::string_view model_type) {
+  for (const std::string_view t : {"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss"})
+    if (model_type == t) return true;
+  return false;
+}
+
 std::vector<bool> swa_layers(const spec::ModelSpec& m) {
-  const std::uint64_t L = m.num_layers, S = m.sliding_window == 0 ? 0 : m.sliding_layers;
+  const std::uint64_t L = m.num_layers;
+  const std::uint64_t S = m.sliding_window == 0 || !llamacpp_uses_swa(m.model_type) ? 0 : m.sliding_layers;
   std::vector<bool> swa(static_cast<std::size_t>(L), false);
   if (S == 0) return swa;
   if (S >= L) return std::vector<bool>(static_cast<std::size_t>(L), true);
@@ -197,12 +207,18 @@ struct ComputeShape {
   bool flash_attn = false;
   bool has_layers = false;     // repeating layers run here
   bool has_output = false;     // the output layer runs here
+  /// Weights left on the host that this GPU runs anyway (ggml's op offload of large batches,
+  /// GGML_OP_OFFLOAD_MIN_BATCH = 32): the largest one's copy and its output [rows, ub] in f32.
+  std::uint64_t offload_weight = 0;
+  std::uint64_t offload_rows = 0;
 };
 
-std::uint64_t mask_bytes(std::uint64_t n_kv, std::uint64_t ub, bool fa) {
-  // llm_graph_input_attn: kq_mask [n_kv, GGML_PAD(n_tokens, GGML_KQ_MASK_PAD)], f16 with
-  // flash attention (ggml_flash_attn_ext wants it), else f32.
-  return checked_mul(checked_mul(n_kv, pad(ub, kKqMaskPad)), fa ? 2 : 4);
+/// llm_graph_input_attn's kq_mask [n_kv, GGML_PAD(n_tokens, GGML_KQ_MASK_PAD)]: an f32 input
+/// (in host memory, copied to each GPU that runs attention); with flash attention the graph
+/// casts it to f16 as well (llama-graph.cpp: self_kq_mask_cnv = ggml_cast(..., F16)).
+std::uint64_t mask_bytes(std::uint64_t n_kv, std::uint64_t ub, bool f16_copy) {
+  const std::uint64_t cells = checked_mul(n_kv, pad(ub, kKqMaskPad));
+  return checked_mul(cells, f16_copy ? 4 + 2 : 4);
 }
 
 std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
@@ -224,6 +240,8 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
   }
   if (c.has_output)  // the logits [n_vocab, n_outputs = ub] and the normed input to lm_head
     peak = std::max(peak, checked_add(checked_mul(checked_mul(c.ub, h.n_vocab), f32), act));
+  if (c.offload_weight > 0 && c.ub >= 32)
+    peak = std::max(peak, checked_add(checked_add(c.offload_weight, checked_mul(checked_mul(c.ub, c.offload_rows), f32)), act));
   return peak;
 }
 
@@ -370,7 +388,12 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   std::uint64_t map_lo = std::numeric_limits<std::uint64_t>::max(), map_hi = 0;
   std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
   std::uint64_t host_read = 0;
+  std::uint64_t host_matrix = 0, host_matrix_rows = 0;  // the largest weight left on the host
   const auto on_host = [&](const GgufTensor& t) {
+    if (t.ne.size() >= 2 && !input_tensor(t.name) && t.bytes > host_matrix) {
+      host_matrix = t.bytes;
+      host_matrix_rows = t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1);
+    }
     map_lo = std::min(map_lo, t.offset);
     map_hi = std::max(map_hi, checked_add(t.offset, t.bytes));
     host_read = checked_add(host_read, pad(t.bytes, kCpuAlignment));
@@ -494,6 +517,10 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     c.flash_attn = s.flash_attn;
     c.has_layers = r.gpus[d].layers > 0;
     c.has_output = p.layer_dev.back() == static_cast<int>(d);
+    if (d == 0 && s.gpu_layers > 0) {  // the main GPU runs the host's large matmuls
+      c.offload_weight = host_matrix;
+      c.offload_rows = host_matrix_rows;
+    }
     r.gpus[d].compute = Bytes{compute_bytes(h, c)};
   }
   // The host: the graph inputs (token ids, positions, output ids, one mask per cache kind)
@@ -506,8 +533,8 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     c.has_layers = r.host.layers > 0;
     c.has_output = p.layer_dev.back() == kCpu;
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
-    inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, s.flash_attn));
-    if (any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, s.flash_attn));
+    inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
+    if (any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
     r.host.compute = Bytes{checked_add(inputs, compute_bytes(h, c))};
   }
   // llama_context::output_reserve: logits for n_seq_max outputs, in host memory.

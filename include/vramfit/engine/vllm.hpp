@@ -33,6 +33,9 @@ struct Settings {
   std::uint64_t pipeline_parallel = 1;       ///< --pipeline-parallel-size
   /// Weights: dtype and quantization as the workload says (AWQ/GPTQ/FP8/MXFP4 via --quant).
   spec::Workload weights;
+  /// The V0 engine (vLLM < 0.8, vllm/worker/worker.py): its sampler profile holds only the fp32
+  /// logits of the dummy requests.
+  bool v0_engine = false;
 };
 
 /// Everything vLLM reports at start-up, per GPU.

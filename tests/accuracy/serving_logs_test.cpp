@@ -1,0 +1,161 @@
+// The serving engines against what llama.cpp and vLLM print about their own memory, as posted
+// with their settings in issues and logs (tests/accuracy/serving/*.jsonl, one log a line, each
+// with its source). Every line item the log shows is compared: the error table is printed by
+//   ./build/tests/vramfit_tests "[.serving-report]" -s
+// and the bounds below are the ones the README states.
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/catalog/catalog.hpp"
+#include "vramfit/engine/llamacpp.hpp"
+#include "vramfit/engine/vllm.hpp"
+#include "vramfit/spec/parse.hpp"
+
+using namespace vramfit;
+using nlohmann::json;
+
+namespace {
+
+std::vector<json> read_lines(const std::string& name) {
+  std::ifstream in(std::string(VRAMFIT_SOURCE_DIR) + "/tests/accuracy/serving/" + name);
+  REQUIRE(in.good());
+  std::vector<json> out;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+spec::ModelSpec spec_of(const json& e) {
+  if (e.contains("preset")) {
+    const auto& p = catalog::Catalog::embedded().preset(e.at("preset").get<std::string>(), "preset");
+    return spec::from_config(p.config, p.id);
+  }
+  return spec::from_config(e.at("config"), e.at("id").get<std::string>());
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+
+/// One compared line item.
+struct Item {
+  std::string log_id, item;
+  double log = 0, ours = 0;  // in the log's unit
+  std::string unit;
+  bool exact_mix = true;  // the file's tensor types follow llama-quantize's rules
+  [[nodiscard]] double error() const { return log == 0 ? 0 : ours / log - 1; }
+};
+
+std::vector<Item> llamacpp_items() {
+  std::vector<Item> items;
+  for (const json& e : read_lines("llamacpp_logs.jsonl")) {
+    const spec::ModelSpec m = spec_of(e);
+    const std::string ft = e.at("file_type").is_null() ? "Q4_K_M" : e.at("file_type").get<std::string>();
+    engine::llamacpp::Settings s;
+    s.gpu_layers = e.at("gpu_layers");
+    s.layer_rule = e.at("layer_rule") == "legacy" ? engine::llamacpp::LayerRule::legacy
+                                                 : engine::llamacpp::LayerRule::current;
+    s.ctx_size = e.at("ctx_size");
+    s.parallel = e.at("parallel");
+    s.batch_size = e.at("batch_size");
+    s.ubatch_size = e.at("ubatch_size");
+    s.flash_attn = e.at("flash_attn");
+    s.cache_type_k = e.at("cache_type_k");
+    s.cache_type_v = e.at("cache_type_v");
+    const auto r = engine::llamacpp::estimate(m, engine::llamacpp::tensors_of(m, ft), s);
+    const auto& g = r.gpus.at(0);
+    const std::pair<const char*, Bytes> ours[] = {
+        {"gpu_model", g.model},     {"host_model", r.host.model}, {"gpu_kv", g.kv},
+        {"host_kv", r.host.kv},     {"gpu_compute", g.compute},   {"host_compute", r.host.compute}};
+    for (const auto& [key, bytes] : ours)
+      if (e.at("log_mib").contains(key))
+        items.push_back({e.at("id"), key, e.at("log_mib").at(key).get<double>(),
+                         static_cast<double>(bytes.value()) / kMiB, "MiB", e.value("mix_exact", true)});
+  }
+  return items;
+}
+
+std::vector<Item> vllm_items() {
+  std::vector<Item> items;
+  for (const json& e : read_lines("vllm_logs.jsonl")) {
+    const spec::ModelSpec m = spec_of(e);
+    engine::vllm::Settings s;
+    s.gpu_memory = Bytes{static_cast<std::uint64_t>(e.at("gpu_memory_gib").get<double>() * kGiB)};
+    s.gpu_memory_utilization = e.at("gpu_memory_utilization");
+    s.max_model_len = e.at("max_model_len").get<std::uint64_t>();
+    s.max_num_seqs = e.at("max_num_seqs");
+    s.max_num_batched_tokens = e.at("max_num_batched_tokens");
+    s.block_size = e.at("block_size");
+    s.tensor_parallel = e.at("tensor_parallel_size");
+    s.v0_engine = e.value("v0_engine", false);
+    const auto r = engine::vllm::estimate(m, s);
+    const json& log = e.at("log");
+    const std::string id = e.at("id");
+    const auto gib = [](Bytes b) { return static_cast<double>(b.value()) / kGiB; };
+    if (log.contains("weights_gib")) items.push_back({id, "weights", log["weights_gib"], gib(r.weights), "GiB"});
+    if (log.contains("activation_gib"))
+      items.push_back({id, "activation_peak", log["activation_gib"], gib(r.activation_peak), "GiB"});
+    if (log.contains("non_torch_gib")) items.push_back({id, "non_torch", log["non_torch_gib"], gib(r.non_torch), "GiB"});
+    if (log.contains("kv_gib"))
+      items.push_back({id, "kv_cache_memory", log["kv_gib"], static_cast<double>(r.available_kv) / kGiB, "GiB"});
+    if (log.contains("num_gpu_blocks")) {
+      items.push_back({id, "num_gpu_blocks", log["num_gpu_blocks"], static_cast<double>(r.num_gpu_blocks), "blocks"});
+      // The block count from the log's own KV memory: the page-size formula alone.
+      const double from_log = std::floor(log["kv_gib"].get<double>() * kGiB / static_cast<double>(r.page_bytes));
+      items.push_back({id, "blocks_from_logged_kv", log["num_gpu_blocks"], from_log, "blocks"});
+    }
+    if (log.contains("max_concurrency"))
+      items.push_back({id, "max_concurrency", log["max_concurrency"], std::floor(r.max_concurrency * 100) / 100, "x"});
+  }
+  return items;
+}
+
+std::string table(const std::vector<Item>& items) {
+  std::string s = fmt::format("{:<38} {:<22} {:>12} {:>12} {:>8}\n", "log", "line item", "log", "vramfit", "error");
+  for (const auto& i : items)
+    s += fmt::format("{:<38} {:<22} {:>12.4f} {:>12.4f} {:>+7.2f}%  {}\n", i.log_id, i.item, i.log, i.ours,
+                     100 * i.error(), i.unit);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("serving logs: the error table", "[.serving-report]") {
+  std::string out = "llama.cpp\n" + table(llamacpp_items()) + "\nvLLM\n" + table(vllm_items());
+  WARN(out);
+}
+
+TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte where the mix is known", "[accuracy][serving]") {
+  for (const Item& i : llamacpp_items()) {
+    INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
+    if (i.item == "gpu_kv" || i.item == "host_kv") CHECK(std::abs(i.ours - i.log) <= 0.005);
+    if ((i.item == "gpu_model" || i.item == "host_model") && i.exact_mix) CHECK(std::abs(i.ours - i.log) <= 0.005);
+    if (i.item == "gpu_model" || i.item == "host_model") CHECK(std::abs(i.error()) <= 0.005);
+    // The host compute buffer is the graph inputs: exact but for a few KiB of small inputs.
+    if (i.item == "host_compute") CHECK(std::abs(i.error()) <= 0.01);
+  }
+}
+
+TEST_CASE("llama.cpp logs: GPU compute buffers within 15%", "[accuracy][serving]") {
+  for (const Item& i : llamacpp_items()) {
+    if (i.item != "gpu_compute") continue;
+    INFO(i.log_id << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
+    CHECK(std::abs(i.error()) <= 0.15);
+  }
+}
+
+TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {
+  for (const Item& i : vllm_items()) {
+    INFO(i.log_id << " " << i.item << ": log " << i.log << ", vramfit " << i.ours);
+    // The log prints the KV memory to 0.01 GiB: +-0.005 GiB is +-2.5 blocks of 2 MiB.
+    if (i.item == "blocks_from_logged_kv") CHECK(std::abs(i.ours - i.log) <= 3);
+    if (i.item == "weights") CHECK(std::abs(i.error()) <= 0.02);
+    if (i.item == "activation_peak") CHECK(std::abs(i.error()) <= 0.20);
+  }
+}
