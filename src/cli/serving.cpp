@@ -3,6 +3,7 @@
 #include "vramfit/cli/serving.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -235,7 +236,9 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   j.model = load_model(f, catalog);
   if (j.model.tensors) {
     j.tensors = *j.model.tensors;
-    j.file_type = j.model.spec.quantization ? std::string(spec::name_of(*j.model.spec.quantization)) : "GGUF";
+    j.file_type = j.model.spec.quantization && !j.model.spec.quantization->gguf_type.empty()
+                      ? std::string(j.model.spec.quantization->gguf_type)
+                      : "GGUF";
   } else {
     // A config or preset: the tensors a GGUF of --quant's type would hold (Ollama's default
     // download is Q4_K_M).
@@ -381,18 +384,23 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   } else if (!is_float_compute(w.weights)) {
     q = spec::default_quantization(w.weights);
   }
-  if (q) {
-    w.quant = *q;
-    w.weights = spec::packed_dtype(*q);
-  }
+  if (q) spec::set_packing(w, *q);
   j.cards = cards_of(f, catalog, st.tensor_parallel * st.pipeline_parallel, required);
   st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
   return j;
 }
 
+/// vLLM starts: KV blocks for a full request, and the card's rest (1 - utilization) holds the
+/// CUDA context and the graphs.
 bool vllm_fits(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
   return r.error.empty() && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+}
+
+/// The budget vLLM works within: gpu_memory_utilization x the card.
+std::optional<Bytes> vllm_budget(const engine::vllm::Result& r, bool have_cards) {
+  if (!have_cards) return std::nullopt;
+  return r.budget;
 }
 
 json vllm_json(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
@@ -467,6 +475,14 @@ struct Option {
   Bytes total;  // the binding GPU's total after the change
 };
 
+/// The fixes worth printing: those that make the job fit, or all of them when none does.
+std::vector<Option> worth_showing(std::vector<Option> options) {
+  if (std::any_of(options.begin(), options.end(), [](const Option& o) { return o.fits; }))
+    options.erase(std::remove_if(options.begin(), options.end(), [](const Option& o) { return !o.fits; }),
+                  options.end());
+  return options;
+}
+
 }  // namespace
 
 bool is_serving(const EstimateFlags& f, const ServingFlags& s) {
@@ -523,6 +539,13 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       }
       render::EstimateReport rep = report_of(j.model.spec, lc::breakdown_of(x, st), mem,
                                              j.cards ? j.cards->headroom : Bytes{}, label, st.parallel, x.n_ctx);
+      {
+        std::string ft;
+        for (const char c : j.file_type) ft += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (const auto q = spec::parse_quant(ft)) spec::set_packing(rep.workload, *q);
+        else if (ft == "f16" || ft == "bf16" || ft == "f32")
+          rep.workload.weights = ft == "f16" ? DType::fp16 : ft == "bf16" ? DType::bf16 : DType::fp32;
+      }
       rep.notes.push_back(fmt::format("--engine {}: llama.cpp's buffers on the GPU that binds; the Workload line reads "
                                       "batch as --parallel and seq as the context",
                                       engine_name(e)));
@@ -654,6 +677,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
         }
       }
     }
+    options = worth_showing(std::move(options));
     const render::EstimateReport rep = report_for(r, j.settings);
     if (format == render::Format::json) {
       json doc = document(rep);
@@ -681,10 +705,18 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
   VllmJob j = vllm_job(f, s, catalog, need_budget);
   const vl::Result r = vl::estimate(j.model.spec, j.settings);
   const auto report_for = [&](const vl::Result& x, const vl::Settings& st) {
-    std::optional<Bytes> mem;
-    if (j.cards) mem = j.cards->memory.front();
-    render::EstimateReport rep = report_of(j.model.spec, vl::breakdown_of(x), mem, j.cards ? j.cards->headroom : Bytes{},
-                                           j.cards ? j.cards->labels.front() : "", st.max_num_seqs, x.max_model_len);
+    const std::optional<Bytes> mem = vllm_budget(x, j.cards.has_value());
+    const std::string label =
+        j.cards ? fmt::format("{} x {}", st.gpu_memory_utilization, j.cards->labels.front()) : std::string();
+    render::EstimateReport rep = report_of(j.model.spec, vl::breakdown_of(x), mem, Bytes{}, label, st.max_num_seqs,
+                                           x.max_model_len);
+    rep.workload.quant = st.weights.quant;
+    rep.workload.weights = st.weights.weights;
+    if (!x.error.empty()) rep.notes.push_back("vLLM would stop at start-up: " + x.error);
+    if (j.cards && x.budget + x.cuda_context + x.cuda_graphs > st.gpu_memory)
+      rep.notes.push_back(fmt::format(
+          "the card's rest ({} MiB) is less than the CUDA context and graphs ({} MiB): lower --gpu-memory-utilization",
+          (st.gpu_memory - x.budget).value() >> 20, (x.cuda_context + x.cuda_graphs).value() >> 20));
     rep.notes.push_back("--engine vllm: per GPU; the Workload line reads batch as --max-num-seqs and seq as "
                         "--max-model-len");
     return rep;
@@ -770,6 +802,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       try_fix("raise-gpu-memory-utilization", "--gpu-memory-utilization 0.95 (if nothing else uses the GPU)", st);
     }
   }
+  options = worth_showing(std::move(options));
   const render::EstimateReport rep = report_for(r, j.settings);
   if (format == render::Format::json) {
     json doc = document(rep);
