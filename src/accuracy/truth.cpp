@@ -241,36 +241,4 @@ Report make_report(const std::vector<CaseResult>& results, Bytes device_bytes) {
   return r;
 }
 
-std::string render_report(const Report& r) {
-  std::string s;
-  auto row = [&](const std::string& name, const Stats& st) {
-    s += fmt::format("  {:<16} {:>5} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.1f}%\n", name, st.cases, st.median_abs * 100,
-                     st.p90_abs * 100, st.max_abs * 100, st.unsafe_share * 100);
-  };
-  s += "peak allocated: |estimate / measured - 1|\n";
-  s += fmt::format("  {:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "mode", "cases", "median", "p90", "max", "unsafe");
-  for (const auto& [k, v] : r.by_mode) row(k, v);
-  row("all", r.all);
-  s += "\nby model\n";
-  s += fmt::format("  {:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "model", "cases", "median", "p90", "max", "unsafe");
-  for (const auto& [k, v] : r.by_model) row(k, v);
-  if (!r.by_sharding.empty()) {
-    s += "\nby sharding strategy (per GPU: the busiest rank), then strategy x GPUs\n";
-    s += fmt::format("  {:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "sharding", "cases", "median", "p90", "max", "unsafe");
-    for (const auto& [k, v] : r.by_sharding)
-      if (k.find(' ') == std::string::npos) row(k, v);
-    for (const auto& [k, v] : r.by_sharding)
-      if (k.find(' ') != std::string::npos) row(k, v);
-  }
-  s += "\ndevice total vs peak reserved + non-PyTorch memory\n";
-  row("all", r.device);
-  s += fmt::format("\nOOM cases predicted over the card: {} of {}\n", r.oom_predicted, r.oom_cases);
-  s += fmt::format("parameter counts exact: {} of {}\n", r.params_exact, r.params_checked);
-  s += "\nworst cases\n";
-  for (const auto* w : r.worst)
-    s += fmt::format("  {:>+8.2f}%  {}\n", w->error * 100, w->truth->id);
-  s += "\n(unsafe: estimate below 95% of the measured peak)\n";
-  return s;
-}
-
 }  // namespace vramfit::accuracy

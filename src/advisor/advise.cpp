@@ -565,6 +565,10 @@ TierChoice choice(const catalog::Tier& tier, const catalog::Gpu& gpu, const spec
 
 std::span<const FixInfo> fixes() noexcept { return kFixInfos; }
 
+ExitCode exit_code(const Advice& advice) noexcept {
+  return advice.fits_initially ? ExitCode::ok : ExitCode::does_not_fit;
+}
+
 spec::Workload on_gpus(const spec::Workload& workload, std::uint64_t count) {
   spec::Workload w = workload;
   w.gpus = count;

@@ -38,6 +38,10 @@ Dimension parse_dimension(std::string_view text, std::string_view field) {
   throw InputError(std::string(field), fmt::format("unknown dimension '{}'", text), "use 'batch' or 'seq'");
 }
 
+ExitCode exit_code(const FitResult& fit) noexcept {
+  return fit.fits_at_one ? ExitCode::ok : ExitCode::does_not_fit;
+}
+
 std::uint64_t search_cap(Dimension d) noexcept {
   // Far above any real job; powers of two so the doubling lands on them exactly.
   return d == Dimension::batch ? (std::uint64_t{1} << 20) : (std::uint64_t{1} << 24);

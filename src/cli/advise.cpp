@@ -5,31 +5,13 @@
 #include <stdexcept>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "vramfit/advisor/advise.hpp"
 #include "vramfit/advisor/fit.hpp"
-#include "vramfit/advisor/report.hpp"
+#include "vramfit/render/advice.hpp"
 
 namespace vramfit::cli {
 
 namespace {
-
-/// {schema_version, model, workload} of the estimate (the workload as given), then every key
-/// of `body` in its order; a body key that clashes with those three gets `rename` prefixed.
-std::string document(const render::EstimateReport& report, const nlohmann::json& body,
-                     const std::string& rename = "body_") {
-  const auto estimate = estimate_document(report);
-  nlohmann::ordered_json doc;
-  doc["schema_version"] = render::kSchemaVersion;
-  doc["model"] = estimate["model"];
-  doc["workload"] = estimate["workload"];
-  for (const auto& [key, value] : body.items()) {
-    const bool clash = key == "schema_version" || key == "model" || key == "workload";
-    doc[clash ? rename + key : key] = nlohmann::ordered_json(value);
-  }
-  return doc.dump(2) + "\n";
-}
 
 const advisor::Budget& budget_of(const Estimate& e) {
   // build_estimate(BudgetRule::required) guarantees it; a missing one is a bug, not bad input.
@@ -48,19 +30,13 @@ ExitCode run_advise(const Estimate& e, const AdviseFlags& flags, CatalogSource& 
   const advisor::Advice advice =
       advisor::advise(e.report.model, e.report.workload, budget_of(e), catalog.get(), options);
   // Render first, print after: an error while rendering leaves stdout empty.
-  const std::string text = format == render::Format::json
-                               ? document(e.report, advisor::advice_json(advice))
-                               : estimate_heading(e.report) + "\n" + advisor::advice_text(advice);
-  out << text;
+  out << render::render_advice(e.report, advice, format);
   return advisor::exit_code(advice);
 }
 
 ExitCode run_fit(const Estimate& e, advisor::Dimension dimension, render::Format format, std::ostream& out) {
   const advisor::FitResult fit = advisor::solve(e.report.model, e.report.workload, budget_of(e), dimension);
-  const std::string text = format == render::Format::json
-                               ? document(e.report, advisor::fit_json(fit), "solved_")
-                               : estimate_heading(e.report) + "\n" + advisor::fit_text(fit);
-  out << text;
+  out << render::render_fit(e.report, fit, format);
   return advisor::exit_code(fit);
 }
 

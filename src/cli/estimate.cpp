@@ -13,7 +13,6 @@
 
 #include "vramfit/advisor/advise.hpp"
 #include "vramfit/advisor/budget.hpp"
-#include "vramfit/advisor/report.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/estimate.hpp"
@@ -369,24 +368,6 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   return result;
 }
 
-nlohmann::ordered_json estimate_document(const render::EstimateReport& report) {
-  return nlohmann::ordered_json::parse(render::render_estimate(report, render::Format::json));
-}
-
-std::string estimate_heading(const render::EstimateReport& report) {
-  // The renderer's own lines, so the heading reads exactly like `estimate`'s.
-  const std::string text = render::render_estimate(report, render::Format::text);
-  std::string heading = text.substr(0, text.find("\n\n") + 1);
-  const std::string budget = "\nBudget ";
-  if (const auto at = text.find(budget); report.budget && at != std::string::npos) {
-    const auto start = text.find_first_not_of(' ', at + budget.size());
-    const auto end = text.find('\n', start);
-    // Re-aligned to the first block's label column ("Workload  ").
-    heading += "Budget    " + text.substr(start, end - start) + "\n";
-  }
-  return heading;
-}
-
 ExitCode run_estimate(const Estimate& e, CatalogSource& catalog, render::Format format, std::ostream& out) {
   const render::EstimateReport& report = e.report;
   std::optional<advisor::Advice> advice;
@@ -395,16 +376,7 @@ ExitCode run_estimate(const Estimate& e, CatalogSource& catalog, render::Format 
     advice = advisor::advise(report.model, report.workload, *report.budget, catalog.get(), options);
   }
   // Render first, print after: an error while rendering leaves stdout empty.
-  std::string text;
-  if (format == render::Format::json) {
-    auto doc = estimate_document(report);
-    doc["advice"] = advice ? nlohmann::ordered_json(advisor::advice_json(*advice)) : nlohmann::ordered_json();
-    text = doc.dump(2) + "\n";
-  } else {
-    text = render::render_estimate(report, format);
-    if (advice) text += "\n" + advisor::advice_summary(*advice);
-  }
-  out << text;
+  out << render::render_estimate(report, advice, format);
   return advice ? advisor::exit_code(*advice) : ExitCode::ok;
 }
 

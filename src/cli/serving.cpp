@@ -464,9 +464,7 @@ render::EstimateReport report_of(const spec::ModelSpec& m, const engine::Breakdo
   return r;
 }
 
-json document(const render::EstimateReport& report) {
-  return json::parse(render::render_estimate(report, render::Format::json));
-}
+json document(const render::EstimateReport& report) { return json(render::estimate_json(report)); }
 
 struct Option {
   std::string id;

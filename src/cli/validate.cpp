@@ -7,9 +7,9 @@
 #include <ostream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "vramfit/accuracy/truth.hpp"
+#include "vramfit/render/validate.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/spec/parse.hpp"
@@ -19,29 +19,6 @@ namespace vramfit::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-nlohmann::ordered_json stats_json(const accuracy::Stats& s) {
-  nlohmann::ordered_json j;
-  j["cases"] = s.cases;
-  j["median_abs"] = s.median_abs;
-  j["p90_abs"] = s.p90_abs;
-  j["max_abs"] = s.max_abs;
-  j["unsafe_share"] = s.unsafe_share;
-  return j;
-}
-
-nlohmann::ordered_json named_stats(const std::vector<std::pair<std::string, accuracy::Stats>>& list,
-                                   const char* key) {
-  nlohmann::ordered_json a = nlohmann::ordered_json::array();
-  for (const auto& [name, s] : list) {
-    nlohmann::ordered_json j;
-    j[key] = name;
-    const nlohmann::ordered_json stats = stats_json(s);  // items() must not outlive it
-    for (const auto& [k, v] : stats.items()) j[k] = v;
-    a.push_back(std::move(j));
-  }
-  return a;
-}
 
 /// Where a case's config is: beside the truth file, else one folder up (shared/truth keeps
 /// results/*.jsonl beside models/*.json).
@@ -91,38 +68,8 @@ ExitCode run_validate(const std::string& path, render::Format format, std::ostre
   const accuracy::Report report =
       accuracy::make_report(results, device.value_or(Bytes{std::numeric_limits<std::uint64_t>::max()}));
 
-  std::string shown;
-  if (format == render::Format::json) {
-    nlohmann::ordered_json j;
-    j["schema_version"] = render::kSchemaVersion;
-    j["file"] = file.string();
-    j["cases"] = cases.size();
-    j["device_bytes"] = device ? nlohmann::ordered_json(device->value()) : nlohmann::ordered_json();
-    j["by_mode"] = named_stats(report.by_mode, "mode");
-    j["all"] = stats_json(report.all);
-    j["by_model"] = named_stats(report.by_model, "model");
-    if (!report.by_sharding.empty()) j["by_sharding"] = named_stats(report.by_sharding, "sharding");
-    j["device"] = stats_json(report.device);
-    j["oom"] = {
-        {"cases", report.oom_cases},
-        {"predicted", device ? nlohmann::ordered_json(report.oom_predicted) : nlohmann::ordered_json()}};
-    j["params"] = {{"checked", report.params_checked}, {"exact", report.params_exact}};
-    nlohmann::ordered_json worst = nlohmann::ordered_json::array();
-    for (const auto* w : report.worst) {
-      nlohmann::ordered_json o;
-      o["id"] = w->truth->id;
-      o["error"] = w->error;
-      o["estimate_peak_bytes"] = w->estimate_peak.value();
-      o["measured_peak_bytes"] = w->truth->peak_allocated.value();
-      worst.push_back(std::move(o));
-    }
-    j["worst"] = std::move(worst);
-    shown = j.dump(2) + "\n";
-  } else {
-    shown = accuracy::render_report(report);
-    if (!device)
-      shown += "(the file has no environment line with the card's total_bytes: OOM cases were not checked)\n";
-  }
+  // Render first, print after: an error while rendering leaves stdout empty.
+  const std::string shown = render::render_validate({file.string(), cases.size(), device, report}, format);
   out << shown;
   return ExitCode::ok;
 }

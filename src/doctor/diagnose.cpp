@@ -707,6 +707,10 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
   return d;
 }
 
+ExitCode explain_exit_code(const OomScan& scan) noexcept {
+  return scan.messages.empty() ? ExitCode::does_not_fit : ExitCode::ok;
+}
+
 std::optional<Diagnosis> explain(const OomScan& scan, const std::vector<NamedSize>& candidates) {
   const OomMessage* m = scan.chosen();
   if (m == nullptr) return std::nullopt;

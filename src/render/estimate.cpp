@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "vramfit/render/advice.hpp"
 #include "vramfit/render/format.hpp"
 #include "vramfit/render/render.hpp"
 
@@ -32,126 +33,6 @@ std::string scheme_text(const spec::Quantization& q) {
   if (q.double_quant) out += ", double quantization";
   if (!q.skip_modules.empty()) out += ", 16-bit " + join(q.skip_modules, ",");
   return out;
-}
-
-// ---- JSON ------------------------------------------------------------------------
-
-ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
-  ojson j;
-  j["name"] = m.name;
-  j["source"] = m.source;
-  j["model_type"] = m.model_type;
-  j["family"] = m.family;
-  j["params"] = m.params;
-  j["dtype"] = name_of(w.weights);
-  const spec::Quantization q = spec::scheme_of(w);
-  if (q.method != spec::QuantMethod::none) {
-    ojson qj;
-    qj["scheme"] = spec::name_of(q);
-    qj["bits"] = q.bits;
-    qj["group_size"] =
-        q.method == spec::QuantMethod::gptq || q.method == spec::QuantMethod::awq ? ojson(q.group_size) : ojson(nullptr);
-    qj["double_quant"] = q.double_quant;
-    qj["skip_modules"] = q.skip_modules;
-    qj["exact_bytes_from_checkpoint"] = spec::keeps_checkpoint_packing(m, w);
-    j["quantization"] = qj;
-  } else {
-    j["quantization"] = nullptr;
-  }
-  j["checkpoint_dtype"] = m.checkpoint_dtype ? ojson(name_of(*m.checkpoint_dtype)) : ojson(nullptr);
-  j["exact_from_checkpoint"] = m.exact_from_checkpoint;
-  j["hidden_size"] = m.hidden_size;
-  j["num_layers"] = m.num_layers;
-  j["num_heads"] = m.num_heads;
-  j["num_kv_heads"] = m.num_kv_heads;
-  j["head_dim"] = m.head_dim;
-  j["intermediate_size"] = m.intermediate_size;
-  j["vocab_size"] = m.vocab_size;
-  j["max_positions"] = m.max_positions;
-  j["tied_embeddings"] = m.tied_embeddings;
-  if (m.moe.num_experts > 0) {
-    ojson moe;
-    moe["num_experts"] = m.moe.num_experts;
-    moe["experts_per_token"] = m.moe.experts_per_token;
-    moe["expert_intermediate"] = m.moe.expert_intermediate;
-    moe["shared_intermediate"] = m.moe.shared_intermediate;
-    j["moe"] = moe;
-  } else {
-    j["moe"] = nullptr;
-  }
-  return j;
-}
-
-ojson workload_json(const spec::Workload& w) {
-  const bool lora = w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora;
-  ojson j;
-  j["mode"] = spec::name_of(w.mode);
-  j["batch"] = w.batch;
-  j["seq"] = w.seq;
-  j["new_tokens"] = w.mode == spec::Mode::generate ? ojson(w.new_tokens) : ojson(nullptr);
-  j["optimizer"] = w.trains() ? ojson(spec::name_of(w.optimizer)) : ojson(nullptr);
-  j["autocast"] = w.autocast ? ojson(name_of(*w.autocast)) : ojson(nullptr);
-  j["checkpointing"] = w.checkpointing;
-  j["attention"] = spec::name_of(w.attention);
-  if (lora) {
-    ojson l;
-    l["rank"] = w.lora.rank;
-    l["targets"] = w.lora.all_linear ? ojson::array({"all-linear"}) : ojson(w.lora.targets);
-    l["dropout"] = w.lora.dropout;
-    j["lora"] = l;
-  } else {
-    j["lora"] = nullptr;
-  }
-  j["grad_accum"] = w.grad_accum;
-  j["gpus"] = w.gpus;
-  j["nodes"] = w.nodes;
-  j["sharding"] = spec::name_of(w.sharding);
-  j["offload"] = spec::name_of(w.offload);
-  j["master_weights"] = w.master_weights;
-  j["kv_cache"] = w.kv_cache ? ojson(name_of(*w.kv_cache)) : ojson(nullptr);
-  return j;
-}
-
-std::string estimate_json(const EstimateReport& r) {
-  const auto& b = r.breakdown;
-  ojson j;
-  j["schema_version"] = kSchemaVersion;
-  j["model"] = model_json(r.model, r.workload);
-  j["workload"] = workload_json(r.workload);
-  ojson components = ojson::array();
-  for (const auto& c : b.components) {
-    ojson o;
-    o["id"] = c.id;
-    o["bytes"] = c.bytes.value();
-    o["description"] = c.description;
-    o["in_peak_allocated"] = c.in_peak_allocated;
-    components.push_back(o);
-  }
-  j["components"] = components;
-  ojson phases = ojson::array();
-  for (const auto& p : b.phases) {
-    ojson o;
-    o["id"] = p.id;
-    o["bytes"] = p.allocated.value();
-    phases.push_back(o);
-  }
-  j["phases"] = phases;
-  j["peak_phase"] = b.peak_phase;
-  j["peak_allocated_bytes"] = b.peak_allocated.value();
-  j["device_total_bytes"] = b.device_total.value();
-  if (r.budget) {
-    ojson o;
-    o["bytes"] = r.budget->bytes.value();
-    o["fits"] = r.budget->fits(b.device_total);
-    o["headroom_bytes"] = r.budget->spare(b.device_total);
-    o["gpu"] = r.budget->gpu_id.empty() ? ojson(nullptr) : ojson(r.budget->gpu_id);
-    o["keep_free_bytes"] = r.budget->headroom_bytes().value();
-    j["budget"] = o;
-  } else {
-    j["budget"] = nullptr;
-  }
-  j["notes"] = all_notes(r);
-  return j.dump(2) + "\n";
 }
 
 // ---- text ------------------------------------------------------------------------
@@ -232,11 +113,9 @@ std::string verdict_text(const advisor::Budget& budget, const engine::Breakdown&
   return {};
 }
 
-std::string estimate_text(const EstimateReport& r) {
+// The Model and Workload lines.
+std::vector<std::vector<std::string>> head_rows(const EstimateReport& r) {
   const auto& m = r.model;
-  const auto& b = r.breakdown;
-  std::string out;
-
   std::vector<std::vector<std::string>> head;
   std::string title = m.name;
   if (!m.source.empty() || !m.model_type.empty()) {
@@ -256,7 +135,12 @@ std::string estimate_text(const EstimateReport& r) {
   head.push_back({"", shape_line(m)});
   const auto wl = workload_lines(r.workload);
   for (std::size_t i = 0; i < wl.size(); ++i) head.push_back({i == 0 ? "Workload" : "", wl[i]});
-  out += table(head, {});
+  return head;
+}
+
+std::string estimate_text(const EstimateReport& r) {
+  const auto& b = r.breakdown;
+  std::string out = table(head_rows(r), {});
   out += '\n';
 
   std::vector<std::vector<std::string>> rows;
@@ -291,6 +175,132 @@ std::string estimate_text(const EstimateReport& r) {
 
 }  // namespace
 
+// ---- JSON ------------------------------------------------------------------------
+
+ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
+  ojson j;
+  j["name"] = m.name;
+  j["source"] = m.source;
+  j["model_type"] = m.model_type;
+  j["family"] = m.family;
+  j["params"] = m.params;
+  j["dtype"] = name_of(w.weights);
+  const spec::Quantization q = spec::scheme_of(w);
+  if (q.method != spec::QuantMethod::none) {
+    ojson qj;
+    qj["scheme"] = spec::name_of(q);
+    qj["bits"] = q.bits;
+    qj["group_size"] =
+        q.method == spec::QuantMethod::gptq || q.method == spec::QuantMethod::awq ? ojson(q.group_size) : ojson(nullptr);
+    qj["double_quant"] = q.double_quant;
+    qj["skip_modules"] = q.skip_modules;
+    qj["exact_bytes_from_checkpoint"] = spec::keeps_checkpoint_packing(m, w);
+    j["quantization"] = qj;
+  } else {
+    j["quantization"] = nullptr;
+  }
+  j["checkpoint_dtype"] = m.checkpoint_dtype ? ojson(name_of(*m.checkpoint_dtype)) : ojson(nullptr);
+  j["exact_from_checkpoint"] = m.exact_from_checkpoint;
+  j["hidden_size"] = m.hidden_size;
+  j["num_layers"] = m.num_layers;
+  j["num_heads"] = m.num_heads;
+  j["num_kv_heads"] = m.num_kv_heads;
+  j["head_dim"] = m.head_dim;
+  j["intermediate_size"] = m.intermediate_size;
+  j["vocab_size"] = m.vocab_size;
+  j["max_positions"] = m.max_positions;
+  j["tied_embeddings"] = m.tied_embeddings;
+  if (m.moe.num_experts > 0) {
+    ojson moe;
+    moe["num_experts"] = m.moe.num_experts;
+    moe["experts_per_token"] = m.moe.experts_per_token;
+    moe["expert_intermediate"] = m.moe.expert_intermediate;
+    moe["shared_intermediate"] = m.moe.shared_intermediate;
+    j["moe"] = moe;
+  } else {
+    j["moe"] = nullptr;
+  }
+  return j;
+}
+
+ojson workload_json(const spec::Workload& w) {
+  const bool lora = w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora;
+  ojson j;
+  j["mode"] = spec::name_of(w.mode);
+  j["batch"] = w.batch;
+  j["seq"] = w.seq;
+  j["new_tokens"] = w.mode == spec::Mode::generate ? ojson(w.new_tokens) : ojson(nullptr);
+  j["optimizer"] = w.trains() ? ojson(spec::name_of(w.optimizer)) : ojson(nullptr);
+  j["autocast"] = w.autocast ? ojson(name_of(*w.autocast)) : ojson(nullptr);
+  j["checkpointing"] = w.checkpointing;
+  j["attention"] = spec::name_of(w.attention);
+  if (lora) {
+    ojson l;
+    l["rank"] = w.lora.rank;
+    l["targets"] = w.lora.all_linear ? ojson::array({"all-linear"}) : ojson(w.lora.targets);
+    l["dropout"] = w.lora.dropout;
+    j["lora"] = l;
+  } else {
+    j["lora"] = nullptr;
+  }
+  j["grad_accum"] = w.grad_accum;
+  j["gpus"] = w.gpus;
+  j["nodes"] = w.nodes;
+  j["sharding"] = spec::name_of(w.sharding);
+  j["offload"] = spec::name_of(w.offload);
+  j["master_weights"] = w.master_weights;
+  j["kv_cache"] = w.kv_cache ? ojson(name_of(*w.kv_cache)) : ojson(nullptr);
+  return j;
+}
+
+ojson estimate_json(const EstimateReport& r) {
+  const auto& b = r.breakdown;
+  ojson j;
+  j["schema_version"] = kSchemaVersion;
+  j["model"] = model_json(r.model, r.workload);
+  j["workload"] = workload_json(r.workload);
+  ojson components = ojson::array();
+  for (const auto& c : b.components) {
+    ojson o;
+    o["id"] = c.id;
+    o["bytes"] = c.bytes.value();
+    o["description"] = c.description;
+    o["in_peak_allocated"] = c.in_peak_allocated;
+    components.push_back(o);
+  }
+  j["components"] = components;
+  ojson phases = ojson::array();
+  for (const auto& p : b.phases) {
+    ojson o;
+    o["id"] = p.id;
+    o["bytes"] = p.allocated.value();
+    phases.push_back(o);
+  }
+  j["phases"] = phases;
+  j["peak_phase"] = b.peak_phase;
+  j["peak_allocated_bytes"] = b.peak_allocated.value();
+  j["device_total_bytes"] = b.device_total.value();
+  j["budget"] = r.budget ? budget_json(*r.budget, b) : ojson(nullptr);
+  j["notes"] = all_notes(r);
+  return j;
+}
+
+ojson budget_json(const advisor::Budget& budget, const engine::Breakdown& b) {
+  ojson o;
+  o["bytes"] = budget.bytes.value();
+  o["fits"] = budget.fits(b.device_total);
+  o["headroom_bytes"] = budget.spare(b.device_total);
+  o["gpu"] = budget.gpu_id.empty() ? ojson(nullptr) : ojson(budget.gpu_id);
+  o["keep_free_bytes"] = budget.headroom_bytes().value();
+  return o;
+}
+
+std::string heading(const EstimateReport& r) {
+  auto rows = head_rows(r);
+  if (r.budget) rows.push_back({"Budget", budget_label(*r.budget)});
+  return table(rows, {});
+}
+
 std::vector<std::string> all_notes(const EstimateReport& r) {
   std::vector<std::string> notes;
   for (const auto* list : {&r.model.notes, &r.breakdown.notes, &r.notes})
@@ -302,9 +312,20 @@ std::vector<std::string> all_notes(const EstimateReport& r) {
 std::string render_estimate(const EstimateReport& r, Format f) {
   switch (f) {
     case Format::text: return estimate_text(r);
-    case Format::json: return estimate_json(r);
+    case Format::json: return estimate_json(r).dump(2) + "\n";
   }
   return {};
+}
+
+std::string render_estimate(const EstimateReport& r, const std::optional<advisor::Advice>& advice, Format f) {
+  if (f == Format::json) {
+    ojson doc = estimate_json(r);
+    doc["advice"] = advice ? ojson(advice_json(*advice)) : ojson();
+    return doc.dump(2) + "\n";
+  }
+  std::string text = estimate_text(r);
+  if (advice) text += "\n" + advice_summary(*advice);
+  return text;
 }
 
 }  // namespace vramfit::render

@@ -11,6 +11,7 @@
 
 #include "vramfit/accuracy/truth.hpp"
 #include "vramfit/engine/estimate.hpp"
+#include "vramfit/render/validate.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace {
@@ -51,7 +52,7 @@ const Loaded& load(const std::string& file, const std::filesystem::path& dir = V
 // The engine-accuracy issue's targets: median |error| <= 3% per mode, p90 <= 8%, at most 2%
 // unsafe under-estimates, device total median <= 5%.
 void check_targets(const accuracy::Report& r) {
-  INFO(accuracy::render_report(r));
+  INFO(render::accuracy_text(r));
   for (const auto& [mode, st] : r.by_mode) {
     INFO("mode " << mode);
     CHECK(st.median_abs <= 0.03);
@@ -87,7 +88,7 @@ TEST_CASE("the expandable-segments subset is estimated as well", "[accuracy]") {
     return;
   }
   const auto r = accuracy::make_report(l.results, Bytes{150109880320ULL});
-  INFO(accuracy::render_report(r));
+  INFO(render::accuracy_text(r));
   CHECK(r.all.median_abs <= 0.03);
   CHECK(r.all.unsafe_share <= 0.02);
 }
@@ -136,7 +137,7 @@ TEST_CASE("sharded training measured per GPU is reported per strategy", "[accura
   CHECK(seen["fsdp"] > 0);
   CHECK(seen["fsdp-grad-op"] > 0);
   const auto r = accuracy::make_report(l.results, *accuracy::truth_device_bytes(l.text));
-  WARN(accuracy::render_report(r));
+  WARN(render::accuracy_text(r));
   CHECK(r.params_exact == r.params_checked);
   // Every strategy at every world size has its row, within bounds.
   for (const char* name : {"ddp x2", "ddp x4", "fsdp x2", "fsdp x4", "fsdp-grad-op x2", "fsdp-grad-op x4"}) {

@@ -21,8 +21,8 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/doctor/diagnose.hpp"
 #include "vramfit/doctor/oom.hpp"
-#include "vramfit/doctor/report.hpp"
 #include "vramfit/engine/estimate.hpp"
+#include "vramfit/render/explain.hpp"
 #include "vramfit/spec/gguf.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/workload.hpp"
@@ -365,8 +365,8 @@ int fuzz_oom(const std::uint8_t* data, std::size_t size) {
     (void)d;
   }
   const auto d = explain(s, candidates);
-  (void)render_explain_text(s, d);
-  (void)explain_json(s, d).dump();  // throws on invalid UTF-8: must never happen
+  (void)render::explain_text(s, d);
+  (void)render::explain_json(s, d).dump();  // throws on invalid UTF-8: must never happen
   (void)parse_torch_size(text);
   return 0;
 }

@@ -77,7 +77,4 @@ struct Report {
 /// Builds the report; `device_bytes` is the measured card's memory (for the OOM cases).
 Report make_report(const std::vector<CaseResult>& results, Bytes device_bytes);
 
-/// The report as an aligned text table.
-std::string render_report(const Report& r);
-
 }  // namespace vramfit::accuracy

@@ -10,6 +10,7 @@
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/core/bytes.hpp"
+#include "vramfit/core/exit_code.hpp"
 #include "vramfit/engine/breakdown.hpp"
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/workload.hpp"
@@ -104,6 +105,11 @@ struct AdviseOptions {
 /// and denied, an unknown provider, or a headroom that leaves nothing of the budget.
 Advice advise(const spec::ModelSpec& model, const spec::Workload& workload, const Budget& budget,
               const catalog::Catalog& catalog, const AdviseOptions& options = {});
+
+/// The exit code of `advise` and of `estimate` with a budget: ok when the workload as given
+/// fits, does_not_fit otherwise (even when the fixes make it fit: CI asks about the job as
+/// written).
+ExitCode exit_code(const Advice& advice) noexcept;
 
 /// The candidate tiers, smallest first: least total memory (count x GPU memory), then fewer
 /// GPUs, then id. With `provider`, that provider's tiers only (InputError naming `--provider`

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "vramfit/advisor/budget.hpp"
+#include "vramfit/core/exit_code.hpp"
 #include "vramfit/engine/breakdown.hpp"
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/workload.hpp"
@@ -48,5 +49,8 @@ struct FitResult {
 /// the headroom leaves nothing of the budget, or when the engine rejects the workload at 1.
 FitResult solve(const spec::ModelSpec& model, const spec::Workload& workload, const Budget& budget,
                 Dimension dimension);
+
+/// The exit code of `fit`: ok when some value fits, does_not_fit when nothing fits at 1.
+ExitCode exit_code(const FitResult& fit) noexcept;
 
 }  // namespace vramfit::advisor

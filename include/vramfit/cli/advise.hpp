@@ -19,16 +19,16 @@ struct AdviseFlags {
 };
 
 /// `vramfit advise`: walks the fixes on the estimate (which must carry a budget) and prints
-/// the estimate's heading and advisor::advice_text, or the JSON document
-/// {schema_version, model, workload, ...advisor::advice_json}. Returns advisor::exit_code:
+/// render::render_advice (the estimate's heading and advice_text, or the JSON document
+/// {schema_version, model, workload, ...advice_json}). Returns advisor::exit_code:
 /// ok when the job fits as given, does_not_fit otherwise. Throws InputError for bad fix ids
 /// or providers.
 ExitCode run_advise(const Estimate& estimate, const AdviseFlags& flags, CatalogSource& catalog,
                     render::Format format, std::ostream& out);
 
 /// `vramfit fit`: the largest batch (or sequence length) that fits the estimate's budget.
-/// Text: the heading and advisor::fit_text; JSON: {schema_version, model, workload,
-/// ...advisor::fit_json}. Returns advisor::exit_code (does_not_fit when even 1 does not fit).
+/// render::render_fit (text: the heading and fit_text; JSON: {schema_version, model, workload,
+/// ...fit_json}). Returns advisor::exit_code (does_not_fit when even 1 does not fit).
 ExitCode run_fit(const Estimate& estimate, advisor::Dimension dimension, render::Format format,
                  std::ostream& out);
 

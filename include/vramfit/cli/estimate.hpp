@@ -5,8 +5,6 @@
 #include <set>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/core/exit_code.hpp"
@@ -67,15 +65,6 @@ struct Estimate {
 /// nothing of the budget.
 Estimate build_estimate(const EstimateFlags& flags, CatalogSource& catalog,
                         BudgetRule rule = BudgetRule::optional);
-
-/// The estimate's JSON document (render::render_estimate in JSON, as an ordered object), for
-/// the commands that build on it: `estimate` adds `advice`, `advise` and `fit` reuse `model`
-/// and `workload`.
-nlohmann::ordered_json estimate_document(const render::EstimateReport& report);
-
-/// The first block of the estimate's text (the Model and Workload lines, and the Budget line
-/// when there is one), ending with a newline: the heading of `advise` and `fit`.
-std::string estimate_heading(const render::EstimateReport& report);
 
 /// `vramfit estimate`: the report, and under an exceeded budget the advisor's short advice
 /// (text: advice_summary after the report; JSON: the `advice` key, null when the job fits or

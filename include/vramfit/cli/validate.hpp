@@ -9,7 +9,7 @@
 namespace vramfit::cli {
 
 /// `vramfit validate PATH.jsonl`: estimates every case of a truth file (measure.py's
-/// format) and prints the accuracy report (accuracy::render_report, or JSON: per-mode and
+/// format) and prints the accuracy report (render::render_validate: text, or JSON: per-mode and
 /// per-model statistics, the device-total statistics, OOM and parameter counts, the worst
 /// cases). Each case's `config` is read relative to the file's folder, else its parent
 /// folder (shared/truth keeps results/ beside models/). Returns ok; throws InputError when

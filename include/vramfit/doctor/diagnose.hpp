@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vramfit/core/bytes.hpp"
+#include "vramfit/core/exit_code.hpp"
 #include "vramfit/doctor/oom.hpp"
 
 namespace vramfit::doctor {
@@ -109,6 +110,10 @@ struct Diagnosis {
 /// Never throws on any message scan() can produce.
 Diagnosis diagnose(const OomMessage& message, const std::vector<NamedSize>& candidates = {},
                    const std::optional<MemorySummary>& summary = std::nullopt);
+
+/// The exit code `vramfit explain` returns for a scan: ok (0) when an OOM message was found and
+/// explained, does_not_fit (1) when the text holds none. (Unreadable input, 2, is the CLI's.)
+ExitCode explain_exit_code(const OomScan& scan) noexcept;
 
 /// Diagnoses scan.chosen() with the scan's memory summary; nothing when the scan found no
 /// message.

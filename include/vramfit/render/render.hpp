@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "vramfit/advisor/advise.hpp"
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/core/bytes.hpp"
@@ -39,6 +42,27 @@ struct EstimateReport {
 /// The estimate as a table (model, workload, components, totals, verdict, notes) or as JSON
 /// (see README "JSON output"). Ends with a newline.
 std::string render_estimate(const EstimateReport& r, Format f);
+
+/// `vramfit estimate`: the estimate and, under an exceeded budget, the advisor's short advice
+/// (text: render::advice_summary after the report; JSON: the `advice` key, null when there is
+/// none). Ends with a newline.
+std::string render_estimate(const EstimateReport& r, const std::optional<advisor::Advice>& advice, Format f);
+
+// The pieces of the documents, for the commands that build on the estimate (advise, fit,
+// explain): nothing renders a document to parse it back.
+
+/// The `model` object: name, source, shape, the weights' dtype and packing as `w` loads them.
+nlohmann::ordered_json model_json(const spec::ModelSpec& m, const spec::Workload& w);
+/// The `workload` object.
+nlohmann::ordered_json workload_json(const spec::Workload& w);
+/// The `budget` object of a job needing `b.device_total`: bytes, fits, headroom_bytes (bytes -
+/// device_total), gpu, keep_free_bytes (the --headroom margin).
+nlohmann::ordered_json budget_json(const advisor::Budget& budget, const engine::Breakdown& b);
+/// The whole estimate document (schema_version first), as render_estimate prints it.
+nlohmann::ordered_json estimate_json(const EstimateReport& r);
+/// The heading of `advise` and `fit`: the estimate's Model and Workload lines, and the Budget
+/// line when there is one, aligned as one block. Ends with a newline.
+std::string heading(const EstimateReport& r);
 
 /// One row of `vramfit models`: a preset and the spec built from its config.
 struct ModelEntry {

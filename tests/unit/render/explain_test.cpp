@@ -1,14 +1,15 @@
-// Tests of the OOM report (src/doctor/report.cpp): the text for a human, the JSON for scripts,
+// Tests of the OOM report (src/render/explain.cpp): the text for a human, the JSON for scripts,
 // and the exit code of `vramfit explain`.
 
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "fixtures.hpp"
-#include "vramfit/doctor/report.hpp"
+#include "../doctor/fixtures.hpp"
+#include "vramfit/render/explain.hpp"
 
 using namespace vramfit::doctor;
+using namespace vramfit::render;
 using vramfit::Bytes;
 using vramfit::ExitCode;
 using vramfit::doctor::test::fixture;
@@ -23,7 +24,7 @@ TEST_CASE("explain exit codes: 0 found, 1 none", "[doctor]") {
 
 TEST_CASE("text report of a legacy message, whole", "[doctor]") {
   const OomScan s = scan(fixture("legacy_free_exceeds_request.txt"));
-  const std::string text = render_explain_text(s, explain(s));
+  const std::string text = explain_text(s, explain(s));
   CHECK(text ==
         "OOM: CUDA out of memory on GPU 0 (line 1, legacy format)\n"
         "  CUDA out of memory. Tried to allocate 2.26 GiB (GPU 0; 6.00 GiB total capacity; "
@@ -87,7 +88,7 @@ TEST_CASE("text report of a legacy message, whole", "[doctor]") {
 
 TEST_CASE("text report: several messages, a summary, and nothing found", "[doctor]") {
   const OomScan many = scan(fixture("mps_repeated.txt"));
-  const std::string text = render_explain_text(many, explain(many));
+  const std::string text = explain_text(many, explain(many));
   CHECK(
       text.starts_with("OOM: MPS out of memory (line 7, mps format; the last of 4 OOM "
                        "messages)\n"));
@@ -97,14 +98,14 @@ TEST_CASE("text report: several messages, a summary, and nothing found", "[docto
 
   const OomScan chosen =
       scan(fixture("current_24gb_small_request.txt") + fixture("accelerator_error_chained.txt"));
-  CHECK(render_explain_text(chosen, explain(chosen))
+  CHECK(explain_text(chosen, explain(chosen))
             .starts_with("OOM: CUDA out of memory on GPU 0 (line 1, current format; message 1 of "
                          "2, the last with figures)\n"));
 
   const OomScan none = scan("loss 2.1\nloss 1.9\n");
-  CHECK(render_explain_text(none, explain(none)) == "No out-of-memory message found.\n");
+  CHECK(explain_text(none, explain(none)) == "No out-of-memory message found.\n");
   const OomScan clean = scan("|  PyTorch CUDA memory summary, device ID 0  |\n|  CUDA OOMs: 0  |");
-  CHECK(render_explain_text(clean, explain(clean)) ==
+  CHECK(explain_text(clean, explain(clean)) ==
         "No out-of-memory message found (a memory summary on line 1 reports 0 OOMs).\n");
 }
 

@@ -1,4 +1,6 @@
 #pragma once
+// The advisor's answers as text and JSON: `vramfit advise`, `vramfit fit`, and the short
+// advice `estimate` prints under an exceeded budget.
 
 #include <string>
 
@@ -6,49 +8,49 @@
 
 #include "vramfit/advisor/advise.hpp"
 #include "vramfit/advisor/fit.hpp"
-#include "vramfit/core/exit_code.hpp"
+#include "vramfit/render/render.hpp"
 #include "vramfit/spec/workload.hpp"
 
-namespace vramfit::advisor {
-
-/// The exit code of `advise` and of `estimate` with a budget: ok when the workload as given
-/// fits, does_not_fit otherwise (even when the fixes make it fit: CI asks about the job as
-/// written).
-ExitCode exit_code(const Advice& advice) noexcept;
-
-/// The exit code of `fit`: ok when some value fits, does_not_fit when nothing fits at 1.
-ExitCode exit_code(const FitResult& fit) noexcept;
+namespace vramfit::render {
 
 /// The workload knobs the advisor may change, as JSON: mode, weights, autocast (null when
 /// off), batch, seq, new_tokens, grad_accum, checkpointing, optimizer, gpus, sharding, lora
 /// ({rank, all_linear, targets}, null unless lora/qlora), expandable_segments. Integer sizes.
-nlohmann::json workload_json(const spec::Workload& w);
+nlohmann::json advice_workload_json(const spec::Workload& w);
 
 /// The advice as JSON (keys sorted; integer bytes; stable fix ids). See the README section
 /// "JSON output" for `vramfit advise`: {budget, headroom, fits_initially, fits,
 /// initial_device_total, final_device_total, steps: [{id, title, status ("applied",
 /// "skipped", "ruled_out"), reason, how, warning, before, after, saves, fits, workload}],
 /// final_workload, larger_batch ({batch, grad_accum, device_total} or null),
-/// tiers: {provider, considered, unchanged, with_fixes}}. Without `schema_version`: the CLI
-/// wraps it in its document.
-nlohmann::json advice_json(const Advice& advice);
+/// tiers: {provider, considered, unchanged, with_fixes}}. Without `schema_version`:
+/// render_advice wraps it in its document.
+nlohmann::json advice_json(const advisor::Advice& advice);
 
 /// The advice for a human: the verdict, the fixes with before/after/saving, the tiers.
 /// Ends with a newline.
-std::string advice_text(const Advice& advice);
+std::string advice_text(const advisor::Advice& advice);
 
 /// The short form `estimate` prints under an exceeded budget: one line per applied fix
 /// ("  - reduce_batch: batch 8 -> 2, grad_accum 1 -> 4 (saves 3.20 GiB)"), the verdict
 /// after them, the smallest tier, and a pointer to `vramfit advise`. Empty when it fits.
 /// Ends with a newline when not empty.
-std::string advice_summary(const Advice& advice);
+std::string advice_summary(const advisor::Advice& advice);
 
 /// The fit result as JSON: {dimension, fits_at_one, value, capped, cap, device_total,
 /// budget, headroom, estimates, notes, workload}.
-nlohmann::json fit_json(const FitResult& fit);
+nlohmann::json fit_json(const advisor::FitResult& fit);
 
 /// The fit result for a human ("largest batch that fits: 12 (device total 71.20 GiB of
 /// 80.00 GiB)" or "nothing fits: even batch 1 needs ..."). Ends with a newline.
-std::string fit_text(const FitResult& fit);
+std::string fit_text(const advisor::FitResult& fit);
 
-}  // namespace vramfit::advisor
+/// `vramfit advise`: text, the estimate's heading and advice_text; JSON, {schema_version,
+/// model, workload (the workload as given), then every key of advice_json}. Ends with a newline.
+std::string render_advice(const EstimateReport& report, const advisor::Advice& advice, Format f);
+
+/// `vramfit fit`: text, the estimate's heading and fit_text; JSON, {schema_version, model,
+/// workload, then every key of fit_json, its `workload` as `solved_workload`}. Ends with a newline.
+std::string render_fit(const EstimateReport& report, const advisor::FitResult& fit, Format f);
+
+}  // namespace vramfit::render

@@ -1,14 +1,14 @@
 // The advice and fit renderers: JSON with stable ids and integer bytes, text for a human.
-#include "vramfit/advisor/report.hpp"
+#include "vramfit/render/advice.hpp"
 
-#include "fixtures.hpp"
+#include "../advisor/fixtures.hpp"
 #include "vramfit/render/format.hpp"
 
 using namespace vramfit;
 using namespace vramfit::advisor;
+using namespace vramfit::render;
 using namespace advisor_test;
 using nlohmann::json;
-using render::format_bytes;
 
 namespace {
 
@@ -34,7 +34,7 @@ Case mixed_precision_case() {
 
 }  // namespace
 
-TEST_CASE("exit codes: 0 when the workload fits as given, 1 otherwise", "[advisor]") {
+TEST_CASE("exit codes: 0 when the workload fits as given, 1 otherwise", "[render]") {
   Advice a;
   a.fits_initially = true;
   CHECK(exit_code(a) == ExitCode::ok);
@@ -47,7 +47,7 @@ TEST_CASE("exit codes: 0 when the workload fits as given, 1 otherwise", "[adviso
   CHECK(exit_code(f) == ExitCode::ok);
 }
 
-TEST_CASE("workload_json spells every knob the advisor changes", "[advisor]") {
+TEST_CASE("workload_json spells every knob the advisor changes", "[render]") {
   spec::Workload w = training(2);
   w.mode = spec::Mode::qlora;
   w.weights = DType::nf4;
@@ -57,17 +57,17 @@ TEST_CASE("workload_json spells every knob the advisor changes", "[advisor]") {
   w.gpus = 2;
   w.sharding = spec::Sharding::fsdp;
   w.expandable_segments = true;
-  const json j = workload_json(w);
+  const json j = advice_workload_json(w);
   CHECK(j == json::parse(R"({"mode": "qlora", "weights": "nf4", "autocast": "bf16", "batch": 2, "seq": 1024,
     "new_tokens": 0, "grad_accum": 4, "checkpointing": true, "optimizer": "adamw", "gpus": 2, "sharding": "fsdp",
     "lora": {"rank": 16, "all_linear": true, "targets": []}, "expandable_segments": true})"));
-  const json i = workload_json(inference_fp32());
+  const json i = advice_workload_json(inference_fp32());
   CHECK(i["autocast"].is_null());
   CHECK(i["lora"].is_null());
   CHECK(i["mode"] == "inference");
 }
 
-TEST_CASE("advice_json: stable ids, statuses and integer bytes", "[advisor]") {
+TEST_CASE("advice_json: stable ids, statuses and integer bytes", "[render]") {
   const Case c = mixed_precision_case();
   const json j = advice_json(c.advice);
   const std::uint64_t before = total_of(c.model, c.fp32).value();
@@ -97,12 +97,12 @@ TEST_CASE("advice_json: stable ids, statuses and integer bytes", "[advisor]") {
   CHECK(s1["saves"] == before - after);
   CHECK(s1["fits"] == true);
   CHECK(s1["workload"]["weights"] == "bf16");
-  CHECK(j["final_workload"] == workload_json(c.bf16));
+  CHECK(j["final_workload"] == advice_workload_json(c.bf16));
   CHECK(j["tiers"] ==
         json::parse(R"({"provider": null, "considered": 0, "unchanged": null, "with_fixes": null})"));
 }
 
-TEST_CASE("advice_json marks steps ruled out by --deny", "[advisor]") {
+TEST_CASE("advice_json marks steps ruled out by --deny", "[render]") {
   const auto m = llama8b();
   AdviseOptions o;
   o.tiers = false;
@@ -113,7 +113,7 @@ TEST_CASE("advice_json marks steps ruled out by --deny", "[advisor]") {
   CHECK(j["steps"].size() == 7);
 }
 
-TEST_CASE("advice_text: verdict, each fix with before and after, the result", "[advisor]") {
+TEST_CASE("advice_text: verdict, each fix with before and after, the result", "[render]") {
   const Case c = mixed_precision_case();
   const Bytes before = total_of(c.model, c.fp32);
   const Bytes after = total_of(c.model, c.bf16);
@@ -134,7 +134,7 @@ TEST_CASE("advice_text: verdict, each fix with before and after, the result", "[
   CHECK(advice_text(c.advice) == expected);
 }
 
-TEST_CASE("advice_text of a workload that fits, with tiers", "[advisor]") {
+TEST_CASE("advice_text of a workload that fits, with tiers", "[render]") {
   const auto m = llama8b();
   auto w = inference_fp32();
   w.weights = DType::bf16;
@@ -157,7 +157,7 @@ TEST_CASE("advice_text of a workload that fits, with tiers", "[advisor]") {
   CHECK(advice_summary(a).empty());
 }
 
-TEST_CASE("advice_text when nothing fits anywhere", "[advisor]") {
+TEST_CASE("advice_text when nothing fits anywhere", "[render]") {
   auto m = llama8b();
   m.layers[0].count = 32000;
   m.params = spec::count_params(m);
@@ -172,7 +172,7 @@ TEST_CASE("advice_text when nothing fits anywhere", "[advisor]") {
   CHECK(summary.find("  => still does not fit after every fix (") != std::string::npos);
 }
 
-TEST_CASE("advice_summary lists the applied fixes and the verdict", "[advisor]") {
+TEST_CASE("advice_summary lists the applied fixes and the verdict", "[render]") {
   const Case c = mixed_precision_case();
   const Bytes before = total_of(c.model, c.fp32);
   const Bytes after = total_of(c.model, c.bf16);
@@ -185,7 +185,7 @@ TEST_CASE("advice_summary lists the applied fixes and the verdict", "[advisor]")
             format_bytes(before - after), format_bytes(after), format_bytes(after)));
 }
 
-TEST_CASE("fit_json and fit_text", "[advisor]") {
+TEST_CASE("fit_json and fit_text", "[render]") {
   const auto m = llama8b();
   auto w = inference_fp32();
   const FitResult none = solve(m, w, budget_of(GiB(1)), Dimension::batch);

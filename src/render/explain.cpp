@@ -1,12 +1,26 @@
-#include "vramfit/doctor/report.hpp"
+#include "vramfit/render/explain.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
-namespace vramfit::doctor {
+#include "vramfit/render/advice.hpp"
+#include "vramfit/render/format.hpp"
+
+namespace vramfit::render {
+
+using doctor::Diagnosis;
+using doctor::OomMessage;
+using doctor::OomScan;
+using doctor::FixHint;
+using doctor::format_torch_size;
+using doctor::MemorySummary;
+using doctor::OtherProcess;
+using doctor::SummaryRow;
 
 namespace {
 
@@ -43,11 +57,7 @@ std::string describe_message(const OomScan& scan, const OomMessage& m) {
 
 }  // namespace
 
-ExitCode explain_exit_code(const OomScan& scan) noexcept {
-  return scan.messages.empty() ? ExitCode::does_not_fit : ExitCode::ok;
-}
-
-std::string render_explain_text(const OomScan& scan, const std::optional<Diagnosis>& diagnosis) {
+std::string explain_text(const OomScan& scan, const std::optional<Diagnosis>& diagnosis) {
   const OomMessage* m = scan.chosen();
   if (m == nullptr || !diagnosis) {
     std::string out = "No out-of-memory message found";
@@ -227,4 +237,96 @@ nlohmann::json explain_json(const OomScan& scan, const std::optional<Diagnosis>&
   return j;
 }
 
-}  // namespace vramfit::doctor
+namespace {
+
+/// estimate - card total, saturated to the int64 range: the budget's spare bytes, negated.
+std::int64_t over_card(Bytes estimate, Bytes card) {
+  const std::int64_t spare = advisor::budget_of(card).spare(estimate);
+  return spare == std::numeric_limits<std::int64_t>::min() ? std::numeric_limits<std::int64_t>::max() : -spare;
+}
+
+std::string workload_words(const render::EstimateReport& r) {
+  const auto& w = r.workload;
+  std::string s =
+      fmt::format("{}, {}: batch {} x {} tokens", r.model.name, spec::name_of(w.mode), w.batch, w.seq);
+  if (w.mode == spec::Mode::generate) s += fmt::format(" + {} new", w.new_tokens);
+  return s;
+}
+
+/// The estimate beside what the message says of the card: short, and only what both show.
+std::string reconcile_text(const Reconcile& rec, const std::optional<Diagnosis>& d) {
+  const EstimateReport& r = rec.report;
+  const auto& b = r.breakdown;
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back(
+      {"estimate: device total", format_bytes(b.device_total),
+       fmt::format("peak allocated {} + allocator reserve + CUDA context", format_bytes(b.peak_allocated))});
+  std::string out = fmt::format("Reconcile with the estimate ({})\n", workload_words(r));
+  if (!d || !d->total) {
+    out += table(rows, {Align::left, Align::right, Align::left}, "  ");
+    out += "  The message gives no card total to compare the estimate with.\n";
+    return out;
+  }
+  const Bytes total = *d->total;
+  rows.push_back({"message: card total", format_bytes(total), ""});
+  if (d->job_needs)
+    rows.push_back({"message: job at the failure", format_bytes(*d->job_needs),
+                    "allocated + requested + this process's non-PyTorch memory (a lower bound)"});
+  out += table(rows, {Align::left, Align::right, Align::left}, "  ");
+  if (!advisor::budget_of(total).fits(b.device_total)) {
+    out += fmt::format(
+        "  The estimate is {} above the card's total: as these flags describe it, the job does not fit this "
+        "card.\n  The advisor against the card's {} (as 'vramfit advise' with the same flags and --budget {}):\n",
+        format_bytes(b.device_total - total), format_bytes(total), total.value());
+    if (rec.advice) out += advice_summary(*rec.advice);
+  } else if (d->card_available && b.device_total > *d->card_available) {
+    out += fmt::format(
+        "  The estimate is {} below the card's total but above the {} other processes left to this job: it "
+        "fits an idle card, not this one.\n",
+        format_bytes(total - b.device_total), format_bytes(*d->card_available));
+  } else {
+    out += fmt::format(
+        "  The estimate is {} below the card's total: by the estimate the job fits, so the cause is likely "
+        "what the estimate does not cover (other processes, fragmentation, a larger batch or sequence than "
+        "these flags say); see the diagnosis above.\n",
+        format_bytes(total - b.device_total));
+  }
+  return out;
+}
+
+nlohmann::json reconcile_json(const Reconcile& rec, const std::optional<Diagnosis>& d) {
+  const EstimateReport& r = rec.report;
+  nlohmann::json j;
+  j["model"] = r.model.name;
+  j["workload"] = nlohmann::json(workload_json(r.workload));
+  j["peak_allocated_bytes"] = r.breakdown.peak_allocated.value();
+  j["device_total_bytes"] = r.breakdown.device_total.value();
+  const bool total = d && d->total;
+  j["card_total_bytes"] = total ? nlohmann::json(d->total->value()) : nlohmann::json();
+  j["over_card_bytes"] =
+      total ? nlohmann::json(over_card(r.breakdown.device_total, *d->total)) : nlohmann::json();
+  j["fits_card"] = total ? nlohmann::json(advisor::budget_of(*d->total).fits(r.breakdown.device_total)) : nlohmann::json();
+  // The advisor's walk against the card's total when the estimate does not fit it.
+  j["advice"] = rec.advice ? advice_json(*rec.advice) : nlohmann::json();
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const auto& c : rec.candidates)
+    candidates.push_back({{"name", c.name}, {"bytes", c.size.value()}});
+  j["candidates"] = std::move(candidates);
+  return j;
+}
+
+}  // namespace
+
+std::string render_explain(const OomScan& scan, const std::optional<Diagnosis>& diagnosis,
+                           const std::optional<Reconcile>& reconcile, Format f) {
+  if (f == Format::json) {
+    nlohmann::json j = explain_json(scan, diagnosis);
+    j["estimate"] = reconcile ? reconcile_json(*reconcile, diagnosis) : nlohmann::json();
+    return j.dump(2) + "\n";
+  }
+  std::string text = explain_text(scan, diagnosis);
+  if (reconcile && diagnosis) text += "\n" + reconcile_text(*reconcile, diagnosis);
+  return text;
+}
+
+}  // namespace vramfit::render

@@ -1,4 +1,4 @@
-#include "vramfit/advisor/report.hpp"
+#include "vramfit/render/advice.hpp"
 
 #include <string>
 
@@ -6,14 +6,19 @@
 
 #include "vramfit/render/format.hpp"
 
-namespace vramfit::advisor {
+namespace vramfit::render {
+
+using advisor::Advice;
+using advisor::FitResult;
+using advisor::LargerBatch;
+using advisor::StepResult;
+using advisor::TierChoice;
 
 namespace {
 
 using nlohmann::json;
 
-// Units appear only in renderers; this is one, with the project's one byte formatter.
-std::string human(Bytes b) { return render::format_bytes(b); }
+std::string human(Bytes b) { return format_bytes(b); }
 
 /// before - after as a saving (never negative: the walk keeps only fixes that lower memory).
 Bytes saving(const StepResult& s) { return Bytes::saturating_sub(s.before, s.after); }
@@ -37,7 +42,7 @@ json tier_json(const std::optional<TierChoice>& t) {
               {"total_memory", t->total_memory.value()},
               {"per_gpu_total", t->per_gpu_total.value()},
               {"fixes", std::move(fixes_applied)},
-              {"workload", workload_json(t->workload)}};
+              {"workload", advice_workload_json(t->workload)}};
 }
 
 std::string tier_line(const TierChoice& t) {
@@ -70,15 +75,7 @@ std::string larger_batch_line(const Advice& a) {
 
 }  // namespace
 
-ExitCode exit_code(const Advice& advice) noexcept {
-  return advice.fits_initially ? ExitCode::ok : ExitCode::does_not_fit;
-}
-
-ExitCode exit_code(const FitResult& fit) noexcept {
-  return fit.fits_at_one ? ExitCode::ok : ExitCode::does_not_fit;
-}
-
-json workload_json(const spec::Workload& w) {
+json advice_workload_json(const spec::Workload& w) {
   json lora = nullptr;
   if (spec::uses_lora(w.mode))
     lora = json{{"rank", w.lora.rank}, {"all_linear", w.lora.all_linear}, {"targets", w.lora.targets}};
@@ -110,7 +107,7 @@ json advice_json(const Advice& a) {
                          {"after", s.after.value()},
                          {"saves", saving(s).value()},
                          {"fits", s.fits},
-                         {"workload", workload_json(s.workload)}});
+                         {"workload", advice_workload_json(s.workload)}});
   }
   return json{{"budget", a.budget.bytes.value()},
               {"headroom", a.budget.headroom_bytes().value()},
@@ -119,7 +116,7 @@ json advice_json(const Advice& a) {
               {"initial_device_total", a.initial_estimate.device_total.value()},
               {"final_device_total", a.final_estimate.device_total.value()},
               {"steps", std::move(steps)},
-              {"final_workload", workload_json(a.final_workload)},
+              {"final_workload", advice_workload_json(a.final_workload)},
               {"larger_batch", a.larger_batch ? json{{"batch", a.larger_batch->batch},
                                                      {"grad_accum", a.larger_batch->grad_accum},
                                                      {"device_total", a.larger_batch->device_total.value()}}
@@ -198,24 +195,24 @@ std::string advice_summary(const Advice& a) {
 }
 
 json fit_json(const FitResult& f) {
-  return json{{"dimension", name_of(f.dimension)},
+  return json{{"dimension", advisor::name_of(f.dimension)},
               {"fits_at_one", f.fits_at_one},
               {"value", f.value},
               {"capped", f.capped},
-              {"cap", search_cap(f.dimension)},
+              {"cap", advisor::search_cap(f.dimension)},
               {"device_total", f.estimate.device_total.value()},
               {"budget", f.budget.bytes.value()},
               {"headroom", f.budget.headroom_bytes().value()},
               {"estimates", f.estimates},
               {"notes", f.notes},
-              {"workload", workload_json(f.workload)}};
+              {"workload", advice_workload_json(f.workload)}};
 }
 
 std::string fit_text(const FitResult& f) {
   std::string out;
   std::string budget = human(f.budget.bytes);
   if (f.budget.headroom_bytes().value() > 0) budget += fmt::format(" ({} kept free)", human(f.budget.headroom_bytes()));
-  const std::string_view dim = name_of(f.dimension);
+  const std::string_view dim = advisor::name_of(f.dimension);
   if (!f.fits_at_one) {
     out += fmt::format("Nothing fits: even {} 1 needs {} on a budget of {}.\n", dim,
                        human(f.estimate.device_total), budget);
@@ -228,4 +225,31 @@ std::string fit_text(const FitResult& f) {
   return out;
 }
 
-}  // namespace vramfit::advisor
+namespace {
+
+/// {schema_version, model, workload} of the estimate (the workload as given), then every key
+/// of `body` in its order; a body key that clashes with those three gets `rename` prefixed.
+std::string document(const EstimateReport& report, const json& body, const std::string& rename) {
+  nlohmann::ordered_json doc;
+  doc["schema_version"] = kSchemaVersion;
+  doc["model"] = model_json(report.model, report.workload);
+  doc["workload"] = workload_json(report.workload);
+  for (const auto& [key, value] : body.items()) {
+    const bool clash = key == "schema_version" || key == "model" || key == "workload";
+    doc[clash ? rename + key : key] = nlohmann::ordered_json(value);
+  }
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string render_advice(const EstimateReport& report, const Advice& advice, Format f) {
+  return f == Format::json ? document(report, advice_json(advice), "body_")
+                           : heading(report) + "\n" + advice_text(advice);
+}
+
+std::string render_fit(const EstimateReport& report, const FitResult& fit, Format f) {
+  return f == Format::json ? document(report, fit_json(fit), "solved_") : heading(report) + "\n" + fit_text(fit);
+}
+
+}  // namespace vramfit::render
