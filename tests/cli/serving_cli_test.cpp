@@ -20,7 +20,7 @@ json parse(const CliResult& r) {
 
 }  // namespace
 
-TEST_CASE("--engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp logs them", "[cli][serving]") {
+TEST_CASE("serving: --engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp logs them", "[cli][serving]") {
   const CliResult r =
       run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8192", "--json"});
   REQUIRE(r.code == 0);
@@ -41,7 +41,7 @@ TEST_CASE("--engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp logs the
   CHECK(parse(r)["device_total_bytes"] == d["total_bytes"]);
 }
 
-TEST_CASE("--engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on one 12 GB card", "[cli][serving]") {
+TEST_CASE("serving: --engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on one 12 GB card", "[cli][serving]") {
   const CliResult two = run_cli({"fit", "--engine", "llama.cpp", "--model", "llama-3.3-70b", "--gpu",
                                  "rtx-3090,rtx-3090", "--ctx-size", "8192", "--json"});
   REQUIRE(two.code == 0);
@@ -66,7 +66,7 @@ TEST_CASE("--engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on one 12 GB
             "--gpu-layers " + std::to_string(parse(solved)["value"].get<int>()) + " ") == 0);
 }
 
-TEST_CASE("--engine ollama: num_ctx 4096 by default", "[cli][serving]") {
+TEST_CASE("serving: --engine ollama: num_ctx 4096 by default", "[cli][serving]") {
   const CliResult r = run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.2-3b", "--gpu", "rtx-3090", "--json"});
   REQUIRE(r.code == 0);
   const json e = parse(r)["engine"];
@@ -77,7 +77,7 @@ TEST_CASE("--engine ollama: num_ctx 4096 by default", "[cli][serving]") {
   CHECK(e["devices"][0]["reserve_bytes"] == 457ULL << 20);
 }
 
-TEST_CASE("--engine llama.cpp --config model.gguf reads the file's own tensors", "[cli][serving]") {
+TEST_CASE("serving: --engine llama.cpp --config model.gguf reads the file's own tensors", "[cli][serving]") {
   vramfit::test::TempDir dir;
   const auto w = vramfit::test::tiny_llama_gguf();
   const std::string path = dir.write("tiny.gguf", w.header() + std::string(w.data_size(), '\0'));
@@ -90,7 +90,7 @@ TEST_CASE("--engine llama.cpp --config model.gguf reads the file's own tensors",
   CHECK(e["file_type"] == "Q8_0");
 }
 
-TEST_CASE("--engine vllm: vLLM's own error when max_model_len does not fit, and the fix", "[cli][serving]") {
+TEST_CASE("serving: --engine vllm: vLLM's own error when max_model_len does not fit, and the fix", "[cli][serving]") {
   const CliResult r = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3090",
                                "--max-model-len", "131072", "--json"});
   CHECK(r.code == 1);
@@ -118,7 +118,7 @@ TEST_CASE("--engine vllm: vLLM's own error when max_model_len does not fit, and 
   CHECK(parse(fp8)["engine"]["kv_cache_bytes"] == parse(fp8)["engine"]["num_gpu_blocks"].get<std::uint64_t>() * 1048576);
 }
 
-TEST_CASE("--engine vllm: no room for any block exits 1 with vLLM's message", "[cli][serving]") {
+TEST_CASE("serving: --engine vllm: no room for any block exits 1 with vLLM's message", "[cli][serving]") {
   const CliResult r = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3060", "--json"});
   CHECK(r.code == 1);
   const json e = parse(r)["engine"];
@@ -128,7 +128,7 @@ TEST_CASE("--engine vllm: no room for any block exits 1 with vLLM's message", "[
         "engine.");
 }
 
-TEST_CASE("--engine flags: every misuse is named", "[cli][serving]") {
+TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
   require_usage_error(run_cli({"estimate", "--model", "llama-3.1-8b", "--gpu-layers", "10"}),
                       "vramfit: error: --gpu-layers: applies to a serving engine only (add --engine llama.cpp (or "
                       "ollama))\n");
