@@ -71,13 +71,14 @@ constexpr std::string_view kTransformersOnly[] = {
     "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
     "--master-weights", "--kv-cache", "--gpus"};
 
-std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false) {
+std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
+                       std::string_view example = "4096") {
   std::uint64_t v = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc() || ptr != end || (v == 0 && !zero_ok)) {
     d.add(flag, fmt::format("'{}' is not a {} whole number", text, zero_ok ? "non-negative" : "positive"),
-          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : "4096"));
+          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
     return 0;
   }
   return v;
@@ -212,9 +213,9 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   if (!s.gpu_layers.empty()) st.gpu_layers = count_of(s.gpu_layers, "--gpu-layers", d, true);
   if (!s.n_cpu_moe.empty()) st.n_cpu_moe = count_of(s.n_cpu_moe, "--n-cpu-moe", d, true);
   if (!s.ctx_size.empty()) st.ctx_size = count_of(s.ctx_size, "--ctx-size", d);
-  if (!s.parallel.empty()) st.parallel = count_of(s.parallel, "--parallel", d);
-  if (!s.batch_size.empty()) st.batch_size = count_of(s.batch_size, "--batch-size", d);
-  if (!s.ubatch_size.empty()) st.ubatch_size = count_of(s.ubatch_size, "--ubatch-size", d);
+  if (!s.parallel.empty()) st.parallel = count_of(s.parallel, "--parallel", d, false, "4");
+  if (!s.batch_size.empty()) st.batch_size = count_of(s.batch_size, "--batch-size", d, false, "2048");
+  if (!s.ubatch_size.empty()) st.ubatch_size = count_of(s.ubatch_size, "--ubatch-size", d, false, "512");
   if (!s.cache_type_k.empty()) st.cache_type_k = s.cache_type_k;
   if (!s.cache_type_v.empty()) st.cache_type_v = s.cache_type_v;
   if (!s.flash_attn.empty()) {
@@ -355,13 +356,13 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   if (!s.gpu_memory_utilization.empty())
     st.gpu_memory_utilization = real_of(s.gpu_memory_utilization, "--gpu-memory-utilization", d);
   if (!s.max_model_len.empty()) st.max_model_len = count_of(s.max_model_len, "--max-model-len", d);
-  if (!s.max_num_seqs.empty()) st.max_num_seqs = count_of(s.max_num_seqs, "--max-num-seqs", d);
+  if (!s.max_num_seqs.empty()) st.max_num_seqs = count_of(s.max_num_seqs, "--max-num-seqs", d, false, "256");
   if (!s.max_num_batched_tokens.empty())
     st.max_num_batched_tokens = count_of(s.max_num_batched_tokens, "--max-num-batched-tokens", d);
-  if (!s.block_size.empty()) st.block_size = count_of(s.block_size, "--block-size", d);
-  if (!s.tensor_parallel_size.empty()) st.tensor_parallel = count_of(s.tensor_parallel_size, "--tensor-parallel-size", d);
+  if (!s.block_size.empty()) st.block_size = count_of(s.block_size, "--block-size", d, false, "16");
+  if (!s.tensor_parallel_size.empty()) st.tensor_parallel = count_of(s.tensor_parallel_size, "--tensor-parallel-size", d, false, "2");
   if (!s.pipeline_parallel_size.empty())
-    st.pipeline_parallel = count_of(s.pipeline_parallel_size, "--pipeline-parallel-size", d);
+    st.pipeline_parallel = count_of(s.pipeline_parallel_size, "--pipeline-parallel-size", d, false, "2");
   if (!s.kv_cache_dtype.empty()) {
     if (s.kv_cache_dtype == "fp8" || s.kv_cache_dtype == "fp8_e4m3" || s.kv_cache_dtype == "fp8_e5m2") st.kv_fp8 = true;
     else if (s.kv_cache_dtype != "auto" && s.kv_cache_dtype != "bfloat16" && s.kv_cache_dtype != "float16")
