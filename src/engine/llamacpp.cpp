@@ -255,7 +255,8 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
 
 Settings ollama_settings() {
   Settings s;
-  // Ollama's runner options (api/types.go DefaultOptions: NumCtx 4096, NumBatch 512,
+  // Ollama's runner options (api/types.go DefaultOptions: NumCtx from envconfig.ContextLength, 4096 by
+  // default (2048 before v0.6), NumBatch 512,
   // NumGPU -1 = as many layers as fit; envconfig: OLLAMA_NUM_PARALLEL 1). The runner gets
   // num_ctx x parallel cells (llm/server.go: opts.NumCtx * numParallel).
   s.ctx_size = 4096;
