@@ -3,6 +3,7 @@
 #include "vramfit/cli/serving.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -70,13 +71,14 @@ constexpr std::string_view kTransformersOnly[] = {
     "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
     "--master-weights", "--kv-cache", "--gpus"};
 
-std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false) {
+std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
+                       std::string_view example = "4096") {
   std::uint64_t v = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc() || ptr != end || (v == 0 && !zero_ok)) {
     d.add(flag, fmt::format("'{}' is not a {} whole number", text, zero_ok ? "non-negative" : "positive"),
-          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : "4096"));
+          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
     return 0;
   }
   return v;
@@ -211,9 +213,9 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   if (!s.gpu_layers.empty()) st.gpu_layers = count_of(s.gpu_layers, "--gpu-layers", d, true);
   if (!s.n_cpu_moe.empty()) st.n_cpu_moe = count_of(s.n_cpu_moe, "--n-cpu-moe", d, true);
   if (!s.ctx_size.empty()) st.ctx_size = count_of(s.ctx_size, "--ctx-size", d);
-  if (!s.parallel.empty()) st.parallel = count_of(s.parallel, "--parallel", d);
-  if (!s.batch_size.empty()) st.batch_size = count_of(s.batch_size, "--batch-size", d);
-  if (!s.ubatch_size.empty()) st.ubatch_size = count_of(s.ubatch_size, "--ubatch-size", d);
+  if (!s.parallel.empty()) st.parallel = count_of(s.parallel, "--parallel", d, false, "4");
+  if (!s.batch_size.empty()) st.batch_size = count_of(s.batch_size, "--batch-size", d, false, "2048");
+  if (!s.ubatch_size.empty()) st.ubatch_size = count_of(s.ubatch_size, "--ubatch-size", d, false, "512");
   if (!s.cache_type_k.empty()) st.cache_type_k = s.cache_type_k;
   if (!s.cache_type_v.empty()) st.cache_type_v = s.cache_type_v;
   if (!s.flash_attn.empty()) {
@@ -235,7 +237,9 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   j.model = load_model(f, catalog);
   if (j.model.tensors) {
     j.tensors = *j.model.tensors;
-    j.file_type = j.model.spec.quantization ? std::string(spec::name_of(*j.model.spec.quantization)) : "GGUF";
+    j.file_type = j.model.spec.quantization && !j.model.spec.quantization->gguf_type.empty()
+                      ? std::string(j.model.spec.quantization->gguf_type)
+                      : "GGUF";
   } else {
     // A config or preset: the tensors a GGUF of --quant's type would hold (Ollama's default
     // download is Q4_K_M).
@@ -352,13 +356,13 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   if (!s.gpu_memory_utilization.empty())
     st.gpu_memory_utilization = real_of(s.gpu_memory_utilization, "--gpu-memory-utilization", d);
   if (!s.max_model_len.empty()) st.max_model_len = count_of(s.max_model_len, "--max-model-len", d);
-  if (!s.max_num_seqs.empty()) st.max_num_seqs = count_of(s.max_num_seqs, "--max-num-seqs", d);
+  if (!s.max_num_seqs.empty()) st.max_num_seqs = count_of(s.max_num_seqs, "--max-num-seqs", d, false, "256");
   if (!s.max_num_batched_tokens.empty())
     st.max_num_batched_tokens = count_of(s.max_num_batched_tokens, "--max-num-batched-tokens", d);
-  if (!s.block_size.empty()) st.block_size = count_of(s.block_size, "--block-size", d);
-  if (!s.tensor_parallel_size.empty()) st.tensor_parallel = count_of(s.tensor_parallel_size, "--tensor-parallel-size", d);
+  if (!s.block_size.empty()) st.block_size = count_of(s.block_size, "--block-size", d, false, "16");
+  if (!s.tensor_parallel_size.empty()) st.tensor_parallel = count_of(s.tensor_parallel_size, "--tensor-parallel-size", d, false, "2");
   if (!s.pipeline_parallel_size.empty())
-    st.pipeline_parallel = count_of(s.pipeline_parallel_size, "--pipeline-parallel-size", d);
+    st.pipeline_parallel = count_of(s.pipeline_parallel_size, "--pipeline-parallel-size", d, false, "2");
   if (!s.kv_cache_dtype.empty()) {
     if (s.kv_cache_dtype == "fp8" || s.kv_cache_dtype == "fp8_e4m3" || s.kv_cache_dtype == "fp8_e5m2") st.kv_fp8 = true;
     else if (s.kv_cache_dtype != "auto" && s.kv_cache_dtype != "bfloat16" && s.kv_cache_dtype != "float16")
@@ -381,18 +385,23 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   } else if (!is_float_compute(w.weights)) {
     q = spec::default_quantization(w.weights);
   }
-  if (q) {
-    w.quant = *q;
-    w.weights = spec::packed_dtype(*q);
-  }
+  if (q) spec::set_packing(w, *q);
   j.cards = cards_of(f, catalog, st.tensor_parallel * st.pipeline_parallel, required);
   st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
   return j;
 }
 
+/// vLLM starts: KV blocks for a full request, and the card's rest (1 - utilization) holds the
+/// CUDA context and the graphs.
 bool vllm_fits(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
   return r.error.empty() && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+}
+
+/// The budget vLLM works within: gpu_memory_utilization x the card.
+std::optional<Bytes> vllm_budget(const engine::vllm::Result& r, bool have_cards) {
+  if (!have_cards) return std::nullopt;
+  return r.budget;
 }
 
 json vllm_json(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
@@ -465,6 +474,14 @@ struct Option {
   Bytes total;  // the binding GPU's total after the change
 };
 
+/// The fixes worth printing: those that make the job fit, or all of them when none does.
+std::vector<Option> worth_showing(std::vector<Option> options) {
+  if (std::any_of(options.begin(), options.end(), [](const Option& o) { return o.fits; }))
+    options.erase(std::remove_if(options.begin(), options.end(), [](const Option& o) { return !o.fits; }),
+                  options.end());
+  return options;
+}
+
 }  // namespace
 
 bool is_serving(const EstimateFlags& f, const ServingFlags& s) {
@@ -521,6 +538,13 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       }
       render::EstimateReport rep = report_of(j.model.spec, lc::breakdown_of(x, st), mem,
                                              j.cards ? j.cards->headroom : Bytes{}, label, st.parallel, x.n_ctx);
+      {
+        std::string ft;
+        for (const char c : j.file_type) ft += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (const auto q = spec::parse_quant(ft)) spec::set_packing(rep.workload, *q);
+        else if (ft == "f16" || ft == "bf16" || ft == "f32")
+          rep.workload.weights = ft == "f16" ? DType::fp16 : ft == "bf16" ? DType::bf16 : DType::fp32;
+      }
       rep.notes.push_back(fmt::format("--engine {}: llama.cpp's buffers on the GPU that binds; the Workload line reads "
                                       "batch as --parallel and seq as the context",
                                       engine_name(e)));
@@ -652,6 +676,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
         }
       }
     }
+    options = worth_showing(std::move(options));
     const render::EstimateReport rep = report_for(r, j.settings);
     if (format == render::Format::json) {
       json doc = document(rep);
@@ -679,10 +704,18 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
   VllmJob j = vllm_job(f, s, catalog, need_budget);
   const vl::Result r = vl::estimate(j.model.spec, j.settings);
   const auto report_for = [&](const vl::Result& x, const vl::Settings& st) {
-    std::optional<Bytes> mem;
-    if (j.cards) mem = j.cards->memory.front();
-    render::EstimateReport rep = report_of(j.model.spec, vl::breakdown_of(x), mem, j.cards ? j.cards->headroom : Bytes{},
-                                           j.cards ? j.cards->labels.front() : "", st.max_num_seqs, x.max_model_len);
+    const std::optional<Bytes> mem = vllm_budget(x, j.cards.has_value());
+    const std::string label =
+        j.cards ? fmt::format("{} x {}", st.gpu_memory_utilization, j.cards->labels.front()) : std::string();
+    render::EstimateReport rep = report_of(j.model.spec, vl::breakdown_of(x), mem, Bytes{}, label, st.max_num_seqs,
+                                           x.max_model_len);
+    rep.workload.quant = st.weights.quant;
+    rep.workload.weights = st.weights.weights;
+    if (!x.error.empty()) rep.notes.push_back("vLLM would stop at start-up: " + x.error);
+    if (j.cards && x.budget + x.cuda_context + x.cuda_graphs > st.gpu_memory)
+      rep.notes.push_back(fmt::format(
+          "the card's rest ({} MiB) is less than the CUDA context and graphs ({} MiB): lower --gpu-memory-utilization",
+          (st.gpu_memory - x.budget).value() >> 20, (x.cuda_context + x.cuda_graphs).value() >> 20));
     rep.notes.push_back("--engine vllm: per GPU; the Workload line reads batch as --max-num-seqs and seq as "
                         "--max-model-len");
     return rep;
@@ -768,6 +801,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       try_fix("raise-gpu-memory-utilization", "--gpu-memory-utilization 0.95 (if nothing else uses the GPU)", st);
     }
   }
+  options = worth_showing(std::move(options));
   const render::EstimateReport rep = report_for(r, j.settings);
   if (format == render::Format::json) {
     json doc = document(rep);

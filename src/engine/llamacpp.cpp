@@ -46,9 +46,15 @@ constexpr int kCpu = -1;                           // device index of the host
 
 std::uint64_t pad(std::uint64_t n, std::uint64_t to) { return checked_mul((n + to - 1) / to, to); }
 
+/// The cache types llama.cpp accepts for -ctk/-ctv (common/arg.cpp kv_cache_types).
+constexpr std::array<std::string_view, 9> kCacheTypes{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"};
+
 const GgmlType& type_named(std::string_view name, std::string_view flag) {
   const GgmlType* t = spec::ggml_type_by_name(name);
-  if (t == nullptr) {
+  bool allowed = false;
+  for (const std::string_view c : kCacheTypes)
+    if (t != nullptr && spec::ggml_type_by_name(c) == t) allowed = true;
+  if (t == nullptr || !allowed) {
     std::string known;
     for (const char* n : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
       known += (known.empty() ? "" : ", ") + std::string(n);
@@ -249,7 +255,8 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
 
 Settings ollama_settings() {
   Settings s;
-  // Ollama's runner options (api/types.go DefaultOptions: NumCtx 4096, NumBatch 512,
+  // Ollama's runner options (api/types.go DefaultOptions: NumCtx from envconfig.ContextLength, 4096 by
+  // default (2048 before v0.6), NumBatch 512,
   // NumGPU -1 = as many layers as fit; envconfig: OLLAMA_NUM_PARALLEL 1). The runner gets
   // num_ctx x parallel cells (llm/server.go: opts.NumCtx * numParallel).
   s.ctx_size = 4096;
@@ -469,8 +476,11 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     r.n_ctx_seq = r.n_ctx;
     r.n_stream = 1;
   } else {
+    // llama-context.cpp throws "n_ctx_seq == 0" when the sequences leave a stream no cells.
+    if (r.n_ctx / n_seq == 0)
+      throw InputError("--parallel", fmt::format("{} sequences share {} cells: each gets none", n_seq, r.n_ctx),
+                       fmt::format("give --ctx-size at least --parallel x 256, or fewer sequences"));
     r.n_ctx_seq = pad(r.n_ctx / n_seq, kCtxPad);
-    if (r.n_ctx / n_seq == 0) r.n_ctx_seq = kCtxPad;
     r.n_ctx = checked_mul(r.n_ctx_seq, n_seq);
     r.n_stream = n_seq;
   }

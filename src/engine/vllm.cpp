@@ -101,7 +101,9 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
 
   // --- weights ("Model loading took X GiB"): the checkpoint's bytes split over TP x PP ---
   const std::uint64_t wb = dtype_bytes(is_float_compute(s.weights.weights) ? s.weights.weights : DType::bf16);
-  const Bytes all = detail::weight_bytes(m, s.weights, wb);
+  // HF's rotary inv_freq buffers (ModelSpec::buffer_bytes) have no place in vLLM's model: its
+  // rotary layer keeps the cos/sin cache instead (added below).
+  const Bytes all = Bytes::saturating_sub(detail::weight_bytes(m, s.weights, wb), Bytes{m.buffer_bytes});
   {
     const std::uint64_t emb = checked_mul(m.embedding_params, 2);
     const std::uint64_t head = checked_mul(m.lm_head_params, 2);
@@ -163,6 +165,7 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   const std::uint64_t per_request = cdiv(r.max_model_len, s.block_size);
   r.max_concurrency = static_cast<double>(r.num_gpu_blocks) / static_cast<double>(per_request);
   r.max_model_len_fits = r.num_gpu_blocks >= per_request;
+  r.kv_for_max_model_len = Bytes{checked_mul(per_request, r.page_bytes)};
   r.largest_model_len = r.kv_cache_tokens;
 
   const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
@@ -191,17 +194,26 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
 
 Breakdown breakdown_of(const Result& r) {
   Breakdown b;
+  const Bytes kv = r.max_model_len_fits ? r.kv_cache : r.kv_for_max_model_len;
   b.components.push_back({"weights", r.weights, "weights on this GPU (\"Model loading took\")", true});
   b.components.push_back({"activations", r.activation_peak, "profile run's peak at max_num_batched_tokens", true});
-  b.components.push_back({"kv_cache", r.kv_cache, fmt::format("{} KV blocks ({} tokens)", r.num_gpu_blocks, r.kv_cache_tokens), true});
-  const Bytes outside = r.cuda_context + r.non_torch + r.cuda_graphs;
-  b.components.push_back({"cuda_context", outside, "CUDA context, cuBLAS/NCCL (non-torch) and CUDA graphs", false});
-  b.peak_allocated = r.weights + r.activation_peak + r.kv_cache;
-  b.cuda_context = outside;
-  b.device_total = b.peak_allocated + outside;
+  b.components.push_back(
+      {"kv_cache", kv,
+       r.max_model_len_fits
+           ? fmt::format("{} KV blocks ({} tokens)", r.num_gpu_blocks, r.kv_cache_tokens)
+           : fmt::format("the KV blocks one request of {} tokens needs (the budget leaves {} tokens)", r.max_model_len,
+                         r.kv_cache_tokens),
+       true});
+  b.components.push_back({"cuda_context", r.non_torch, "non-torch memory (cuBLAS, NCCL) inside the budget", false});
+  b.peak_allocated = r.weights + r.activation_peak + kv;
+  b.cuda_context = r.non_torch;
+  b.device_total = b.peak_allocated + r.non_torch;
   b.phases = {{"load", r.weights}, {"profile", r.weights + r.activation_peak}, {"serve", b.peak_allocated}};
   b.peak_phase = "serve";
   b.notes = r.notes;
+  b.notes.push_back(fmt::format("outside the budget: the CUDA context ({} MiB) and the CUDA graphs ({} MiB) need "
+                                "the rest of the card",
+                                r.cuda_context.value() >> 20, r.cuda_graphs.value() >> 20));
   return b;
 }
 

@@ -16,6 +16,8 @@
 #include "vramfit/engine/llamacpp.hpp"
 #include "vramfit/engine/vllm.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "vramfit/spec/quant.hpp"
+#include "vramfit/spec/workload.hpp"
 
 using namespace vramfit;
 using nlohmann::json;
@@ -94,6 +96,11 @@ std::vector<Item> vllm_items() {
     s.block_size = e.at("block_size");
     s.tensor_parallel = e.at("tensor_parallel_size");
     s.v0_engine = e.value("v0_engine", false);
+    if (e.contains("quant")) {
+      const auto q = spec::parse_quant(e.at("quant").get<std::string>());
+      REQUIRE(q);
+      spec::set_packing(s.weights, *q);
+    }
     const auto r = engine::vllm::estimate(m, s);
     const json& log = e.at("log");
     const std::string id = e.at("id");
@@ -109,6 +116,12 @@ std::vector<Item> vllm_items() {
       // The block count from the log's own KV memory: the page-size formula alone.
       const double from_log = std::floor(log["kv_gib"].get<double>() * kGiB / static_cast<double>(r.page_bytes));
       items.push_back({id, "blocks_from_logged_kv", log["num_gpu_blocks"], from_log, "blocks"});
+    }
+    if (log.contains("kv_cache_tokens") && log.contains("kv_gib") && !log.contains("num_gpu_blocks")) {
+      // "GPU KV cache size: N tokens" from the logged KV memory and the page size alone.
+      const double from_log = std::floor(log["kv_gib"].get<double>() * kGiB / static_cast<double>(r.page_bytes)) *
+                              static_cast<double>(s.block_size);
+      items.push_back({id, "tokens_from_logged_kv", log["kv_cache_tokens"], from_log, "tokens"});
     }
     if (log.contains("max_concurrency"))
       items.push_back({id, "max_concurrency", log["max_concurrency"], std::floor(r.max_concurrency * 100) / 100, "x"});

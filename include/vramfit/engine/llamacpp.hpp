@@ -58,7 +58,7 @@ struct Settings {
   /// Memory kept free on every GPU beside the buffers (the CUDA context, cuBLAS, kernels).
   Bytes gpu_reserve = kDefaultGpuReserve;
 
-  /// Ollama's ggml CUDA "minimum memory" reserve (llm/memory.go: cudaMinimumMemory =
+  /// Ollama's CUDA "minimum memory" reserve (discover/gpu.go, gpu/gpu.go before: cudaMinimumMemory =
   /// 457 MiB), the room it keeps on each NVIDIA GPU for the CUDA context and kernels. Used
   /// here for llama.cpp too: its buffers leave the same context outside them.
   static constexpr Bytes kDefaultGpuReserve = MiB(457);

@@ -54,6 +54,7 @@ struct Result {
   std::uint64_t max_model_len = 0;
   double max_concurrency = 0;           ///< "Maximum concurrency for max_model_len tokens per request"
   bool max_model_len_fits = false;
+  Bytes kv_for_max_model_len;           ///< the blocks one request of max_model_len tokens needs
   std::uint64_t largest_model_len = 0;  ///< the estimated maximum model length (0: none)
   /// The error vLLM would raise, and its fix; empty when it starts.
   std::string error;
@@ -68,9 +69,11 @@ std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s);
 /// refuses: a utilization outside (0, 1], parallel sizes that do not divide the heads or layers.
 Result estimate(const spec::ModelSpec& m, const Settings& s);
 
-/// As a Breakdown: weights, activations, kv_cache (torch allocations: the peak) and
-/// cuda_context (context, non-torch, CUDA graphs) beside them; the device total is what the card
-/// must hold: the budget + what lies outside it.
+/// As a Breakdown against vLLM's budget (gpu_memory_utilization x the card): weights,
+/// activations and kv_cache (the blocks allocated; when one max_model_len request does not fit,
+/// the blocks it needs) are PyTorch's; cuda_context is the non-torch memory inside the budget.
+/// The device total fits the budget exactly when vLLM starts. The CUDA context and the CUDA
+/// graphs, outside the budget, are in the notes.
 Breakdown breakdown_of(const Result& r);
 
 }  // namespace vramfit::engine::vllm

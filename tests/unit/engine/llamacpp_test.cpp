@@ -117,6 +117,11 @@ TEST_CASE("llama.cpp: KV cache types, padding and sequences", "[llamacpp]") {
   s.cache_type_v = "q3_x";
   s.flash_attn = true;
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+  s.cache_type_v = "q4_K";  // a ggml type, but not one llama.cpp accepts for the cache
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+  s.cache_type_v = "f16";
+  s.parallel = 600;  // 512 cells over 600 sequences: llama.cpp throws "n_ctx_seq == 0"
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
 
   // --parallel 3 without a unified cache: 1000 -> 1024 cells, 3 streams of pad(341, 256) = 512.
   Settings p;

@@ -1,0 +1,163 @@
+// `--engine llama.cpp|ollama|vllm` through estimate, advise and fit, run in-process.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "../unit/spec/gguf_writer.hpp"
+#include "cli_helper.hpp"
+
+using vramfit::test::CliResult;
+using vramfit::test::require_usage_error;
+using vramfit::test::run_cli;
+using json = nlohmann::json;
+
+namespace {
+
+json parse(const CliResult& r) {
+  INFO("stderr: " << r.err);
+  return json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("serving: --engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp logs them", "[cli][serving]") {
+  const CliResult r =
+      run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8192", "--json"});
+  REQUIRE(r.code == 0);
+  const json e = parse(r)["engine"];
+  CHECK(e["name"] == "llama.cpp");
+  CHECK(e["file_type"] == "Q4_K_M");
+  CHECK(e["gpu_layers"] == 33);
+  CHECK(e["n_ctx"] == 8192);
+  const json& d = e["devices"][0];
+  // "CUDA0 model buffer size = 4403.49 MiB", "KV buffer size = 1024.00 MiB",
+  // "compute buffer size = 560.00 MiB", "CPU_Mapped model buffer size = 281.81 MiB"
+  // (tests/accuracy/serving/llamacpp_logs.jsonl).
+  CHECK(d["model_buffer_bytes"] == 4617396224);
+  CHECK(d["kv_buffer_bytes"] == 1073741824);
+  CHECK(d["compute_buffer_bytes"] == 587202560);
+  CHECK(e["host"]["model_buffer_bytes"] == 295501824);
+  CHECK(e["host_bytes"] == 321186816);
+  CHECK(parse(r)["device_total_bytes"] == d["total_bytes"]);
+}
+
+TEST_CASE("serving: --engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on one 12 GB card", "[cli][serving]") {
+  const CliResult two = run_cli({"fit", "--engine", "llama.cpp", "--model", "llama-3.3-70b", "--gpu",
+                                 "rtx-3090,rtx-3090", "--ctx-size", "8192", "--json"});
+  REQUIRE(two.code == 0);
+  const json f = parse(two);
+  CHECK(f["solve"] == "gpu-layers");
+  CHECK(f["value"] == 81);  // every layer and the output layer
+  CHECK(f["engine"]["devices"].size() == 2);
+
+  const CliResult one =
+      run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.3-70b", "--gpu", "rtx-3060", "--json"});
+  CHECK(one.code == 1);
+  const json a = parse(one)["advice"];
+  CHECK(a["fits_as_given"] == false);
+  REQUIRE(a["fixes"].size() >= 1);
+  CHECK(a["fixes"][0]["id"] == "fewer-gpu-layers");
+  CHECK(a["fixes"][0]["fits"] == true);
+  // The fix is a re-estimate: its -ngl is the largest fit --solve gpu-layers finds.
+  const CliResult solved =
+      run_cli({"fit", "--engine", "llama.cpp", "--model", "llama-3.3-70b", "--gpu", "rtx-3060", "--json"});
+  REQUIRE(solved.code == 0);
+  CHECK(a["fixes"][0]["change"].get<std::string>().find(
+            "--gpu-layers " + std::to_string(parse(solved)["value"].get<int>()) + " ") == 0);
+}
+
+TEST_CASE("serving: --engine ollama: num_ctx 4096 by default", "[cli][serving]") {
+  const CliResult r = run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.2-3b", "--gpu", "rtx-3090", "--json"});
+  REQUIRE(r.code == 0);
+  const json e = parse(r)["engine"];
+  CHECK(e["name"] == "ollama");
+  CHECK(e["n_ctx"] == 4096);
+  // 28 layers x 4096 cells x (K + V) x 8 heads x 128 x 2 bytes.
+  CHECK(e["devices"][0]["kv_buffer_bytes"] == 28ULL * 4096 * 2 * 1024 * 2);
+  CHECK(e["devices"][0]["reserve_bytes"] == 457ULL << 20);
+}
+
+TEST_CASE("serving: --engine llama.cpp --config model.gguf reads the file's own tensors", "[cli][serving]") {
+  vramfit::test::TempDir dir;
+  const auto w = vramfit::test::tiny_llama_gguf();
+  const std::string path = dir.write("tiny.gguf", w.header() + std::string(w.data_size(), '\0'));
+  const CliResult r =
+      run_cli({"estimate", "--engine", "llama.cpp", "--config", path, "--ctx-size", "512", "--json"});
+  REQUIRE(r.code == 0);
+  const json e = parse(r)["engine"];
+  CHECK(e["devices"][0]["model_buffer_bytes"] == 104704);  // tests/unit/engine/llamacpp_test.cpp
+  CHECK(e["devices"][0]["kv_buffer_bytes"] == 2 * 2 * 64 * 512);
+  CHECK(e["file_type"] == "Q8_0");
+}
+
+TEST_CASE("serving: --engine vllm: vLLM's own error when max_model_len does not fit, and the fix", "[cli][serving]") {
+  const CliResult r = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3090",
+                               "--max-model-len", "131072", "--json"});
+  CHECK(r.code == 1);
+  const json d = parse(r);
+  const json& e = d["engine"];
+  CHECK(e["max_model_len_fits"] == false);
+  CHECK(e["error"].get<std::string>().find("is larger than the maximum number of tokens that can be stored in KV cache") !=
+        std::string::npos);
+  // 2 MiB per block of 16 tokens: 32 layers x 2 x 8 heads x 128 x 2 bytes x 16.
+  CHECK(e["kv_cache_bytes"] == e["num_gpu_blocks"].get<std::uint64_t>() * 2097152);
+  CHECK(e["kv_cache_tokens"] == e["num_gpu_blocks"].get<std::uint64_t>() * 16);
+  bool lower = false;
+  for (const auto& f : d["advice"]["fixes"])
+    if (f["id"] == "lower-max-model-len") lower = f["fits"] == true;
+  CHECK(lower);
+
+  const CliResult fit = run_cli({"fit", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3090",
+                                 "--solve", "max-model-len", "--json"});
+  REQUIRE(fit.code == 0);
+  CHECK(parse(fit)["value"] == e["kv_cache_tokens"]);
+
+  const CliResult fp8 = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3090",
+                                 "--max-model-len", "8192", "--kv-cache-dtype", "fp8", "--json"});
+  REQUIRE(fp8.code == 0);
+  CHECK(parse(fp8)["engine"]["kv_cache_bytes"] == parse(fp8)["engine"]["num_gpu_blocks"].get<std::uint64_t>() * 1048576);
+}
+
+TEST_CASE("serving: --engine vllm: no room for any block exits 1 with vLLM's message", "[cli][serving]") {
+  const CliResult r = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3060", "--json"});
+  CHECK(r.code == 1);
+  const json e = parse(r)["engine"];
+  CHECK(e["num_gpu_blocks"] == 0);
+  CHECK(e["error"] ==
+        "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the "
+        "engine.");
+}
+
+TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
+  require_usage_error(run_cli({"estimate", "--model", "llama-3.1-8b", "--gpu-layers", "10"}),
+                      "vramfit: error: --gpu-layers: applies to a serving engine only (add --engine llama.cpp (or "
+                      "ollama))\n");
+  require_usage_error(
+      run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--max-model-len", "4096"}),
+      "vramfit: error: --max-model-len: does not apply to --engine llama.cpp (it is a vLLM flag: use --engine vllm, "
+      "or drop it)\n");
+  require_usage_error(run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--mode", "train"}),
+                      "vramfit: error: --mode: does not apply to --engine vllm (vLLM's own flags: --max-model-len, "
+                      "--max-num-seqs, --tensor-parallel-size)\n");
+  require_usage_error(run_cli({"estimate", "--engine", "llamacpp2", "--model", "llama-3.1-8b"}),
+                      "vramfit: error: --engine: unknown engine 'llamacpp2' (one of transformers, llama.cpp, ollama, "
+                      "vllm)\n");
+  const CliResult v = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--cache-type-v", "q4_0"});
+  CHECK(v.code == 2);
+  CHECK(v.err.find("--cache-type-v: a quantized V cache (q4_0) needs flash attention") != std::string::npos);
+  const CliResult split = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu",
+                                   "rtx-3090,rtx-3060", "--tensor-split", "1,2,3"});
+  CHECK(split.code == 2);
+  CHECK(split.err.find("--tensor-split: 3 shares for 2 GPUs") != std::string::npos);
+  const CliResult tp = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "h100-80gb",
+                                "--tensor-parallel-size", "3"});
+  CHECK(tp.code == 2);
+  CHECK(tp.err.find("--tensor-parallel-size: 3 does not divide the 32 attention heads") != std::string::npos);
+  const CliResult solve =
+      run_cli({"fit", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--solve", "gpu-layers"});
+  CHECK(solve.code == 2);
+  CHECK(solve.err.find("--solve: 'gpu-layers' does not apply to --engine vllm") != std::string::npos);
+  // --engine transformers is the default estimate, unchanged.
+  CHECK(run_cli({"estimate", "--engine", "transformers", "--model", "llama-3.1-8b", "--json"}).out ==
+        run_cli({"estimate", "--model", "llama-3.1-8b", "--json"}).out);
+}
