@@ -51,6 +51,7 @@ struct Item {
   double log = 0, ours = 0;  // in the log's unit
   std::string unit;
   bool exact_mix = true;  // the file's tensor types follow llama-quantize's rules
+  bool sampler_bound = false;  // vLLM: the logged profile peak is the sampler's (see the log's note)
   [[nodiscard]] double error() const { return log == 0 ? 0 : ours / log - 1; }
 };
 
@@ -107,7 +108,8 @@ std::vector<Item> vllm_items() {
     const auto gib = [](Bytes b) { return static_cast<double>(b.value()) / kGiB; };
     if (log.contains("weights_gib")) items.push_back({id, "weights", log["weights_gib"], gib(r.weights), "GiB"});
     if (log.contains("activation_gib"))
-      items.push_back({id, "activation_peak", log["activation_gib"], gib(r.activation_peak), "GiB"});
+      items.push_back({id, "activation_peak", log["activation_gib"], gib(r.activation_peak), "GiB", true,
+                       e.value("sampler_bound", false)});
     if (log.contains("non_torch_gib")) items.push_back({id, "non_torch", log["non_torch_gib"], gib(r.non_torch), "GiB"});
     if (log.contains("kv_gib"))
       items.push_back({id, "kv_cache_memory", log["kv_gib"], static_cast<double>(r.available_kv) / kGiB, "GiB"});
@@ -169,6 +171,7 @@ TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within
     // The log prints the KV memory to 0.01 GiB: +-0.005 GiB is +-2.5 blocks of 2 MiB.
     if (i.item == "blocks_from_logged_kv") CHECK(std::abs(i.ours - i.log) <= 3);
     if (i.item == "weights") CHECK(std::abs(i.error()) <= 0.02);
-    if (i.item == "activation_peak") CHECK(std::abs(i.error()) <= 0.20);
+    // The forward pass's peak; a sampler-bound peak is reported, not bounded.
+    if (i.item == "activation_peak" && !i.sampler_bound) CHECK(std::abs(i.error()) <= 0.20);
   }
 }
