@@ -66,6 +66,8 @@ std::vector<Item> llamacpp_items() {
                                                  : engine::llamacpp::LayerRule::current;
     s.ctx_size = e.at("ctx_size");
     s.parallel = e.at("parallel");
+    s.kv_unified = e.value("kv_unified", false);
+    s.n_cpu_moe = e.value("n_cpu_moe", 0);
     s.batch_size = e.at("batch_size");
     s.ubatch_size = e.at("ubatch_size");
     s.flash_attn = e.at("flash_attn");
