@@ -36,6 +36,13 @@ constexpr const char* kDescription =
     "vramfit: estimates the GPU memory of a transformer job (inference, generate, training, LoRA, QLoRA),\n"
     "says whether it fits a GPU, what to change when it does not, and what an OOM message means.";
 
+/// The --optimizer help, from the spec's one table of optimizer names.
+std::string optimizer_help() {
+  std::string names;
+  for (const auto n : spec::optimizer_names()) names += (names.empty() ? "" : " ") + std::string(n);
+  return names + " (training; default adamw)";
+}
+
 /// The commands, in help order (also the list "unknown command" names).
 const std::vector<std::string> kCommands{"estimate", "advise", "fit", "explain",
                                          "validate", "models", "gpus"};
@@ -154,10 +161,7 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--batch", f.batch, "N", "sequences per step (default 1)", work);
   add(e, o, "--seq", f.seq, "N", "tokens per sequence; the prompt for generate (default 2048)", work);
   add(e, o, "--new-tokens", f.new_tokens, "N", "tokens generated (generate; default 256)", work);
-  add(e, o, "--optimizer", f.optimizer, "NAME",
-      "adamw adamw-fused adamw-forloop adam sgd sgd-momentum adafactor adamw-8bit lion paged-adamw "
-      "paged-adamw-8bit (training; default adamw)",
-      work);
+  add(e, o, "--optimizer", f.optimizer, "NAME", optimizer_help(), work);
   add(e, o, "--autocast", f.autocast, "DTYPE", "bf16 or fp16: mixed precision over the stored weights", work);
   CLI::Option* ckpt =
       e->add_flag("--checkpointing", f.checkpointing, "gradient (activation) checkpointing")->group(work);

@@ -45,12 +45,15 @@ constexpr std::array<OptimizerTraits, 11> kOptimizers{{
     // bitsandbytes PagedAdamW8bit: AdamW8bit's states, paged.
     {Optimizer::paged_adamw_8bit, 0, 2, 0, false, true, StepTemp::none, "paged AdamW 8-bit (bitsandbytes): 2 one-byte states in unified memory"},
 }};
+static_assert(kOptimizers.size() == spec::kOptimizerCount, "kOptimizers: one row per spec::Optimizer");
+static_assert([] {
+  for (std::size_t i = 0; i < kOptimizers.size(); ++i)
+    if (static_cast<std::size_t>(kOptimizers[i].id) != i) return false;
+  return true;
+}(), "kOptimizers: rows in spec::Optimizer's order");
+
 }  // namespace
 
-const OptimizerTraits& traits(spec::Optimizer o) noexcept {
-  for (const auto& t : kOptimizers)
-    if (t.id == o) return t;
-  return kOptimizers[0];
-}
+const OptimizerTraits& traits(spec::Optimizer o) noexcept { return kOptimizers[static_cast<std::size_t>(o)]; }
 
 }  // namespace vramfit::engine

@@ -40,6 +40,13 @@ constexpr std::array<std::pair<std::string_view, Optimizer>, 11> kOptimizers{{
     {"paged-adamw-8bit", Optimizer::paged_adamw_8bit},  // bitsandbytes PagedAdamW8bit
 }};
 
+static_assert(kOptimizers.size() == kOptimizerCount, "kOptimizers: one name per Optimizer");
+static_assert([] {
+  for (std::size_t i = 0; i < kOptimizers.size(); ++i)
+    if (static_cast<std::size_t>(kOptimizers[i].second) != i) return false;
+  return true;
+}(), "kOptimizers: rows in the enum's order");
+
 constexpr std::array<std::pair<std::string_view, Attention>, 2> kAttention{{
     {"sdpa", Attention::sdpa},
     {"eager", Attention::eager},

@@ -30,6 +30,10 @@ enum class Optimizer {
   adamw, adamw_fused, adamw_forloop, adam, sgd, sgd_momentum, adafactor, adamw_8bit, lion,
   paged_adamw, paged_adamw_8bit,  ///< bitsandbytes paged optimizers: state in CUDA unified memory
 };
+/// How many optimizers there are. Each has one row in spec's name table (workload.cpp) and one
+/// in the engine's traits table (engine/optimizers.cpp), in the enum's order: both are checked
+/// against this count at compile time, so a missing row does not build.
+inline constexpr std::size_t kOptimizerCount = 11;
 
 /// Attention implementation passed as attn_implementation.
 enum class Attention { sdpa, eager };

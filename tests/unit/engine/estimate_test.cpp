@@ -56,11 +56,28 @@ TEST_CASE("the KV cache holds keys and values of every layer and position", "[en
   w.seq = 100;
   w.new_tokens = 28;
   const auto b = engine::estimate(m, w);
-  // 2 (k, v) * 2 layers * 2 kv heads * 64 * 2 bytes * 4 sequences * 128 positions
-  if (b.peak_phase == "decode") CHECK(part(b, "kv_cache") == 2ULL * 2 * 2 * 64 * 2 * 4 * 128);
   REQUIRE(b.phases.size() == 2);
   CHECK(b.phases[0].id == "prefill");
   CHECK(b.phases[1].id == "decode");
+  // The last decode step: the resident weights and workspace, the cache at every position
+  // (2 (k, v) * 2 layers * 2 kv heads * 64 * 2 bytes * 4 sequences * 128 positions), torch.cat's
+  // copy of one layer's keys (a quarter of it: 2 layers x k and v), and the last position's
+  // logits in bf16 plus their fp32 copy (4 sequences x 32000 x (2 + 4) bytes).
+  const std::uint64_t resident = m.params * 2 + m.buffer_bytes + engine::kCublasWorkspace.value();
+  const std::uint64_t cache = 2ULL * 2 * 2 * 64 * 2 * 4 * 128;
+  CHECK(b.phases[1].allocated.value() == resident + cache + cache / 4 + 4ULL * 32000 * 6);
+  // The prefill holds the prompt's 100 positions of cache.
+  CHECK(b.phases[0].allocated.value() > resident + 2ULL * 2 * 2 * 64 * 2 * 4 * 100 + 4ULL * 32000 * 6);
+
+  // A long generation: the cache sets the peak, at the last decode step.
+  w.new_tokens = 8092;
+  const auto g = engine::estimate(m, w);
+  CHECK(g.peak_phase == "decode");
+  const std::uint64_t long_cache = 2ULL * 2 * 2 * 64 * 2 * 4 * 8192;
+  CHECK(part(g, "kv_cache") == long_cache);
+  CHECK(part(g, "temporaries") == long_cache / 4);
+  CHECK(part(g, "logits") == 4ULL * 32000 * 6);
+  CHECK(g.peak_allocated.value() == resident + long_cache + long_cache / 4 + 4ULL * 32000 * 6);
 }
 
 TEST_CASE("optimizer state and step temporaries follow the optimizer table", "[engine]") {
