@@ -42,7 +42,7 @@ json tier_json(const std::optional<TierChoice>& t) {
               {"total_memory", t->total_memory.value()},
               {"per_gpu_total", t->per_gpu_total.value()},
               {"fixes", std::move(fixes_applied)},
-              {"workload", advice_workload_json(t->workload)}};
+              {"workload", json(workload_json(t->workload))}};
 }
 
 std::string tier_line(const TierChoice& t) {
@@ -75,25 +75,6 @@ std::string larger_batch_line(const Advice& a) {
 
 }  // namespace
 
-json advice_workload_json(const spec::Workload& w) {
-  json lora = nullptr;
-  if (spec::uses_lora(w.mode))
-    lora = json{{"rank", w.lora.rank}, {"all_linear", w.lora.all_linear}, {"targets", w.lora.targets}};
-  return json{{"mode", spec::name_of(w.mode)},
-              {"weights", vramfit::name_of(w.weights)},
-              {"autocast", w.autocast ? json(vramfit::name_of(*w.autocast)) : json(nullptr)},
-              {"batch", w.batch},
-              {"seq", w.seq},
-              {"new_tokens", w.new_tokens},
-              {"grad_accum", w.grad_accum},
-              {"checkpointing", w.checkpointing},
-              {"optimizer", spec::name_of(w.optimizer)},
-              {"gpus", w.gpus},
-              {"sharding", spec::name_of(w.sharding)},
-              {"lora", std::move(lora)},
-              {"expandable_segments", w.expandable_segments}};
-}
-
 json advice_json(const Advice& a) {
   json steps = json::array();
   for (const auto& s : a.steps) {
@@ -107,16 +88,15 @@ json advice_json(const Advice& a) {
                          {"after", s.after.value()},
                          {"saves", saving(s).value()},
                          {"fits", s.fits},
-                         {"workload", advice_workload_json(s.workload)}});
+                         {"workload", json(workload_json(s.workload))}});
   }
-  return json{{"budget", a.budget.bytes.value()},
-              {"headroom", a.budget.headroom_bytes().value()},
+  return json{{"budget", json(budget_json(a.budget, a.initial_estimate))},
               {"fits_initially", a.fits_initially},
               {"fits", a.fits},
               {"initial_device_total", a.initial_estimate.device_total.value()},
               {"final_device_total", a.final_estimate.device_total.value()},
               {"steps", std::move(steps)},
-              {"final_workload", advice_workload_json(a.final_workload)},
+              {"final_workload", json(workload_json(a.final_workload))},
               {"larger_batch", a.larger_batch ? json{{"batch", a.larger_batch->batch},
                                                      {"grad_accum", a.larger_batch->grad_accum},
                                                      {"device_total", a.larger_batch->device_total.value()}}
@@ -201,11 +181,10 @@ json fit_json(const FitResult& f) {
               {"capped", f.capped},
               {"cap", advisor::search_cap(f.dimension)},
               {"device_total", f.estimate.device_total.value()},
-              {"budget", f.budget.bytes.value()},
-              {"headroom", f.budget.headroom_bytes().value()},
+              {"budget", json(budget_json(f.budget, f.estimate))},
               {"estimates", f.estimates},
               {"notes", f.notes},
-              {"workload", advice_workload_json(f.workload)}};
+              {"workload", json(workload_json(f.workload))}};
 }
 
 std::string fit_text(const FitResult& f) {

@@ -224,9 +224,9 @@ ojson model_json(const spec::ModelSpec& m, const spec::Workload& w) {
 }
 
 ojson workload_json(const spec::Workload& w) {
-  const bool lora = w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora;
   ojson j;
   j["mode"] = spec::name_of(w.mode);
+  j["weights"] = name_of(w.weights);
   j["batch"] = w.batch;
   j["seq"] = w.seq;
   j["new_tokens"] = w.mode == spec::Mode::generate ? ojson(w.new_tokens) : ojson(nullptr);
@@ -234,7 +234,7 @@ ojson workload_json(const spec::Workload& w) {
   j["autocast"] = w.autocast ? ojson(name_of(*w.autocast)) : ojson(nullptr);
   j["checkpointing"] = w.checkpointing;
   j["attention"] = spec::name_of(w.attention);
-  if (lora) {
+  if (spec::uses_lora(w.mode)) {
     ojson l;
     l["rank"] = w.lora.rank;
     l["targets"] = w.lora.all_linear ? ojson::array({"all-linear"}) : ojson(w.lora.targets);
@@ -250,6 +250,7 @@ ojson workload_json(const spec::Workload& w) {
   j["offload"] = spec::name_of(w.offload);
   j["master_weights"] = w.master_weights;
   j["kv_cache"] = w.kv_cache ? ojson(name_of(*w.kv_cache)) : ojson(nullptr);
+  j["expandable_segments"] = w.expandable_segments;
   return j;
 }
 
@@ -288,10 +289,10 @@ ojson estimate_json(const EstimateReport& r) {
 ojson budget_json(const advisor::Budget& budget, const engine::Breakdown& b) {
   ojson o;
   o["bytes"] = budget.bytes.value();
-  o["fits"] = budget.fits(b.device_total);
-  o["headroom_bytes"] = budget.spare(b.device_total);
   o["gpu"] = budget.gpu_id.empty() ? ojson(nullptr) : ojson(budget.gpu_id);
-  o["keep_free_bytes"] = budget.headroom_bytes().value();
+  o["headroom_bytes"] = budget.headroom_bytes().value();
+  o["fits"] = budget.fits(b.device_total);
+  o["spare_bytes"] = budget.spare(b.device_total);
   return o;
 }
 

@@ -80,12 +80,13 @@ TEST_CASE("advise: a 7B full fine-tune on a 24 GB card does not fit; the steps a
   REQUIRE(keys.size() > 3);
   CHECK(std::vector<std::string>(keys.begin(), keys.begin() + 3) ==
         std::vector<std::string>{"schema_version", "model", "workload"});
-  CHECK(j["schema_version"] == 1);
+  CHECK(j["schema_version"] == 2);
   CHECK(j["model"]["name"] == "mistral-7b-v0.3");
   CHECK(j["workload"]["mode"] == "train");
   CHECK(j["fits_initially"] == false);
-  CHECK(j["budget"] == 25393692672ULL);
-  CHECK(j["initial_device_total"].get<std::uint64_t>() > j["budget"].get<std::uint64_t>());
+  CHECK(j["budget"]["bytes"] == 25393692672ULL);
+  CHECK(j["budget"]["fits"] == false);
+  CHECK(j["initial_device_total"].get<std::uint64_t>() > j["budget"]["bytes"].get<std::uint64_t>());
   // The walk tries the fixes in their fixed order and stops at the first fit: QLoRA (with
   // gradient checkpointing, as prepare_model_for_kbit_training does) fits a 24 GB card.
   const auto ids = ids_of(j["steps"]);
@@ -185,7 +186,7 @@ TEST_CASE("estimate: an exceeded budget appends the advice; JSON has an advice k
   CHECK(last == "advice");
   CHECK(j["advice"]["fits_initially"] == false);
   CHECK(j["advice"]["initial_device_total"] == j["device_total_bytes"]);
-  CHECK(j["advice"]["budget"] == j["budget"]["bytes"]);
+  CHECK(j["advice"]["budget"] == j["budget"]);  // one budget, one shape
 
   // Fits, or no budget: no advice; the key is null, never absent.
   const auto fits = estimate({"--model", "smollm2-135m", "--gpu", "h100-80gb", "--json"});
@@ -205,9 +206,9 @@ TEST_CASE("estimate --headroom: fits when device total + margin <= budget", "[cl
   CHECK(tight.code == 1);
   const auto j = nlohmann::json::parse(tight.out);
   CHECK(j["budget"]["fits"] == false);
-  CHECK(j["budget"]["keep_free_bytes"] == 79200000000ULL);
-  CHECK(j["budget"]["headroom_bytes"] == 80000000000LL - static_cast<std::int64_t>(total));
-  CHECK(j["advice"]["headroom"] == 79200000000ULL);
+  CHECK(j["budget"]["headroom_bytes"] == 79200000000ULL);
+  CHECK(j["budget"]["spare_bytes"] == 80000000000LL - static_cast<std::int64_t>(total));
+  CHECK(j["advice"]["budget"]["headroom_bytes"] == 79200000000ULL);
 
   // A margin that still leaves room: exit 0, and the text says what is kept free.
   const auto ok = estimate({"--model", "smollm2-135m", "--budget", "80GB", "--headroom", "10%"});
@@ -221,7 +222,7 @@ TEST_CASE("estimate --headroom: fits when device total + margin <= budget", "[cl
         std::string::npos);
   CHECK(sized.out.find(" with 74.41 GiB kept free\n") != std::string::npos);
   CHECK(nlohmann::json::parse(estimate({"--model", "smollm2-135m", "--gpu", "h100-80gb", "--json"})
-                                  .out)["budget"]["keep_free_bytes"] == 0);
+                                  .out)["budget"]["headroom_bytes"] == 0);
 
   require_usage_error(
       estimate({"--model", "smollm2-135m", "--headroom", "10%"}),
@@ -239,7 +240,7 @@ TEST_CASE("fit: the largest batch that fits, and nothing when even 1 does not", 
   INFO(r.err);
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);
-  CHECK(j["schema_version"] == 1);
+  CHECK(j["schema_version"] == 2);
   CHECK(j["dimension"] == "batch");
   CHECK(j["fits_at_one"] == true);
   const auto value = j["value"].get<std::uint64_t>();

@@ -294,8 +294,8 @@ TEST_CASE("budgets: fits is exit 0, does not fit is exit 1, JSON either way", "[
   CHECK(j["budget"]["fits"] == false);
   CHECK(j["budget"]["bytes"] == 1000000000);
   CHECK(j["budget"]["gpu"] == "tiny-1gb");
-  CHECK(j["budget"]["headroom_bytes"].get<std::int64_t>() < 0);
-  CHECK(j["budget"]["headroom_bytes"].get<std::int64_t>() ==
+  CHECK(j["budget"]["spare_bytes"].get<std::int64_t>() < 0);
+  CHECK(j["budget"]["spare_bytes"].get<std::int64_t>() ==
         1000000000 - j["device_total_bytes"].get<std::int64_t>());
 
   auto text = estimate({"--model", "smollm2-135m", "--gpu", "tiny-1gb"});
@@ -396,7 +396,7 @@ TEST_CASE("models and gpus lists", "[cli]") {
   CHECK(models.code == 0);
   CHECK(models.out.find("smollm2-135m") != std::string::npos);
   auto models_json = nlohmann::json::parse(run_cli({"models", "--data-dir", fixture_dir(), "--json"}).out);
-  CHECK(models_json["schema_version"] == 1);
+  CHECK(models_json["schema_version"] == 2);
   CHECK(models_json["models"][0]["id"] == "smollm2-135m");
 
   auto gpus = run_cli({"gpus", "--data-dir", fixture_dir()});

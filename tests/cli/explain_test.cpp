@@ -121,7 +121,7 @@ TEST_CASE("explain: with a model, the estimate sits beside the card's total", "[
   CHECK(e["fits_card"] == false);
   // The advisor ran against the card's total: its first fix is the smaller micro-batch.
   REQUIRE(e["advice"].is_object());
-  CHECK(e["advice"]["budget"] == e["card_total_bytes"]);
+  CHECK(e["advice"]["budget"]["bytes"] == e["card_total_bytes"]);
   CHECK(e["advice"]["steps"][0]["id"] == "reduce_batch");
   CHECK(e["over_card_bytes"].get<std::int64_t>() ==
         e["device_total_bytes"].get<std::int64_t>() - e["card_total_bytes"].get<std::int64_t>());

@@ -13,7 +13,7 @@ namespace {
 
 void check_estimate_json(const std::string& text) {
   const auto j = nlohmann::json::parse(text);  // throws, failing the test, on invalid JSON
-  REQUIRE(j["schema_version"] == 1);
+  REQUIRE(j["schema_version"] == 2);
   std::uint64_t in_peak = 0;
   std::uint64_t all = 0;
   bool reserve = false;
@@ -40,7 +40,8 @@ void check_estimate_json(const std::string& text) {
   if (!j["budget"].is_null()) {
     const auto budget = j["budget"]["bytes"].get<std::int64_t>();
     const auto total = j["device_total_bytes"].get<std::int64_t>();
-    CHECK(j["budget"]["headroom_bytes"].get<std::int64_t>() == budget - total);
+    CHECK(j["budget"]["spare_bytes"].get<std::int64_t>() == budget - total);
+    CHECK(j["budget"]["headroom_bytes"] == 0);
     CHECK(j["budget"]["fits"].get<bool>() == (total <= budget));
   }
   CHECK(j["notes"].is_array());
@@ -80,6 +81,6 @@ TEST_CASE("models --json and gpus --json parse", "[cli][json]") {
     const auto r = run_cli({cmd, "--json", "--data-dir", fixture_dir()});
     REQUIRE(r.code == 0);
     const auto j = nlohmann::json::parse(r.out);
-    CHECK(j["schema_version"] == 1);
+    CHECK(j["schema_version"] == 2);
   }
 }

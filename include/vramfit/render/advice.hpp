@@ -13,16 +13,11 @@
 
 namespace vramfit::render {
 
-/// The workload knobs the advisor may change, as JSON: mode, weights, autocast (null when
-/// off), batch, seq, new_tokens, grad_accum, checkpointing, optimizer, gpus, sharding, lora
-/// ({rank, all_linear, targets}, null unless lora/qlora), expandable_segments. Integer sizes.
-nlohmann::json advice_workload_json(const spec::Workload& w);
-
 /// The advice as JSON (keys sorted; integer bytes; stable fix ids). See the README section
-/// "JSON output" for `vramfit advise`: {budget, headroom, fits_initially, fits,
+/// "JSON output" for `vramfit advise`: {budget (budget_json of the workload as given), fits_initially, fits,
 /// initial_device_total, final_device_total, steps: [{id, title, status ("applied",
 /// "skipped", "ruled_out"), reason, how, warning, before, after, saves, fits, workload}],
-/// final_workload, larger_batch ({batch, grad_accum, device_total} or null),
+/// final_workload (workloads as workload_json), larger_batch ({batch, grad_accum, device_total} or null),
 /// tiers: {provider, considered, unchanged, with_fixes}}. Without `schema_version`:
 /// render_advice wraps it in its document.
 nlohmann::json advice_json(const advisor::Advice& advice);
@@ -38,7 +33,7 @@ std::string advice_text(const advisor::Advice& advice);
 std::string advice_summary(const advisor::Advice& advice);
 
 /// The fit result as JSON: {dimension, fits_at_one, value, capped, cap, device_total,
-/// budget, headroom, estimates, notes, workload}.
+/// budget (budget_json at the answer), estimates, notes, workload}.
 nlohmann::json fit_json(const advisor::FitResult& fit);
 
 /// The fit result for a human ("largest batch that fits: 12 (device total 71.20 GiB of

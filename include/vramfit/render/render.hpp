@@ -25,7 +25,7 @@ enum class Format {
 
 /// The version of every JSON document vramfit prints. Bumped only when a key changes
 /// meaning or disappears; new keys may appear within a version.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 /// Everything `vramfit estimate` reports.
 struct EstimateReport {
@@ -53,10 +53,12 @@ std::string render_estimate(const EstimateReport& r, const std::optional<advisor
 
 /// The `model` object: name, source, shape, the weights' dtype and packing as `w` loads them.
 nlohmann::ordered_json model_json(const spec::ModelSpec& m, const spec::Workload& w);
-/// The `workload` object.
+/// The `workload` object: the one serializer of spec::Workload (estimate, advise's steps and
+/// tiers, fit, explain).
 nlohmann::ordered_json workload_json(const spec::Workload& w);
-/// The `budget` object of a job needing `b.device_total`: bytes, fits, headroom_bytes (bytes -
-/// device_total), gpu, keep_free_bytes (the --headroom margin).
+/// The `budget` object of a job needing `b.device_total`, the one serializer of
+/// advisor::Budget: bytes, gpu, headroom_bytes (the --headroom margin), fits (the budget's
+/// verdict), spare_bytes (bytes - device_total, negative when the GPU has less).
 nlohmann::ordered_json budget_json(const advisor::Budget& budget, const engine::Breakdown& b);
 /// The whole estimate document (schema_version first), as render_estimate prints it.
 nlohmann::ordered_json estimate_json(const EstimateReport& r);

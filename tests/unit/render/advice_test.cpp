@@ -47,7 +47,7 @@ TEST_CASE("exit codes: 0 when the workload fits as given, 1 otherwise", "[render
   CHECK(exit_code(f) == ExitCode::ok);
 }
 
-TEST_CASE("workload_json spells every knob the advisor changes", "[render]") {
+TEST_CASE("workload_json: one shape for every workload, the knobs the advisor changes included", "[render]") {
   spec::Workload w = training(2);
   w.mode = spec::Mode::qlora;
   w.weights = DType::nf4;
@@ -57,11 +57,13 @@ TEST_CASE("workload_json spells every knob the advisor changes", "[render]") {
   w.gpus = 2;
   w.sharding = spec::Sharding::fsdp;
   w.expandable_segments = true;
-  const json j = advice_workload_json(w);
-  CHECK(j == json::parse(R"({"mode": "qlora", "weights": "nf4", "autocast": "bf16", "batch": 2, "seq": 1024,
-    "new_tokens": 0, "grad_accum": 4, "checkpointing": true, "optimizer": "adamw", "gpus": 2, "sharding": "fsdp",
-    "lora": {"rank": 16, "all_linear": true, "targets": []}, "expandable_segments": true})"));
-  const json i = advice_workload_json(inference_fp32());
+  const json j = json(workload_json(w));
+  CHECK(j == json::parse(R"({"mode": "qlora", "weights": "nf4", "batch": 2, "seq": 1024, "new_tokens": null,
+    "optimizer": "adamw", "autocast": "bf16", "checkpointing": true, "attention": "sdpa",
+    "lora": {"rank": 16, "targets": ["all-linear"], "dropout": 0.0}, "grad_accum": 4, "gpus": 2, "nodes": 1,
+    "sharding": "fsdp", "offload": "none", "master_weights": false, "kv_cache": null,
+    "expandable_segments": true})"));
+  const json i = json(workload_json(inference_fp32()));
   CHECK(i["autocast"].is_null());
   CHECK(i["lora"].is_null());
   CHECK(i["mode"] == "inference");
@@ -72,8 +74,10 @@ TEST_CASE("advice_json: stable ids, statuses and integer bytes", "[render]") {
   const json j = advice_json(c.advice);
   const std::uint64_t before = total_of(c.model, c.fp32).value();
   const std::uint64_t after = total_of(c.model, c.bf16).value();
-  CHECK(j["budget"] == after);
-  CHECK(j["headroom"] == 0);
+  CHECK(j["budget"] == json::parse(fmt::format(
+                          R"({{"bytes": {}, "gpu": null, "headroom_bytes": 0, "fits": false, "spare_bytes": {}}})",
+                          after, static_cast<std::int64_t>(after) - static_cast<std::int64_t>(before))));
+  CHECK_FALSE(j.contains("headroom"));
   CHECK(j["fits_initially"] == false);
   CHECK(j["fits"] == true);
   CHECK(j["initial_device_total"] == before);
@@ -97,7 +101,10 @@ TEST_CASE("advice_json: stable ids, statuses and integer bytes", "[render]") {
   CHECK(s1["saves"] == before - after);
   CHECK(s1["fits"] == true);
   CHECK(s1["workload"]["weights"] == "bf16");
-  CHECK(j["final_workload"] == advice_workload_json(c.bf16));
+  CHECK(j["final_workload"] == json(workload_json(c.bf16)));
+  // One shape: a step's workload is the estimate's workload object.
+  CHECK(s1["workload"]["lora"].is_null());
+  CHECK(s1["workload"]["attention"] == "sdpa");
   CHECK(j["tiers"] ==
         json::parse(R"({"provider": null, "considered": 0, "unchanged": null, "with_fixes": null})"));
 }
@@ -194,7 +201,10 @@ TEST_CASE("fit_json and fit_text", "[render]") {
   CHECK(j["fits_at_one"] == false);
   CHECK(j["value"] == 0);
   CHECK(j["cap"] == 1048576);
-  CHECK(j["budget"] == GiB(1).value());
+  CHECK(j["budget"]["bytes"] == GiB(1).value());
+  CHECK(j["budget"]["fits"] == false);
+  CHECK(j["budget"]["spare_bytes"] == static_cast<std::int64_t>(GiB(1).value()) -
+                                          static_cast<std::int64_t>(total_of(m, w).value()));
   CHECK(j["device_total"] == total_of(m, w).value());
   CHECK(j["workload"]["batch"] == 1);
   CHECK(fit_text(none) == fmt::format("Nothing fits: even batch 1 needs {} on a budget of 1.00 GiB.\n"
@@ -208,5 +218,7 @@ TEST_CASE("fit_json and fit_text", "[render]") {
       fmt::format("Largest batch that fits: {}{} (needs {} of 80.00 GiB (1.00 GiB kept free)).\n", r.value,
                   r.capped ? " or more" : "", format_bytes(r.estimate.device_total));
   CHECK(fit_text(r).rfind(first, 0) == 0);
-  CHECK(fit_json(r)["headroom"] == GiB(1).value());
+  CHECK(fit_json(r)["budget"]["headroom_bytes"] == GiB(1).value());
+  CHECK(fit_json(r)["budget"]["fits"] == true);
+  CHECK_FALSE(fit_json(r).contains("headroom"));
 }

@@ -118,10 +118,11 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
                                          "tied_embeddings", "moe"});
   keys.clear();
   for (const auto& [k, v] : j["workload"].items()) keys.push_back(k);
-  CHECK(keys == std::vector<std::string>{"mode", "batch", "seq", "new_tokens", "optimizer", "autocast",
+  CHECK(keys == std::vector<std::string>{"mode", "weights", "batch", "seq", "new_tokens", "optimizer", "autocast",
                                          "checkpointing", "attention", "lora", "grad_accum", "gpus",
-                                         "nodes", "sharding", "offload", "master_weights", "kv_cache"});
-  CHECK(j["schema_version"] == 1);
+                                         "nodes", "sharding", "offload", "master_weights", "kv_cache",
+                                         "expandable_segments"});
+  CHECK(j["schema_version"] == 2);
   CHECK(j["model"]["params"] == 8030261248ULL);
   CHECK(j["model"]["dtype"] == "bf16");
   CHECK(j["workload"]["optimizer"] == "adamw");
@@ -139,8 +140,8 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   CHECK(j["device_total_bytes"] == 36076273664ULL);
   CHECK(j["budget"] ==
         nlohmann::ordered_json::parse(
-            R"({"bytes": 25769803776, "fits": false, "headroom_bytes": -10306469888, "gpu": "rtx-4090",
-                "keep_free_bytes": 0})"));
+            R"({"bytes": 25769803776, "gpu": "rtx-4090", "headroom_bytes": 0, "fits": false,
+                "spare_bytes": -10306469888})"));
   CHECK(j["notes"].size() == 3);
   CHECK(text.back() == '\n');
 }
@@ -192,7 +193,7 @@ TEST_CASE("render_models and render_gpus", "[render]") {
         "\n"
         "Memory is what the driver reports as total. Use one with: vramfit estimate ... --gpu ID\n");
   const auto j = nlohmann::json::parse(render_gpus(c, Format::json));
-  CHECK(j["schema_version"] == 1);
+  CHECK(j["schema_version"] == 2);
   CHECK(j["gpus"][0]["memory_bytes"] == 85520809984ULL);
   CHECK(j["tiers"][0] ==
         nlohmann::json::parse(R"({"provider": "aws", "id": "p5", "gpu": "h100-80gb", "count": 8,
