@@ -613,7 +613,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
 
     ok = llama_fits(r, j.settings);
     std::vector<Option> options;
-    if (command == "advise" || !ok) {
+    if (!ok) {  // a job that fits needs no fix
       // The engine's own fixes, each a re-estimate from the settings as given.
       const auto try_fix = [&](const std::string& id, const std::string& change, const lc::Settings& st) {
         try {
@@ -684,7 +684,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       json adv = json::array();
       for (const auto& o : options)
         adv.push_back({{"id", o.id}, {"change", o.change}, {"fits", o.fits}, {"device_total_bytes", o.total.value()}});
-      doc["advice"] = options.empty() && ok ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
+      doc["advice"] = ok && command != "advise" ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
       text = doc.dump(2) + "\n";
     } else {
       text = render::render_estimate(rep, format) + "\n" + llama_text(r, j.settings, j, e);
@@ -694,6 +694,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
           text += fmt::format("  {:<18} {:<60} {:>10.2f} GiB  {}\n", o.id, o.change, gib(o.total.value()),
                               o.fits ? "fits" : "does not fit");
       }
+      if (ok && command == "advise") text += "\nIt fits as given: no change is needed.\n";
     }
     out << text;
     return ok ? ExitCode::ok : ExitCode::does_not_fit;
@@ -752,7 +753,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
   }
   ok = vllm_fits(r, j.settings);
   std::vector<Option> options;
-  if (command == "advise" || !ok) {
+  if (!ok) {  // a job that fits needs no fix
     const auto try_fix = [&](const std::string& id, const std::string& change, const vl::Settings& st) {
       try {
         const vl::Result x = vl::estimate(j.model.spec, st);
@@ -809,7 +810,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     json adv = json::array();
     for (const auto& o : options)
       adv.push_back({{"id", o.id}, {"change", o.change}, {"fits", o.fits}, {"device_total_bytes", o.total.value()}});
-    doc["advice"] = options.empty() && ok ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
+    doc["advice"] = ok && command != "advise" ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
     text = doc.dump(2) + "\n";
   } else {
     text = render::render_estimate(rep, format) + "\n" + vllm_text(r, j.settings);
@@ -818,6 +819,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       for (const auto& o : options)
         text += fmt::format("  {:<30} {:<55} {}\n", o.id, o.change, o.fits ? "fits" : "does not fit");
     }
+    if (ok && command == "advise") text += "\nIt fits as given: no change is needed.\n";
   }
   out << text;
   return ok ? ExitCode::ok : ExitCode::does_not_fit;

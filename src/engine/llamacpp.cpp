@@ -213,6 +213,11 @@ struct ComputeShape {
   bool flash_attn = false;
   bool has_layers = false;     // repeating layers run here
   bool has_output = false;     // the output layer runs here
+  /// Current builds keep the graph inputs copied to this GPU (the f32 KQ mask) allocated through
+  /// the whole split, and the output stage holds the residual, the normed input and the
+  /// embeddings output beside the logits; older builds (LayerRule::legacy) freed the mask
+  /// after the last layer and held only the normed input.
+  bool current_build = true;
   /// Weights left on the host that this GPU runs anyway (ggml's op offload of large batches,
   /// GGML_OP_OFFLOAD_MIN_BATCH = 32): the largest one's copy and its output [rows, ub] in f32.
   std::uint64_t offload_weight = 0;
@@ -244,8 +249,14 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
     const std::uint64_t ffn = checked_add(checked_mul(act, 2), checked_mul(checked_mul(checked_mul(c.ub, ff), f32), 2));
     peak = std::max(attn, ffn);
   }
-  if (c.has_output)  // the logits [n_vocab, n_outputs = ub] and the normed input to lm_head
-    peak = std::max(peak, checked_add(checked_mul(checked_mul(c.ub, h.n_vocab), f32), act));
+  if (c.has_output) {  // the logits [n_vocab, n_outputs = ub] and what is alive beside them
+    std::uint64_t out = checked_mul(checked_mul(c.ub, h.n_vocab), f32);
+    if (c.current_build)
+      out = checked_add(out, checked_add(checked_mul(act, 3), c.has_layers ? checked_mul(checked_mul(c.n_kv, pad(c.ub, kKqMaskPad)), 4) : 0));
+    else
+      out = checked_add(out, act);
+    peak = std::max(peak, out);
+  }
   if (c.offload_weight > 0 && c.ub >= 32)
     peak = std::max(peak, checked_add(checked_add(c.offload_weight, checked_mul(checked_mul(c.ub, c.offload_rows), f32)), act));
   return peak;
@@ -527,6 +538,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     c.flash_attn = s.flash_attn;
     c.has_layers = r.gpus[d].layers > 0;
     c.has_output = p.layer_dev.back() == static_cast<int>(d);
+    c.current_build = s.layer_rule == LayerRule::current;
     if (d == 0 && s.gpu_layers > 0) {  // the main GPU runs the host's large matmuls
       c.offload_weight = host_matrix;
       c.offload_rows = host_matrix_rows;
@@ -542,6 +554,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     c.flash_attn = s.flash_attn;
     c.has_layers = r.host.layers > 0;
     c.has_output = p.layer_dev.back() == kCpu;
+    c.current_build = s.layer_rule == LayerRule::current;
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
     inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
     if (any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));

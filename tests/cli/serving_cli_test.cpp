@@ -161,3 +161,20 @@ TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
   CHECK(run_cli({"estimate", "--engine", "transformers", "--model", "llama-3.1-8b", "--json"}).out ==
         run_cli({"estimate", "--model", "llama-3.1-8b", "--json"}).out);
 }
+
+TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
+  const CliResult r =
+      run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"});
+  REQUIRE(r.code == 0);
+  const json a = parse(r)["advice"];
+  CHECK(a["fits_as_given"] == true);
+  CHECK(a["fixes"].empty());
+  const CliResult e = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "h100-80gb",
+                               "--max-model-len", "8192", "--json"});
+  REQUIRE(e.code == 0);
+  CHECK(parse(e)["advice"].is_null());
+  const CliResult t = run_cli({"advise", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "h100-80gb",
+                               "--max-model-len", "8192"});
+  CHECK(t.code == 0);
+  CHECK(t.out.find("It fits as given: no change is needed.") != std::string::npos);
+}

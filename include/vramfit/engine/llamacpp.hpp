@@ -26,7 +26,8 @@ enum class SplitMode {
   none,   ///< one GPU only (the main GPU)
 };
 
-/// Which -ngl rule the llama.cpp build follows. The meaning of -ngl N changed: before, the
+/// Which llama.cpp build: its -ngl rule and its compute graph's output stage (see
+/// src/engine/llamacpp.cpp ComputeShape). Which -ngl rule the llama.cpp build follows. The meaning of -ngl N changed: before, the
 /// last N blocks went to the GPU and the output layer only with N > n_layer; now the output
 /// layer goes first and N - 1 blocks with it (src/llama-model.cpp, load_tensors:
 /// i_gpu_start = max(n_layer + 1 - ngl, 0); it was max(n_layer - ngl, 0)).
