@@ -138,7 +138,7 @@ std::vector<Item> vllm_items() {
                               static_cast<double>(s.block_size);
       items.push_back({id, "tokens_from_logged_kv", log["kv_cache_tokens"], from_log, "tokens"});
     }
-    if (log.contains("max_concurrency"))
+    if (log.contains("max_concurrency") && !e.value("partial_settings", false))  // end to end, as kv_cache_memory
       items.push_back({id, "max_concurrency", log["max_concurrency"], std::floor(r.max_concurrency * 100) / 100, "x"});
   }
   return items;
