@@ -13,13 +13,13 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/llamacpp.hpp"
 #include "vramfit/engine/vllm.hpp"
+#include "vramfit/render/serving.hpp"
 #include "vramfit/spec/gguf.hpp"
 #include "vramfit/spec/parse.hpp"
 
@@ -28,7 +28,6 @@ namespace vramfit::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::ordered_json;
 
 enum class Engine { llamacpp, ollama, vllm };
 
@@ -109,8 +108,6 @@ std::vector<std::string> split(const std::string& text) {
   return out;
 }
 
-double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
-double mib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
 /// The model and, for a GGUF file, its tensors.
 struct Model {
@@ -205,6 +202,16 @@ struct LlamaJob {
   std::optional<Cards> cards;
 };
 
+render::LlamaCppAnswer llama_answer(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st,
+                                    const LlamaJob& j, Engine e) {
+  render::LlamaCppAnswer a{r, st, std::string(engine_name(e)), j.file_type, {}, {}};
+  if (j.cards) {
+    a.gpu_labels = j.cards->labels;
+    a.gpu_memory = j.cards->memory;
+  }
+  return a;
+}
+
 LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, CatalogSource& catalog, bool required) {
   LlamaJob j;
   Diagnostics d;
@@ -272,74 +279,6 @@ bool llama_fits(const engine::llamacpp::Result& r, const engine::llamacpp::Setti
   return true;
 }
 
-json llama_json(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st, const LlamaJob& j, Engine e) {
-  json o;
-  o["name"] = std::string(engine_name(e));
-  o["file_type"] = j.file_type;
-  o["gpu_layers"] = r.offloaded;
-  o["offloadable_layers"] = r.offloadable;
-  o["output_on_gpu"] = r.output_on_gpu;
-  o["n_ctx"] = r.n_ctx;
-  o["n_ctx_seq"] = r.n_ctx_seq;
-  o["n_seq_max"] = st.parallel;
-  o["kv_cells_swa"] = r.kv_cells_swa;
-  o["cache_type_k"] = st.cache_type_k;
-  o["cache_type_v"] = st.cache_type_v;
-  o["flash_attn"] = st.flash_attn;
-  o["ubatch_size"] = std::min(st.ubatch_size, st.batch_size);
-  o["mmap"] = st.mmap;
-  json devs = json::array();
-  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
-    const auto& g = r.gpus[i];
-    json d;
-    d["name"] = g.name;
-    if (j.cards) d["gpu"] = j.cards->labels[i];
-    d["layers"] = g.layers;
-    d["model_buffer_bytes"] = g.model.value();
-    d["kv_buffer_bytes"] = g.kv.value();
-    d["compute_buffer_bytes"] = g.compute.value();
-    d["reserve_bytes"] = st.gpu_reserve.value();
-    d["total_bytes"] = (g.total() + st.gpu_reserve).value();
-    if (!st.gpu_memory.empty()) {
-      d["memory_bytes"] = j.cards->memory[i].value();
-      d["fits"] = g.total() + st.gpu_reserve <= st.gpu_memory[i];
-    }
-    devs.push_back(d);
-  }
-  o["devices"] = devs;
-  json h;
-  h["layers"] = r.host.layers;
-  h["model_buffer_bytes"] = r.host.model.value();
-  h["kv_buffer_bytes"] = r.host.kv.value();
-  h["compute_buffer_bytes"] = r.host.compute.value();
-  h["output_buffer_bytes"] = r.output_buffer.value();
-  o["host"] = h;
-  o["host_bytes"] = r.host_bytes.value();
-  return o;
-}
-
-std::string llama_text(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st, const LlamaJob& j,
-                       Engine e) {
-  std::string s = fmt::format("{} ({}): offloaded {}/{} layers to GPU, n_ctx {} ({} per sequence), KV {}/{}{}\n",
-                              engine_name(e), j.file_type, r.offloaded, r.offloadable, r.n_ctx, r.n_ctx_seq,
-                              st.cache_type_k, st.cache_type_v, st.flash_attn ? ", flash attention" : "");
-  s += fmt::format("  {:<8} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device", "layers", "model MiB", "KV MiB",
-                   "compute MiB", "total MiB", "memory MiB");
-  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
-    const auto& g = r.gpus[i];
-    s += fmt::format("  {:<8} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12}\n", g.name, g.layers,
-                     mib(g.model.value()), mib(g.kv.value()), mib(g.compute.value()),
-                     mib((g.total() + st.gpu_reserve).value()),
-                     st.gpu_memory.empty() ? std::string("-") : fmt::format("{:.0f}", mib(j.cards->memory[i].value())));
-  }
-  s += fmt::format("  {:<8} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12}\n", "CPU", r.host.layers,
-                   mib(r.host.model.value()), mib(r.host.kv.value()), mib(r.host.compute.value()),
-                   mib(r.host_bytes.value()), "-");
-  s += fmt::format("  each GPU's total includes {:.0f} MiB kept for the CUDA context and kernels\n",
-                   mib(st.gpu_reserve.value()));
-  return s;
-}
-
 // ---------------------------------------------------------------------------------------
 // vLLM
 
@@ -404,47 +343,6 @@ std::optional<Bytes> vllm_budget(const engine::vllm::Result& r, bool have_cards)
   return r.budget;
 }
 
-json vllm_json(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
-  json o;
-  o["name"] = "vllm";
-  o["gpu_memory_utilization"] = st.gpu_memory_utilization;
-  o["budget_bytes"] = r.budget.value();
-  o["weights_bytes"] = r.weights.value();
-  o["activation_peak_bytes"] = r.activation_peak.value();
-  o["non_torch_bytes"] = r.non_torch.value();
-  o["cuda_graph_bytes"] = r.cuda_graphs.value();
-  o["available_kv_cache_bytes"] = r.available_kv;
-  o["kv_cache_bytes"] = r.kv_cache.value();
-  o["kv_cache_tokens"] = r.kv_cache_tokens;
-  o["num_gpu_blocks"] = r.num_gpu_blocks;
-  o["block_size"] = st.block_size;
-  o["max_model_len"] = r.max_model_len;
-  o["max_concurrency"] = std::floor(r.max_concurrency * 100.0) / 100.0;
-  o["max_model_len_fits"] = r.max_model_len_fits;
-  o["max_num_seqs"] = st.max_num_seqs;
-  o["max_num_batched_tokens"] = st.max_num_batched_tokens;
-  o["kv_cache_dtype"] = st.kv_fp8 ? "fp8" : "auto";
-  o["tensor_parallel_size"] = st.tensor_parallel;
-  o["pipeline_parallel_size"] = st.pipeline_parallel;
-  o["error"] = r.error.empty() ? json() : json(r.error);
-  o["fix"] = r.fix.empty() ? json() : json(r.fix);
-  return o;
-}
-
-std::string vllm_text(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
-  std::string s = fmt::format("vllm: gpu_memory_utilization {} x {:.2f} GiB = {:.2f} GiB per GPU (TP {}, PP {})\n",
-                              st.gpu_memory_utilization, gib(st.gpu_memory.value()), gib(r.budget.value()),
-                              st.tensor_parallel, st.pipeline_parallel);
-  s += fmt::format("  Model loading took {:.2f} GiB\n", gib(r.weights.value()));
-  s += fmt::format("  torch peak memory increase {:.2f} GiB; non-torch {:.2f} GiB\n", gib(r.activation_peak.value()),
-                   gib(r.non_torch.value()));
-  s += fmt::format("  Available KV cache memory: {:.2f} GiB\n", static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0));
-  s += fmt::format("  # GPU blocks: {}; GPU KV cache size: {} tokens\n", r.num_gpu_blocks, r.kv_cache_tokens);
-  s += fmt::format("  Maximum concurrency for {} tokens per request: {:.2f}x\n", r.max_model_len, r.max_concurrency);
-  if (!r.error.empty()) s += fmt::format("  vLLM would fail: {}\n  fix: {}\n", r.error, r.fix);
-  return s;
-}
-
 // ---------------------------------------------------------------------------------------
 
 render::EstimateReport report_of(const spec::ModelSpec& m, const engine::Breakdown& b, std::optional<Bytes> memory,
@@ -465,14 +363,7 @@ render::EstimateReport report_of(const spec::ModelSpec& m, const engine::Breakdo
   return r;
 }
 
-json document(const render::EstimateReport& report) { return json(render::estimate_json(report)); }
-
-struct Option {
-  std::string id;
-  std::string change;
-  bool fits = false;
-  Bytes total;  // the binding GPU's total after the change
-};
+using Option = render::ServingFix;
 
 /// The fixes worth printing: those that make the job fit, or all of them when none does.
 std::vector<Option> worth_showing(std::vector<Option> options) {
@@ -595,18 +486,8 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       if (what == "gpu-layers" && found) st.gpu_layers = value;
       const lc::Result x = run(found ? st : j.settings);
       const render::EstimateReport rep = report_for(x, found ? st : j.settings);
-      if (format == render::Format::json) {
-        json doc = document(rep);
-        doc["engine"] = llama_json(x, found ? st : j.settings, j, e);
-        doc["solve"] = what;
-        doc["value"] = found ? json(value) : json();
-        doc["fits"] = found;
-        text = doc.dump(2) + "\n";
-      } else {
-        text = render::render_estimate(rep, format) + "\n" + llama_text(x, found ? st : j.settings, j, e) + "\n";
-        text += found ? fmt::format("fit: --{} {} is the largest that fits\n", what == "concurrency" ? "parallel" : what == "ctx" ? "ctx-size" : "gpu-layers", value)
-                      : fmt::format("fit: no {} fits\n", what);
-      }
+      text = render::render_serving_fit(rep, llama_answer(x, found ? st : j.settings, j, e),
+                                        {what, found ? std::optional<std::uint64_t>(value) : std::nullopt}, format);
       out << text;
       return found ? ExitCode::ok : ExitCode::does_not_fit;
     }
@@ -678,24 +559,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     }
     options = worth_showing(std::move(options));
     const render::EstimateReport rep = report_for(r, j.settings);
-    if (format == render::Format::json) {
-      json doc = document(rep);
-      doc["engine"] = llama_json(r, j.settings, j, e);
-      json adv = json::array();
-      for (const auto& o : options)
-        adv.push_back({{"id", o.id}, {"change", o.change}, {"fits", o.fits}, {"device_total_bytes", o.total.value()}});
-      doc["advice"] = ok && command != "advise" ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
-      text = doc.dump(2) + "\n";
-    } else {
-      text = render::render_estimate(rep, format) + "\n" + llama_text(r, j.settings, j, e);
-      if (!options.empty()) {
-        text += "\nFixes (each alone, from the settings as given):\n";
-        for (const auto& o : options)
-          text += fmt::format("  {:<18} {:<60} {:>10.2f} GiB  {}\n", o.id, o.change, gib(o.total.value()),
-                              o.fits ? "fits" : "does not fit");
-      }
-      if (ok && command == "advise") text += "\nIt fits as given: no change is needed.\n";
-    }
+    text = render::render_serving(rep, llama_answer(r, j.settings, j, e), {ok, command == "advise", options}, format);
     out << text;
     return ok ? ExitCode::ok : ExitCode::does_not_fit;
   }
@@ -736,18 +600,8 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     const bool found = value > 0 && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
     const vl::Result x = vl::estimate(j.model.spec, st);
     const render::EstimateReport rep = report_for(x, st);
-    if (format == render::Format::json) {
-      json doc = document(rep);
-      doc["engine"] = vllm_json(x, st);
-      doc["solve"] = what;
-      doc["value"] = found ? json(value) : json();
-      doc["fits"] = found;
-      text = doc.dump(2) + "\n";
-    } else {
-      text = render::render_estimate(rep, format) + "\n" + vllm_text(x, st) + "\n";
-      text += found ? fmt::format("fit: {} {} is the largest that fits\n", what == "concurrency" ? "concurrency (requests of --max-model-len tokens)" : "--max-model-len", value)
-                    : fmt::format("fit: no {} fits\n", what);
-    }
+    text = render::render_serving_fit(rep, render::VllmAnswer{x, st},
+                                      {what, found ? std::optional<std::uint64_t>(value) : std::nullopt}, format);
     out << text;
     return found ? ExitCode::ok : ExitCode::does_not_fit;
   }
@@ -804,23 +658,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
   }
   options = worth_showing(std::move(options));
   const render::EstimateReport rep = report_for(r, j.settings);
-  if (format == render::Format::json) {
-    json doc = document(rep);
-    doc["engine"] = vllm_json(r, j.settings);
-    json adv = json::array();
-    for (const auto& o : options)
-      adv.push_back({{"id", o.id}, {"change", o.change}, {"fits", o.fits}, {"device_total_bytes", o.total.value()}});
-    doc["advice"] = ok && command != "advise" ? json() : json{{"fits_as_given", ok}, {"fixes", adv}};
-    text = doc.dump(2) + "\n";
-  } else {
-    text = render::render_estimate(rep, format) + "\n" + vllm_text(r, j.settings);
-    if (!options.empty()) {
-      text += "\nFixes (each alone, from the settings as given):\n";
-      for (const auto& o : options)
-        text += fmt::format("  {:<30} {:<55} {}\n", o.id, o.change, o.fits ? "fits" : "does not fit");
-    }
-    if (ok && command == "advise") text += "\nIt fits as given: no change is needed.\n";
-  }
+  text = render::render_serving(rep, render::VllmAnswer{r, j.settings}, {ok, command == "advise", options}, format);
   out << text;
   return ok ? ExitCode::ok : ExitCode::does_not_fit;
 }
