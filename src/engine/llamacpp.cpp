@@ -42,6 +42,7 @@ constexpr std::uint64_t kGgufAlignment = 32;       // GGUF_DEFAULT_ALIGNMENT
 constexpr std::uint64_t kMatrixRowPadding = 512;   // MATRIX_ROW_PADDING in ggml-cuda/common.cuh
 constexpr std::uint64_t kCtxPad = 256;             // llama-context.cpp: GGML_PAD(n_ctx, 256)
 constexpr std::uint64_t kKqMaskPad = 64;           // GGML_KQ_MASK_PAD
+constexpr std::uint64_t kSchedMaxCopies = 4;       // GGML_SCHED_MAX_COPIES: n_copies with pipeline parallelism
 constexpr int kCpu = -1;                           // device index of the host
 
 std::uint64_t pad(std::uint64_t n, std::uint64_t to) { return checked_mul((n + to - 1) / to, to); }
@@ -531,6 +532,18 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   r.host.kv = Bytes{host_kv};
 
   // --- compute buffers ---
+  // Pipeline parallelism (llama-context.cpp: several devices, every layer and the output
+  // offloaded, layer split, KV offloaded, no tensor overrides such as --n-cpu-moe's): the
+  // scheduler is built with n_copies = GGML_SCHED_MAX_COPIES, and ggml-backend.c's
+  // ggml_backend_sched_split_graph adds every copy of every split input as a leaf of the graph
+  // ("add input copies as leafs so that they are allocated first"), so all n_copies stay
+  // allocated through the graph beside the split's own tensors: the hidden state coming in
+  // [n_embd, ub] f32, the positions and output ids (i32), and the KQ mask (f32, its current copy
+  // already in the graph's peak). Command-R 35B over two GPUs (llama.cpp PR #6122's log, 12
+  // layers on CUDA0, n_ctx 4096, ub 512, no flash attention): 584 MiB graph + 4 x 16 MiB hidden
+  // + 3 x 8 MiB mask + 4 x 4 KiB = 672.01 MiB, as logged.
+  const bool pipeline_parallel = n_gpu > 1 && s.split_mode == SplitMode::layer && s.kv_offload &&
+                                 r.host.layers == 0 && r.output_on_gpu && s.n_cpu_moe == 0;
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
     c.ub = ub;
@@ -543,7 +556,18 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
       c.offload_weight = host_matrix;
       c.offload_rows = host_matrix_rows;
     }
-    r.gpus[d].compute = Bytes{compute_bytes(h, c)};
+    std::uint64_t bytes = compute_bytes(h, c);
+    if (pipeline_parallel && (c.has_layers || c.has_output)) {
+      const std::uint64_t small = checked_mul(ub, c.has_output ? 8 : 4);  // positions (+ output ids), i32
+      const std::uint64_t each = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), small);
+      bytes = checked_add(bytes, checked_mul(each, kSchedMaxCopies));
+      if (c.has_layers) {
+        bytes = checked_add(bytes, checked_mul(mask_bytes(c.n_kv, ub, false), kSchedMaxCopies - 1));
+        if (any_swa)  // the second mask of an interleaved-SWA model, all of its copies
+          bytes = checked_add(bytes, checked_mul(mask_bytes(r.kv_cells_swa * r.n_stream, ub, false), kSchedMaxCopies));
+      }
+    }
+    r.gpus[d].compute = Bytes{bytes};
   }
   // The host: the graph inputs (token ids, positions, output ids, one mask per cache kind)
   // and the token embeddings' get_rows, plus the graph of whatever runs on the CPU.
@@ -558,16 +582,23 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
     inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
     if (any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
+    // With pipeline parallelism the host's graph inputs are kept n_copies times as well.
+    if (pipeline_parallel) {
+      std::uint64_t graph_inputs = checked_add(checked_mul(ub, 12), mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
+      if (any_swa) graph_inputs = checked_add(graph_inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
+      inputs = checked_add(inputs, checked_mul(graph_inputs, kSchedMaxCopies - 1));
+    }
     r.host.compute = Bytes{checked_add(inputs, compute_bytes(h, c))};
   }
   // llama_context::output_reserve: logits for n_seq_max outputs, in host memory.
   r.output_buffer = Bytes{checked_mul(checked_mul(h.n_vocab, 4), n_seq)};
   r.host_bytes = r.host.total() + r.output_buffer;
 
-  if (n_gpu > 1 && s.split_mode == SplitMode::layer && r.host.layers == 0)
-    r.notes.push_back(
-        "llama.cpp enables pipeline parallelism over several GPUs when every layer is offloaded: its scheduler "
-        "then keeps several copies of the graph inputs, so the compute buffers can be larger than shown");
+  if (pipeline_parallel)
+    r.notes.push_back(fmt::format(
+        "pipeline parallelism (several GPUs, every layer offloaded): each compute buffer holds the scheduler's {} "
+        "copies of its inputs (the hidden state coming in, the KQ mask, the positions)",
+        kSchedMaxCopies));
   if (s.mmap)
     r.notes.push_back(fmt::format(
         "the CPU model buffer is the memory-mapped file range ({} MiB): its pages sit in the page cache and "

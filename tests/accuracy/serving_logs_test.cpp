@@ -76,6 +76,8 @@ std::vector<Item> llamacpp_items() {
     s.cache_type_v = e.at("cache_type_v");
     // Several equal cards: llama.cpp's default split by free memory is an even one.
     s.gpu_memory.assign(e.value("gpus", 1), GiB(24));
+    // A split the log shows (its cards differ): --tensor-split with the logged layer counts.
+    if (e.contains("tensor_split")) s.tensor_split = e.at("tensor_split").get<std::vector<double>>();
     const auto r = engine::llamacpp::estimate(m, engine::llamacpp::tensors_of(m, ft), s);
     const auto& g = r.gpus.at(0);
     const std::pair<const char*, Bytes> ours[] = {

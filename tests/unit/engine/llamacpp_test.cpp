@@ -173,6 +173,30 @@ TEST_CASE("llama.cpp: two GPUs split the layers by --tensor-split, the output la
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
 }
 
+TEST_CASE("llama.cpp: pipeline parallelism keeps four copies of each GPU's split inputs", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 512;
+  s.gpu_memory = {GiB(24), GiB(24)};
+  s.tensor_split = {1, 3};  // layer 0 on CUDA0; layer 1 and the output on CUDA1
+  // Every layer and the output offloaded over two GPUs: n_copies = 4. CUDA0 holds, beside its
+  // graph, 4 copies of the hidden state coming in ([64, 512] f32 = 131072 bytes) and of the
+  // positions (512 x 4 bytes), and 3 more copies of the f32 KQ mask ([512, 512] x 4 bytes).
+  const Result pp = estimate(t.spec, t.header.tensors, s);
+  s.kv_offload = false;  // no pipeline parallelism without the KV cache on the GPUs
+  const Result flat_kv_host = estimate(t.spec, t.header.tensors, s);
+  s.kv_offload = true;
+  s.gpu_layers = 2;  // the output on the host: no pipeline parallelism either
+  const Result partial = estimate(t.spec, t.header.tensors, s);
+  // CUDA0's graph (one layer, no output, no flash attention): the attention's peak, 4 hidden
+  // states [64, 512] f32, the f32 mask [512, 512] and the scores [512, 512, 4 heads] f32.
+  const std::uint64_t graph = 4 * (64ULL * 512 * 4) + 512ULL * 512 * 4 + 512ULL * 512 * 4 * 4;  // 5767168
+  const std::uint64_t copies = 4 * (64ULL * 512 * 4 + 512 * 4) + 3 * (512ULL * 512 * 4);        // 3678208
+  CHECK(pp.gpus[0].compute.value() == graph + copies);
+  CHECK(partial.gpus[0].compute.value() < pp.gpus[0].compute.value());
+  CHECK(flat_kv_host.gpus[0].compute.value() < pp.gpus[0].compute.value());
+}
+
 TEST_CASE("llama.cpp: compute buffers shrink with flash attention and a smaller ubatch", "[llamacpp]") {
   const Tiny t = tiny();
   Settings s;
