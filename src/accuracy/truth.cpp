@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/json.hpp"
 #include "vramfit/engine/estimate.hpp"
 
 namespace vramfit::accuracy {
@@ -36,21 +37,46 @@ std::uint64_t count(const json& c, const char* key, const std::string& where, st
   if (!it->is_number_unsigned() || (positive && it->get<std::uint64_t>() == 0))
     throw InputError(where + ": " + key,
                      fmt::format("expected a {} whole number, got {}", positive ? "positive" : "non-negative",
-                                 it->dump()),
+                                 json_excerpt(*it)),
                      "fix or remove the line");
   return it->get<std::uint64_t>();
 }
 
+// A string under `key`: missing or null gives `fallback` (an error naming the key when there is
+// none); any other type is an error naming the key and quoting the value, not nlohmann's text.
+std::string text(const json& c, const char* key, const std::string& where,
+                 std::optional<std::string> fallback = std::nullopt) {
+  const auto it = c.find(key);
+  if (it == c.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    throw InputError(where + ": " + key, "missing", "fix or remove the line");
+  }
+  if (!it->is_string())
+    throw InputError(where + ": " + key, fmt::format("expected a string, got {}", json_excerpt(*it)),
+                     "fix or remove the line");
+  return it->get<std::string>();
+}
+
+// A boolean under `key`, false when missing or null.
+bool flag(const json& c, const char* key, const std::string& where) {
+  const auto it = c.find(key);
+  if (it == c.end() || it->is_null()) return false;
+  if (!it->is_boolean())
+    throw InputError(where + ": " + key, fmt::format("expected true or false, got {}", json_excerpt(*it)),
+                     "fix or remove the line");
+  return it->get<bool>();
+}
+
 spec::Workload workload_of(const json& c, const std::string& where) {
   spec::Workload w;
-  w.mode = mode_of(c.at("mode").get<std::string>(), where);
-  const auto dt = parse_dtype(c.at("weights_dtype").get<std::string>());
+  w.mode = mode_of(text(c, "mode", where), where);
+  const auto dt = parse_dtype(text(c, "weights_dtype", where));
   if (!dt) throw InputError(where + ": weights_dtype", "unknown dtype", "use fp32, bf16 or fp16");
   w.weights = *dt;
   if (c.contains("autocast") && !c["autocast"].is_null()) {
-    const auto a = parse_dtype(c["autocast"].get<std::string>());
+    const auto a = c["autocast"].is_string() ? parse_dtype(c["autocast"].get<std::string>()) : std::nullopt;
     if (a != DType::bf16 && a != DType::fp16)
-      throw InputError(where + ": autocast", fmt::format("{} is not an autocast dtype", c["autocast"].dump()),
+      throw InputError(where + ": autocast", fmt::format("{} is not an autocast dtype", json_excerpt(c["autocast"])),
                        "use \"bf16\", \"fp16\" or null");
     w.autocast = a;
   }
@@ -58,25 +84,36 @@ spec::Workload workload_of(const json& c, const std::string& where) {
   w.seq = count(c, "seq", where, std::nullopt);
   w.new_tokens = count(c, "new_tokens", where, 0, false);
   if (c.contains("optimizer") && !c["optimizer"].is_null()) {
-    const auto o = spec::parse_optimizer(c["optimizer"].get<std::string>());
+    const auto o = spec::parse_optimizer(text(c, "optimizer", where));
     if (!o) throw InputError(where + ": optimizer", "unknown optimizer", "see vramfit estimate --help");
     w.optimizer = *o;
   }
-  w.checkpointing = c.value("checkpointing", false);
-  w.attention = c.value("attn", std::string("sdpa")) == "eager" ? spec::Attention::eager : spec::Attention::sdpa;
+  w.checkpointing = flag(c, "checkpointing", where);
+  w.attention = text(c, "attn", where, "sdpa") == "eager" ? spec::Attention::eager : spec::Attention::sdpa;
   if (c.contains("lora") && !c["lora"].is_null()) {
     const auto& l = c["lora"];
-    w.lora.rank = count(l, "r", where + ": lora", std::nullopt);
-    if (l.at("targets").is_string()) {
-      w.lora.all_linear = l["targets"].get<std::string>() == "all-linear";
-      if (!w.lora.all_linear) w.lora.targets = {l["targets"].get<std::string>()};
+    const std::string lw = where + ": lora";
+    if (!l.is_object())
+      throw InputError(lw, fmt::format("expected an object, got {}", json_excerpt(l)), "fix or remove the line");
+    w.lora.rank = count(l, "r", lw, std::nullopt);
+    const auto t = l.find("targets");
+    if (t == l.end() || t->is_null()) throw InputError(lw + ": targets", "missing", "fix or remove the line");
+    if (t->is_string()) {
+      w.lora.all_linear = t->get<std::string>() == "all-linear";
+      if (!w.lora.all_linear) w.lora.targets = {t->get<std::string>()};
     } else {
       w.lora.all_linear = false;
-      w.lora.targets = l["targets"].get<std::vector<std::string>>();
+      bool ok = t->is_array();
+      for (const auto& e : *t) ok = ok && e.is_string();
+      if (!ok)
+        throw InputError(lw + ": targets",
+                         fmt::format("expected \"all-linear\" or a list of module names, got {}", json_excerpt(*t)),
+                         "fix or remove the line");
+      w.lora.targets = t->get<std::vector<std::string>>();
     }
     if (const auto d = l.find("dropout"); d != l.end() && !d->is_null()) {
       if (!d->is_number() || !(d->get<double>() >= 0.0 && d->get<double>() < 1.0))
-        throw InputError(where + ": lora: dropout", fmt::format("expected a probability in [0, 1), got {}", d->dump()),
+        throw InputError(where + ": lora: dropout", fmt::format("expected a probability in [0, 1), got {}", json_excerpt(*d)),
                          "fix or remove the line");
       w.lora.dropout = d->get<double>();
     }
@@ -85,7 +122,7 @@ spec::Workload workload_of(const json& c, const std::string& where) {
   // the busiest rank's.
   w.gpus = count(c, "gpus", where, 1);
   if (c.contains("sharding") && !c["sharding"].is_null()) {
-    const auto s = spec::parse_sharding(c["sharding"].get<std::string>());
+    const auto s = spec::parse_sharding(text(c, "sharding", where));
     if (!s)
       throw InputError(where + ": sharding", "unknown sharding strategy", "use ddp, fsdp, fsdp-grad-op, zero2 or zero3");
     w.sharding = *s;
@@ -123,25 +160,20 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = fmt::format("{}:{}", origin, line_no);
-    json c;
-    try {
-      c = json::parse(line);
-    } catch (const json::exception& e) {
-      throw InputError(where, "not valid JSON", "each line must be one JSON object, as measure.py writes");
-    }
+    const json c = parse_json(line, where, "each line must be one JSON object, as measure.py writes");
     if (!c.is_object()) throw InputError(where, "not a JSON object", "each line must be one case object");
-    if (c.value("env", false)) {
+    if (flag(c, "env", where)) {
       // The environment line says how the allocator was configured for every case after it.
-      const auto conf = c.value("alloc_conf", std::string());
+      const auto conf = text(c, "alloc_conf", where, "");
       expandable = conf.find("expandable_segments:True") != std::string::npos;
       continue;
     }
     try {
       TruthCase t;
-      t.id = c.at("id").get<std::string>();
-      t.model = c.value("model", std::string());
-      t.config = c.at("config").get<std::string>();
-      t.status = c.value("status", std::string("ok"));
+      t.id = text(c, "id", where);
+      t.model = text(c, "model", where, "");
+      t.config = text(c, "config", where);
+      t.status = text(c, "status", where, "ok");
       t.workload = workload_of(c, where);
       t.workload.expandable_segments = expandable;
       t.params = count(c, "params", where, 0, false);
@@ -150,7 +182,8 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
       t.non_torch = Bytes{count(c, "non_torch_bytes", where, 0, false)};
       out.push_back(std::move(t));
     } catch (const json::exception& e) {
-      throw InputError(where, fmt::format("bad case: {}", e.what()), "fix or remove the line");
+      // Every field is read through text/flag/count above; this is a last guard, kept short.
+      throw InputError(where, fmt::format("bad case: {}", text_excerpt(e.what(), 160)), "fix or remove the line");
     }
   }
   return out;
@@ -158,7 +191,9 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
 
 std::optional<Bytes> truth_device_bytes(std::string_view jsonl) {
   const std::string_view first = jsonl.substr(0, jsonl.find('\n'));
-  const json env = json::parse(first, nullptr, false);
+  const auto parsed = try_parse_json(first);
+  if (!parsed) return std::nullopt;
+  const json& env = *parsed;
   if (env.is_object() && env.value("env", false) && env.contains("total_bytes") && env["total_bytes"].is_number_unsigned())
     return Bytes{env["total_bytes"].get<std::uint64_t>()};
   return std::nullopt;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/json.hpp"
 
 namespace vramfit::catalog {
 
@@ -18,6 +19,9 @@ const std::map<std::string, std::string>& embedded_files();
 namespace {
 
 using nlohmann::json;
+
+// The longest name did_you_mean compares (ids are at most a few dozen bytes).
+constexpr std::size_t kMaxSuggestName = 256;
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -60,7 +64,7 @@ class Reader {
   [[nodiscard]] std::uint64_t positive(std::string_view key) const {
     const json& v = get(key);
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > 0) return v.get<std::uint64_t>();
-    fail(key, fmt::format("must be a positive integer, not {}", v.dump()));
+    fail(key, fmt::format("must be a positive integer, not {}", json_excerpt(v)));
   }
 
   [[nodiscard]] std::optional<std::uint64_t> positive_or_null(std::string_view key) const {
@@ -70,7 +74,7 @@ class Reader {
 
   [[nodiscard]] bool boolean(std::string_view key) const {
     const json& v = get(key);
-    if (!v.is_boolean()) fail(key, fmt::format("must be true or false, not {}", v.dump()));
+    if (!v.is_boolean()) fail(key, fmt::format("must be true or false, not {}", json_excerpt(v)));
     return v.get<bool>();
   }
 
@@ -91,21 +95,14 @@ void check_id(const Reader& r, std::string_view key, std::string_view id) {
   for (const char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
     if (!ok)
-      r.fail(key, fmt::format("'{}' is not a valid id (use lower-case letters, digits, '-', '.', '_')", id));
+      r.fail(key, fmt::format("'{}' is not a valid id (use lower-case letters, digits, '-', '.', '_')",
+                              text_excerpt(id)));
   }
 }
 
 json parse_json(const std::string& file, const std::string& text) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    // parse_error, or out_of_range.406 for a number beyond double (`"memory_bytes": 1e400`),
-    // which would otherwise escape as an internal error. nlohmann's message reads
-    // "[json.exception.parse_error.101] parse error at line 3, ...".
-    std::string what = e.what();
-    if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    throw InputError(file, "malformed JSON: " + printable(what), "fix the catalog file");
-  }
+  // A number beyond double (`"memory_bytes": 1e400`) is refused here too, not an internal error.
+  return vramfit::parse_json(text, file, "fix the catalog file", "malformed JSON: ");
 }
 
 void parse_gpus(const std::string& file, const std::string& text, std::vector<Gpu>& gpus,
@@ -119,7 +116,7 @@ void parse_gpus(const std::string& file, const std::string& text, std::vector<Gp
     Gpu g;
     g.id = r.string("id");
     check_id(r, "id", g.id);
-    if (!gpu_ids.insert(g.id).second) r.fail("id", fmt::format("duplicate GPU id '{}'", g.id));
+    if (!gpu_ids.insert(g.id).second) r.fail("id", fmt::format("duplicate GPU id '{}'", text_excerpt(g.id)));
     g.name = r.string("name");
     g.vendor = r.string("vendor");
     g.memory_label = r.string("memory_label");
@@ -135,7 +132,7 @@ void parse_gpus(const std::string& file, const std::string& text, std::vector<Gp
     const std::string provider = p.string("id");
     check_id(p, "id", provider);
     if (!provider_ids.insert(provider).second)
-      p.fail("id", fmt::format("duplicate provider id '{}'", provider));
+      p.fail("id", fmt::format("duplicate provider id '{}'", text_excerpt(provider)));
     (void)p.string("name");
     const std::string source = p.string("source");
     const json& tier_list = p.array("tiers");
@@ -145,10 +142,10 @@ void parse_gpus(const std::string& file, const std::string& text, std::vector<Gp
       Tier tier;
       tier.id = t.string("id");
       if (!tier_ids.insert(tier.id).second)
-        t.fail("id", fmt::format("duplicate tier id '{}' in provider '{}'", tier.id, provider));
+        t.fail("id", fmt::format("duplicate tier id '{}' in provider '{}'", text_excerpt(tier.id), text_excerpt(provider)));
       tier.provider = provider;
       tier.gpu = t.string("gpu");
-      if (gpu_ids.count(tier.gpu) == 0) t.fail("gpu", fmt::format("unknown GPU '{}'", tier.gpu));
+      if (gpu_ids.count(tier.gpu) == 0) t.fail("gpu", fmt::format("unknown GPU '{}'", text_excerpt(tier.gpu)));
       tier.count = t.positive("count");
       tier.source = source;
       tiers.push_back(std::move(tier));
@@ -162,7 +159,8 @@ Preset parse_preset(const std::string& file, const std::string& stem, const std:
   Preset p;
   p.id = r.string("id");
   check_id(r, "id", p.id);
-  if (p.id != stem) r.fail("id", fmt::format("'{}' differs from the file name '{}'", p.id, stem));
+  if (p.id != stem)
+    r.fail("id", fmt::format("'{}' differs from the file name '{}'", text_excerpt(p.id), text_excerpt(stem)));
   p.name = r.string("name");
   p.hf_repo = r.string("hf_repo");
   p.source = r.string("source");
@@ -215,7 +213,7 @@ const T& lookup(const std::vector<T>& items, std::string_view id, std::string_vi
   const auto close = did_you_mean(wanted, known);
   const std::string fix = close.empty() ? fmt::format("run 'vramfit {}' to list them", list_command)
                                         : fmt::format("did you mean {}?", quoted_list(close));
-  throw InputError(std::string(field), fmt::format("unknown {} '{}'", what, id), fix);
+  throw InputError(std::string(field), fmt::format("unknown {} '{}'", what, text_excerpt(id)), fix);
 }
 
 }  // namespace
@@ -262,8 +260,10 @@ const Preset& Catalog::preset(std::string_view id, std::string_view field) const
 }
 
 std::vector<std::string> did_you_mean(std::string_view name, const std::vector<std::string>& known) {
+  // No id is longer than a few dozen bytes; the distance below costs the product of the two
+  // lengths, so a megabyte-long name would take seconds and gigabytes for no suggestion.
+  if (name.empty() || name.size() > kMaxSuggestName) return {};
   const std::string n = lower(name);
-  if (n.empty()) return {};
   // Tiers, best first:
   //   0: the name is the start of a known one ("h10" -> "h100-80gb"), in alphabetical order;
   //   1: one typo away, or a known name is the start of this one ("h100-80gb-sxm"), nearest first;

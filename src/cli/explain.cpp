@@ -2,8 +2,10 @@
 // model flags are given.
 #include "vramfit/cli/explain.hpp"
 
+#include <unistd.h>
+
+#include <iostream>
 #include <istream>
-#include <iterator>
 #include <ostream>
 
 #include "vramfit/advisor/advise.hpp"
@@ -19,10 +21,14 @@ namespace vramfit::cli {
 
 std::string read_log(const std::string& path, std::istream& in) {
   if (!path.empty() && path != "-") return read_file(path, "log", kMaxLogFile);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad())
-    throw InputError("log", "cannot read standard input", "give the log as a file: vramfit explain FILE");
-  return text;
+  // The process's own standard input may be checked for what it is; a stream given by a test or
+  // an embedding program is read as it is, with the same bound.
+  if (&in == &std::cin)
+    if (const std::string problem = stdin_problem(STDIN_FILENO); !problem.empty())
+      throw InputError("log", problem, "give the log as a file: vramfit explain FILE");
+  return read_stream(in, kMaxStdinLog, "log",
+                     "give the log as a file (vramfit explain FILE), or pipe only its end: tail -c 50M LOG | vramfit "
+                     "explain -");
 }
 
 std::vector<doctor::NamedSize> candidate_sizes(const spec::ModelSpec& m, const spec::Workload& w) {

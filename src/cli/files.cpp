@@ -1,10 +1,14 @@
 // File input of the CLI: the only module that touches the file system.
 #include "vramfit/cli/files.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <istream>
 #include <set>
 #include <system_error>
 #include <vector>
@@ -13,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/json.hpp"
 #include "vramfit/spec/gguf.hpp"
 #include "vramfit/spec/parse.hpp"
 
@@ -25,35 +30,119 @@ namespace {
 // safetensors refuses headers over 100 MB (safetensors/src/tensor.rs, MAX_HEADER_SIZE).
 constexpr std::uint64_t kMaxSafetensorsHeader = 100'000'000;
 
-std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quote(const fs::path& p) { return "'" + text_excerpt(p.string(), 200) + "'"; }
 
-std::ifstream open(const fs::path& path, std::string_view field) {
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (!fs::exists(st))
-    throw InputError(std::string(field), fmt::format("{} does not exist", quote(path)), "check the path");
-  if (fs::is_directory(st))
-    throw InputError(std::string(field), fmt::format("{} is a folder, not a file", quote(path)),
-                     "give a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+// Files are read this many bytes at a time, so memory follows what was read, never what a
+// header or a device claims.
+constexpr std::size_t kReadChunk = std::size_t{1} << 16;
+
+[[noreturn]] void throw_too_long(const fs::path& path, std::string_view field, std::uint64_t max_bytes) {
+  throw InputError(std::string(field),
+                   fmt::format("{} is longer than {} MiB: not the file expected", quote(path), max_bytes >> 20),
+                   "check the path");
+}
+
+/// What a path that is not a regular file is, for a message; empty for a regular file.
+std::string not_a_file(const struct ::stat& st) {
+  if (S_ISREG(st.st_mode)) return {};
+  if (S_ISDIR(st.st_mode)) return "a folder";
+  if (S_ISFIFO(st.st_mode)) return "a named pipe (FIFO)";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+/// A file descriptor closed at the end of its scope.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+/// An open regular file and its size when opened.
+struct OpenFile {
+  Fd fd;
+  std::uint64_t size;
+};
+
+/// The type and size of `path` by stat (nothing is opened); throws InputError naming `field`
+/// when it is missing, unreadable or not a regular file.
+struct ::stat stat_regular(const fs::path& path, std::string_view field);
+
+/// Opens a regular file for reading, without ever blocking: the type is checked with stat
+/// before opening (a FIFO with no writer would block open() forever, /dev/zero would never
+/// end), the open itself is non-blocking, and fstat checks the type again on what was opened
+/// (the path may have changed in between). Returns the descriptor and the file's size.
+[[noreturn]] void refuse_kind(const fs::path& path, std::string_view field, const std::string& kind) {
+  if (kind == "a folder")
+    throw InputError(std::string(field), fmt::format("{} is a folder, not a file", quote(path)), "give a file");
+  throw InputError(std::string(field), fmt::format("{} is {}, not a file", quote(path), kind),
+                   "save the input to a regular file and give that file");
+}
+
+struct ::stat stat_regular(const fs::path& path, std::string_view field) {
+  struct ::stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR)
+      throw InputError(std::string(field), fmt::format("{} does not exist", quote(path)), "check the path");
+    throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), std::strerror(err)),
+                     "check the file's permissions");
+  }
+  if (const std::string kind = not_a_file(st); !kind.empty()) refuse_kind(path, field, kind);
+  return st;
+}
+
+OpenFile open_regular(const fs::path& path, std::string_view field) {
+  struct ::stat st = stat_regular(path, field);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0)
     throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), std::strerror(errno)),
                      "check the file's permissions");
-  return in;
+  if (::fstat(fd.get(), &st) != 0)
+    throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), std::strerror(errno)),
+                     "check the file");
+  if (const std::string kind = not_a_file(st); !kind.empty()) refuse_kind(path, field, kind);
+  return {std::move(fd), static_cast<std::uint64_t>(st.st_size)};
+}
+
+/// Reads at most `max_bytes` from `fd` in 64 KiB chunks. `over` is called (and must throw)
+/// when there is more; with `stop_at_max` the read simply stops there instead.
+std::string read_bounded(int fd, std::uint64_t max_bytes, bool stop_at_max, const fs::path& path,
+                         std::string_view field) {
+  std::string text;
+  std::string chunk(kReadChunk, '\0');
+  for (;;) {
+    const std::uint64_t room = stop_at_max ? max_bytes - text.size() : max_bytes + 1 - text.size();
+    if (room == 0) break;
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), room));
+    const ::ssize_t n = ::read(fd, chunk.data(), want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), std::strerror(errno)),
+                       "check the file");
+    }
+    if (n == 0) break;
+    text.append(chunk.data(), static_cast<std::size_t>(n));
+    if (!stop_at_max && text.size() > max_bytes) throw_too_long(path, field, max_bytes);
+  }
+  return text;
 }
 
 std::uint64_t file_size(const fs::path& path, std::string_view field) {
-  std::error_code ec;
-  // A folder named like a shard (`model.safetensors/`) would otherwise read "Is a directory
-  // (check the file's permissions)": say what is wrong instead.
-  if (fs::is_directory(path, ec))
-    throw InputError(std::string(field), fmt::format("{} is a folder, not a file", quote(path)),
-                     "give a file");
-  const auto n = fs::file_size(path, ec);
-  if (ec)
-    throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), ec.message()),
-                     "check the file's permissions");
-  return n;
+  // A folder named like a shard (`model.safetensors/`), a FIFO or a device: said as such.
+  return static_cast<std::uint64_t>(stat_regular(path, field).st_size);
 }
 
 /// The safetensors files of a checkpoint folder, in load order.
@@ -62,19 +151,14 @@ std::vector<fs::path> safetensors_files(const fs::path& dir, std::string_view fi
   std::error_code ec;
   if (fs::exists(index, ec)) {
     const std::string text = read_file(index, field);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error&) {
-      throw InputError(index.string(), "malformed JSON", "download the file again");
-    }
+    const nlohmann::json j = parse_json(text, index.string(), "download the file again", "malformed JSON: ");
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw InputError(index.string() + ": weight_map", "missing or not an object",
                        "download the file again");
     std::set<std::string> shards;
     for (const auto& [tensor, shard] : j["weight_map"].items()) {
       if (!shard.is_string())
-        throw InputError(index.string() + ": weight_map." + tensor, "must be a file name",
+        throw InputError(index.string() + ": weight_map." + text_excerpt(tensor), "must be a file name",
                          "download the file again");
       shards.insert(shard.get<std::string>());
     }
@@ -120,32 +204,40 @@ spec::ModelSpec load_gguf(const fs::path& file, std::string_view field) {
 }  // namespace
 
 std::string read_file(const fs::path& path, std::string_view field, std::uint64_t max_bytes) {
-  std::ifstream in = open(path, field);
-  // Read in chunks up to the limit: a device or a pipe that never ends (/dev/zero) must not
-  // hang the tool or exhaust memory.
+  const OpenFile f = open_regular(path, field);
+  // The size first: a file over the limit is refused without reading a byte of it. The read
+  // stays bounded as well, as the file may grow meanwhile (or report 0, like /proc files).
+  if (f.size > max_bytes) throw_too_long(path, field, max_bytes);
+  return read_bounded(f.fd.get(), max_bytes, false, path, field);
+}
+
+std::string read_prefix(const fs::path& path, std::uint64_t max_bytes, std::string_view field) {
+  const OpenFile f = open_regular(path, field);
+  return read_bounded(f.fd.get(), std::min(max_bytes, f.size), true, path, field);
+}
+
+std::string read_stream(std::istream& in, std::uint64_t max_bytes, std::string_view field, std::string_view fix) {
   std::string text;
-  std::string chunk(std::size_t{1} << 16, '\0');
+  std::string chunk(kReadChunk, '\0');
   while (in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
     if (text.size() > max_bytes)
-      throw InputError(std::string(field),
-                       fmt::format("{} is longer than {} MiB: not the file expected", quote(path), max_bytes >> 20),
-                       "check the path");
+      throw InputError(std::string(field), fmt::format("standard input is longer than {} MiB", max_bytes >> 20),
+                       std::string(fix));
   }
-  if (in.bad())
-    throw InputError(std::string(field), fmt::format("cannot read {}: {}", quote(path), std::strerror(errno)),
-                     "check the file");
+  if (in.bad()) throw InputError(std::string(field), "cannot read standard input", std::string(fix));
   return text;
 }
 
-std::string read_prefix(const fs::path& path, std::uint64_t max_bytes, std::string_view field) {
-  std::ifstream in = open(path, field);
-  const std::uint64_t n = std::min(max_bytes, file_size(path, field));
-  std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  return text;
+std::string stdin_problem(int fd) {
+  struct ::stat st {};
+  if (::fstat(fd, &st) != 0) return {};
+  if (S_ISDIR(st.st_mode)) return "standard input is a folder";
+  // A terminal is a character device too, and typing (or pasting) a log into it is fine.
+  if ((S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) && ::isatty(fd) == 0)
+    return fmt::format("standard input is a {} device, not a log", S_ISCHR(st.st_mode) ? "character" : "block");
+  return {};
 }
 
 std::map<std::string, std::string> read_data_dir(const fs::path& dir, std::string_view field) {

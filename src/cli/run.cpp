@@ -329,6 +329,9 @@ ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istre
     }
   }
   CatalogSource catalog(data_dir, field);
+  // A catalog folder that was asked for is read and checked whatever the command: an unusable
+  // --data-dir or VRAMFIT_DATA_DIR is an error even when this command would not use it.
+  if (!data_dir.empty()) (void)catalog.get();
   const auto format = o.json ? render::Format::json : render::Format::text;
 
   std::string command;

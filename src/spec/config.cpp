@@ -21,6 +21,7 @@
 
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/json.hpp"
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/quant.hpp"
@@ -39,23 +40,9 @@ constexpr std::string_view kConfigFix =
     "check the value against the model's config.json on the Hugging Face Hub";
 
 /// A JSON value as the user wrote it, cut short for a one-line diagnostic.
-std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
+std::string show(const json& v) { return json_excerpt(v); }
 
-std::string_view kind_of(const json& v) {
-  switch (v.type()) {
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::null: return "null";
-    case json::value_t::number_float: return "a number with a fraction";
-    default: return "a number";
-  }
-}
+std::string_view kind_of(const json& v) { return json_kind(v); }
 
 /// Reads typed values out of one JSON object, adding a diagnostic for each bad one.
 class Reader {
@@ -959,18 +946,7 @@ ModelSpec from_config_text(std::string_view text, std::string_view origin) {
     throw InputError(org, "the file is empty",
                      "pass the model's config.json (download it from the model's Hugging Face repo)");
   }
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {  // parse_error, or out_of_range.406 for 1e999
-    // nlohmann's what() starts with "[json.exception.parse_error.101] "; the rest says
-    // where and why.
-    std::string msg = e.what();
-    if (const auto p = msg.find("] "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0)
-      msg = msg.substr(p + 2);
-    if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
-    throw InputError(org, "not valid JSON: " + printable(msg), "check the file is a complete config.json");
-  }
+  const json j = parse_json(text, org, "check the file is a complete config.json");
   return from_config(j, origin);
 }
 

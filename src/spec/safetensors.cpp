@@ -20,6 +20,7 @@
 
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/json.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::spec {
@@ -53,11 +54,7 @@ std::string known_dtypes() {
   return s;
 }
 
-std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
+std::string show(const json& v) { return json_excerpt(v); }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -92,16 +89,7 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
   }
   const std::uint64_t data_size = file_size - 8 - n;
 
-  json header;
-  try {
-    header = json::parse(prefix.substr(8, n));
-  } catch (const json::exception& e) {  // parse_error, or out_of_range.406 for 1e999
-    std::string msg = e.what();
-    if (const auto p = msg.find("] "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0)
-      msg = msg.substr(p + 2);
-    if (msg.size() > 160) msg = msg.substr(0, 157) + "...";
-    throw InputError(org, "the header is not valid JSON: " + printable(msg), fix_file);
-  }
+  const json header = parse_json(prefix.substr(8, n), org, fix_file, "the header is not valid JSON: ");
   if (!header.is_object()) throw InputError(org, "the header is not a JSON object", fix_file);
 
   Diagnostics diags;

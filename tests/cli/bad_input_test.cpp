@@ -598,7 +598,9 @@ TEST_CASE("checkpoint folders: folders and broken indexes where files belong", "
     Case c;
     c.write("config.json", smollm_config());
     const auto index = c.write("model.safetensors.index.json", R"({"weight_map": )");
-    c.expect(est({"--config", c.path()}), kErr + index + ": malformed JSON (download the file again)\n");
+    c.expect(est({"--config", c.path()}), kErr + index +
+                 ": malformed JSON: parse error at line 1, column 16: syntax error while parsing value - "
+                 "unexpected end of input; expected '[', '{', or a literal (download the file again)\n");
   }
   {
     Case c;
@@ -831,7 +833,10 @@ TEST_CASE("validate: truth files that are missing, empty, malformed or name miss
     Case c;
     const auto f = c.write("truth.jsonl", R"({"id": )");
     c.expect({"validate", f},
-             kErr + f + ":1: not valid JSON (each line must be one JSON object, as measure.py writes)\n");
+             kErr + f +
+                 ":1: not valid JSON: parse error at line 1, column 8: syntax error while parsing value - unexpected "
+                 "end of input; expected '[', '{', or a literal (each line must be one JSON object, as measure.py "
+                 "writes)\n");
   }
   {
     Case c;
@@ -881,12 +886,12 @@ TEST_CASE("models and gpus: stray arguments and flags", "[bad-input]") {
                 kErr + "The following argument was not expected: --frob (run 'vramfit gpus --help')\n");
 }
 
-TEST_CASE("bad input: a config that never ends (/dev/zero) is refused, not read forever", "[bad-input]") {
+TEST_CASE("bad input: a config that never ends (/dev/zero) is refused before reading", "[bad-input]") {
   if (!std::filesystem::exists("/dev/zero")) {
     WARN("no /dev/zero here: skipped");
     return;
   }
   vramfit::test::require_usage_error(vramfit::test::estimate({"--config", "/dev/zero"}),
-                      "vramfit: error: --config: '/dev/zero' is longer than 64 MiB: not the file expected (check "
-                      "the path)\n");
+                      "vramfit: error: --config: '/dev/zero' is a character device, not a file (save the input to "
+                      "a regular file and give that file)\n");
 }

@@ -91,7 +91,9 @@ TEST_CASE("validate: unreadable, malformed or incomplete input exits 2 with exac
   const auto malformed = dir.write("malformed.jsonl", line_of(text, 0) + "\n{\"id\": \"x\", \"model\n");
   require_usage_error(run_cli({"validate", malformed}),
                       "vramfit: error: " + malformed +
-                          ":2: not valid JSON (each line must be one JSON object, as measure.py writes)\n");
+                          ":2: not valid JSON: parse error at line 1, column 19: syntax error while parsing object "
+                          "key - invalid string: missing closing quote; last read: '\"model'; expected string literal "
+                          "(each line must be one JSON object, as measure.py writes)\n");
   const auto empty = dir.write("empty.jsonl", line_of(text, 0) + "\n");
   require_usage_error(run_cli({"validate", empty}),
                       "vramfit: error: truth file: '" + empty +

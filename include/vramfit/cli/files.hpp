@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <string_view>
@@ -10,18 +11,31 @@
 
 namespace vramfit::cli {
 
-/// The most a text input is read: configs, catalogs and indexes are kilobytes, logs and truth
-/// files megabytes. Past it (a wrong file, /dev/zero) reading stops with an error.
-inline constexpr std::uint64_t kMaxConfigFile = 64ULL << 20;
+/// The most a text input is read: configs, catalogs and indexes are kilobytes (the largest
+/// Hugging Face config.json files, with thousands of labels, about 1 MB), logs and truth files
+/// megabytes. Past it (a wrong file) reading stops with an error. Standard input has no size
+/// to check up front, so its bound is lower: a log piped in is held whole.
+inline constexpr std::uint64_t kMaxConfigFile = 16ULL << 20;
 inline constexpr std::uint64_t kMaxLogFile = 1ULL << 30;
+inline constexpr std::uint64_t kMaxStdinLog = 64ULL << 20;
 
-/// The whole text of a file, at most `max_bytes`. Throws InputError naming `field` when it is
-/// missing, is a folder, cannot be read, or is longer.
+/// The whole text of a regular file, at most `max_bytes`, read in 64 KiB chunks. The type is
+/// checked before opening and the open does not block: a folder, a FIFO, a socket or a device
+/// (/dev/zero) is refused without waiting or reading. Throws InputError naming `field` when the
+/// file is missing, is not a regular file, cannot be read, or is longer than `max_bytes`.
 std::string read_file(const std::filesystem::path& path, std::string_view field,
                       std::uint64_t max_bytes = kMaxConfigFile);
 
 /// Up to `max_bytes` first bytes of a file (fewer when the file is shorter); same errors.
 std::string read_prefix(const std::filesystem::path& path, std::uint64_t max_bytes, std::string_view field);
+
+/// All of `in`, read in 64 KiB chunks; throws InputError naming `field`, with `fix`, once it
+/// passes `max_bytes` (a stream that never ends, `< /dev/zero`) or fails.
+std::string read_stream(std::istream& in, std::uint64_t max_bytes, std::string_view field, std::string_view fix);
+
+/// Why the file descriptor `fd` (standard input) is no text to read, or empty: a folder, or a
+/// device that is not a terminal (/dev/zero, /dev/urandom never end).
+std::string stdin_problem(int fd);
 
 /// The files of a catalog folder (gpus.json and models/*.json), keyed as Catalog::parse
 /// expects: "gpus.json", "models/<id>.json". Throws InputError naming `field` when the
