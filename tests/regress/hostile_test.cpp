@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "../cli/cli_helper.hpp"
 
 using vramfit::test::require_usage_error;
@@ -160,4 +162,31 @@ TEST_CASE("hostile: an unusable --data-dir or VRAMFIT_DATA_DIR is an error for e
   CHECK(code == 2);
   CHECK(err.str() == kErr + "VRAMFIT_DATA_DIR: '" + missing + msg);
   CHECK(out.str().empty());
+}
+
+TEST_CASE("hostile: 40,000 mlp_only_layers lay out like the periodic rule they spell", "[hostile]") {
+  // Qwen2MoeDecoderLayer is sparse when i is not in mlp_only_layers and (i + 1) % step == 0:
+  // every even layer dense with step 1 is decoder_sparse_step 2. The layout looks the list up
+  // once per change (it rescanned the whole list at every change: 14 s for this 275 KB file).
+  TempDir d;
+  nlohmann::json c = nlohmann::json::parse(vramfit::test::source_file("tests/fuzz/corpus/config/h200-qwen3-30b-a3b.json"));
+  c["num_hidden_layers"] = 80000;
+  c["decoder_sparse_step"] = 1;
+  auto only = nlohmann::json::array();
+  for (int i = 0; i < 80000; i += 2) only.push_back(i);
+  c["mlp_only_layers"] = only;
+  const auto listed = d.write("listed.json", c.dump());
+  c["mlp_only_layers"] = nlohmann::json::array();
+  c["decoder_sparse_step"] = 2;
+  const auto periodic = d.write("periodic.json", c.dump());
+  const auto a = run_cli({"estimate", "--config", listed, "--json"});
+  const auto b = run_cli({"estimate", "--config", periodic, "--json"});
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  auto ja = nlohmann::json::parse(a.out);
+  auto jb = nlohmann::json::parse(b.out);
+  CHECK(ja["model"]["params"] == 27190546171904ULL);
+  ja["model"].erase("name");
+  jb["model"].erase("name");
+  CHECK(ja == jb);
 }
