@@ -25,6 +25,7 @@
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/quant.hpp"
+#include "vramfit/spec/vision.hpp"
 
 namespace vramfit::spec {
 
@@ -406,8 +407,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
               std::string(kConfigFix));
 
   const auto text_it = config.find("text_config");
+  // PaliGemma's config keeps a legacy top-level hidden_size beside a full text_config: the
+  // top level describes the language model only when it also counts layers.
   const bool top_has_dims =
-      config.contains("hidden_size") || config.contains("n_embd") || config.contains("d_model");
+      (config.contains("hidden_size") || config.contains("n_embd") || config.contains("d_model")) &&
+      (config.contains("num_hidden_layers") || config.contains("n_layer") || config.contains("num_layers"));
   bool gemma3_text_defaults = false;
   if (text_it != config.end() && text_it->is_object() && !top_has_dims) {
     const std::string outer = model_type.empty() ? "unknown" : model_type;
@@ -423,8 +427,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
       model_type = outer + "_text";
     gemma3_text_defaults = model_type == "gemma3_text";
     spec.notes.push_back(fmt::format(
-        "multimodal config (model_type '{}'): only the language model in text_config ('{}') is estimated; "
-        "the vision tower and projector are not counted",
+        "multimodal config (model_type '{}'): the language model is text_config ('{}')",
         outer, model_type));
   }
   spec.model_type = model_type;
@@ -921,6 +924,16 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
 ModelSpec from_config(const nlohmann::json& config, std::string_view origin) {
   try {
     ModelSpec spec = build(config, origin);
+    // A vision-language config: count its vision tower and projector too (spec/vision.cpp).
+    if (auto vision = vision_from_config(config, origin, spec.hidden_size)) {
+      spec.buffer_bytes = checked_add(spec.buffer_bytes, vision->buffer_bytes, "parameters");
+      spec.notes.push_back(fmt::format(
+          "vision-language model: its {} vision tower ({} parameters) and projector ({}) are counted with the "
+          "language model ({})",
+          vision->tower, vision->tower_params, vision->projector_params, vision->source));
+      spec.vision = std::move(vision);
+      spec.params = count_params(spec);
+    }
     // A pre-quantized checkpoint says how its weights are packed (transformers reads the same key).
     if (const auto qc = config.find("quantization_config"); qc != config.end() && !qc->is_null())
       spec.quantization = quant_from_config(*qc, origin);

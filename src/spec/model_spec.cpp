@@ -14,7 +14,8 @@ std::uint64_t Linear::params() const {
 
 // The parts of a decoder-only causal LM, as model.parameters() yields them: embeddings,
 // every decoder layer, the final norm and an untied lm_head. Tied weights are one tensor,
-// counted once (model.parameters() deduplicates shared Parameters).
+// counted once (model.parameters() deduplicates shared Parameters). A vision-language model
+// adds its vision tower and projector (spec.vision).
 std::uint64_t count_params(const ModelSpec& spec) {
   std::uint64_t total = checked_add(spec.embedding_params, spec.lm_head_params, "parameters");
   total = checked_add(total, spec.final_norm_params, "parameters");
@@ -23,6 +24,7 @@ std::uint64_t count_params(const ModelSpec& spec) {
     for (const Linear& l : g.linears) layer = checked_add(layer, l.params(), "parameters");
     total = checked_add(total, checked_mul(layer, g.count, "parameters"), "parameters");
   }
+  if (spec.vision) total = checked_add(total, spec.vision->params(), "parameters");
   return total;
 }
 

@@ -7,6 +7,7 @@
 
 #include "vramfit/core/dtype.hpp"
 #include "vramfit/spec/quant.hpp"
+#include "vramfit/spec/vision.hpp"
 
 namespace vramfit::spec {
 
@@ -121,6 +122,10 @@ struct ModelSpec {
   /// read (GGUF tensor infos, or safetensors headers of a pre-quantized checkpoint): used as
   /// the weights' footprint instead of the format's formula.
   std::optional<std::uint64_t> packed_weight_bytes;
+
+  /// The vision tower and projector of a vision-language config (its `vision_config`);
+  /// their parameters are in `params` and count_params(), their buffers in buffer_bytes.
+  std::optional<VisionSpec> vision;
 
   /// Assumptions made while building the spec (shown to the user).
   std::vector<std::string> notes;

@@ -572,8 +572,14 @@ TEST_CASE("config: multimodal configs use text_config, with a note", "[spec]") {
   CHECK(s.family == "gemma");
   CHECK(s.head_dim == 256);       // Gemma3TextConfig default
   CHECK(s.vocab_size == 262208);  // Gemma3TextConfig default
-  CHECK(s.params == 3880263168);  // Gemma3ForCausalLM of that text config, transformers 5.17
-  CHECK(has_note(s, "multimodal config (model_type 'gemma3'): only the language model"));
+  // Gemma3ForCausalLM of that text config (transformers 5.17), plus the vision part: a SigLIP
+  // tower of SiglipVisionConfig's defaults at width 1152 (with its pooling head) and the
+  // projector (1152 x 2560 + the 1152-wide norm), counted as spec/vision.cpp does.
+  REQUIRE(s.vision);
+  CHECK(s.vision->tower_params == 162309504);
+  CHECK(s.vision->projector_params == 2950272);
+  CHECK(s.params == 3880263168 + 162309504 + 2950272);
+  CHECK(has_note(s, "multimodal config (model_type 'gemma3'): the language model is text_config ('gemma3_text')"));
   CHECK(has_note(s, "Gemma3TextConfig's defaults"));
 
   // Errors inside text_config name it.
