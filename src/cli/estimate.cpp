@@ -105,11 +105,13 @@ struct ModeFlag {
 bool trains(spec::Mode m) { return m == spec::Mode::train || spec::uses_lora(m); }
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 8> kModeFlags{{
+constexpr std::array<ModeFlag, 10> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", trains, "--mode train, lora and qlora"},
     {"--grad-accum", trains, "--mode train, lora and qlora"},
     {"--checkpointing", trains, "--mode train, lora and qlora"},
+    {"--loss", trains, "--mode train, lora and qlora"},
+    {"--fsdp-mixed-precision", trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
     {"--kv-cache", generates, "--mode generate"},
@@ -203,6 +205,12 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   w.master_weights = f.master_weights;
   if (f.has("--offload"))
     if (auto o = parse_choice(f.offload, "--offload", "offload", spec::parse_offload, spec::offload_names(), diags)) w.offload = *o;
+  if (f.has("--loss"))
+    if (auto l = parse_choice(f.loss, "--loss", "loss", spec::parse_loss, spec::loss_names(), diags)) w.loss = *l;
+  if (f.has("--fsdp-mixed-precision"))
+    if (auto a = parse_choice(f.fsdp_mixed_precision, "--fsdp-mixed-precision", "param dtype", parse_autocast,
+                              kAutocast, diags))
+      w.fsdp_param_dtype = *a;
   if (f.has("--kv-cache"))
     if (auto d = parse_choice(f.kv_cache, "--kv-cache", "KV cache dtype", parse_kv_dtype, kKvCache, diags))
       w.kv_cache = *d;

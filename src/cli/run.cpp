@@ -182,6 +182,13 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
                                 "16-bit weights with an fp32 master copy in the optimizer (DeepSpeed, Megatron)")
                         ->group(work);
   o.flag_options[e->get_name()].emplace_back("--master-weights", mw);
+  const std::string levers = "Training levers";
+  add(e, o, "--loss", f.loss, "KIND",
+      "hf (transformers: full fp32 logits, the default), chunked (torchtune) or fused-linear (Liger, Unsloth)",
+      levers);
+  add(e, o, "--fsdp-mixed-precision", f.fsdp_mixed_precision, "DTYPE",
+      "bf16 or fp16: FSDP MixedPrecisionPolicy param_dtype over fp32 sharded weights (--dtype fp32 --sharding fsdp)",
+      levers);
   if (!budget) return;
   const std::string group = e->get_name() == "estimate" ? "Budget (at most one)" : "Budget (exactly one)";
   add(e, o, "--gpu", f.gpu, "ID", "a GPU of the catalog (list them with 'vramfit gpus')", group);

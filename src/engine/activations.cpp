@@ -173,6 +173,13 @@ Precision precision_of(const Workload& w) {
   switch (w.weights) {
     case DType::fp32:
       p.param = kFp32;
+      if (w.fsdp_param_dtype) {
+        // FSDP's MixedPrecisionPolicy: fp32 shards stored, the model runs on 16-bit gathered
+        // parameters (engine/levers): 16-bit activations and no autocast casts.
+        p.compute = kHalf;
+        p.residual = kHalf;
+        break;
+      }
       p.autocast = w.autocast.has_value();
       p.compute = p.autocast ? kHalf : kFp32;
       p.residual = kFp32;

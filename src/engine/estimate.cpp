@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "activations.hpp"
+#include "levers.hpp"
 #include "weights.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/constants.hpp"
@@ -342,12 +343,11 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   const Training t = training_terms(m, w, p, adapters);
   const Saved s = saved_terms(m, w, p, tokens);
   const auto head = detail::head_saved(m, w, p);
-  const Bytes head_saved = Bytes{mul(head.per_token, tokens)} + Bytes{mul(head.per_token_position, tokens, w.seq)};
+  // A fused linear cross-entropy runs the lm_head without autograd: its input is not saved.
+  const std::uint64_t head_per_token = head.per_token - detail::lm_head_input_not_saved(m, w, p);
+  const Bytes head_saved = Bytes{mul(head_per_token, tokens)} + Bytes{mul(head.per_token_position, tokens, w.seq)};
   const Bytes head_fixed{head.fixed};
-
-  const auto [lc, l4] = loss_logits(m, w, tokens);
-  // Gemma-2 soft-capping: tanh's output is saved for backward.
-  const Bytes softcap = m.final_logit_softcap > 0 ? lc : Bytes{};
+  const detail::LossBytes loss = detail::loss_bytes(m, w, p, tokens);
 
   std::vector<Acc> phases;
   base.add("optimizer_state", t.state);
@@ -360,9 +360,11 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   Acc fwd = base;
   fwd.id = "forward_end";
   fwd.add("activations", acts);
-  // Under checkpointing autocast's cache still holds every cast until the forward ends.
-  fwd.add("autocast_cache", w.checkpointing ? s.fixed + head_fixed : kept_copies);
-  fwd.add("logits", l4 + lc + softcap + (p.compute != 4 ? l4 : Bytes{}));
+  // Under checkpointing autocast's cache still holds every cast until the forward ends; casts
+  // it does not cache (frozen or FSDP weights) are dropped with the checkpointed layer.
+  fwd.add("autocast_cache",
+          w.checkpointing && detail::autocast_caches_weights(w) ? s.fixed + head_fixed : kept_copies);
+  fwd.add("logits", loss.forward_end);
   fwd.add("gradients", held_grads);
   phases.push_back(fwd);
 
@@ -370,7 +372,7 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   bstart.id = "backward_start";
   bstart.add("activations", acts);
   bstart.add("autocast_cache", kept_copies);
-  bstart.add("logits", l4 * 3 + softcap);
+  bstart.add("logits", loss.backward_start);
   bstart.add("gradients", held_grads);
   phases.push_back(bstart);
 
@@ -518,10 +520,15 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
   const std::uint64_t n = data_parallel ? w.world() : w.gpus;
   const ShardRule& rule = shard_rule(w.sharding);
   const std::uint64_t layer_params = largest_layer_params(m);
-  const Bytes layer_bytes{mul(layer_params, p.param)};
+  // FSDP gathers in the MixedPrecisionPolicy's param_dtype when one is set (engine/levers);
+  // its unsharded gradients are reduce-scattered from a copy in reduce_dtype (fp32: the
+  // stored dtype).
+  const std::uint64_t gathered = detail::gathered_param_bytes(w, p);
+  const Bytes layer_bytes{mul(layer_params, gathered)};
+  const Bytes reduce_bytes{mul(layer_params, p.param)};
   // The busiest GPU of a layer split also holds the larger of the embedding and lm_head.
   const Bytes edge{mul(std::max(m.embedding_params, m.lm_head_params), p.param)};
-  const Bytes root_bytes{mul(checked_add(checked_add(m.embedding_params, m.lm_head_params), m.final_norm_params), p.param)};
+  const Bytes root_bytes{mul(checked_add(checked_add(m.embedding_params, m.lm_head_params), m.final_norm_params), gathered)};
   const bool offload_state = w.offload != spec::Offload::none;
   const bool offload_params = w.offload == spec::Offload::params;
   for (auto& ph : phases) {
@@ -558,14 +565,17 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
         // would be gathered again at once for backward): the embedding, lm_head and final norm
         // stay whole from forward to the end of backward. Measured on 2 and 4 ranks
         // (tests/accuracy/sharded): without it, full shard was 0.2-0.5 GiB low.
-        ph.add("sharding_buffers", layer_bytes * (backward ? 3 : 2));
+        ph.add("sharding_buffers", layer_bytes * 2 + (backward ? reduce_bytes : Bytes{}));
         if (ph.id != "optimizer_step" && ph.id != "load") ph.add("sharding_buffers", root_bytes);
         break;
       case spec::Sharding::fsdp_grad_op:
         // reshard_after_forward=False: every layer gathered in forward stays gathered until its
         // backward, so forward's end and backward hold the whole unsharded model; the optimizer
         // step sees only the shards.
-        if (ph.id != "optimizer_step") ph.add("sharding_buffers", weights + (backward ? layer_bytes : Bytes{}));
+        if (ph.id != "optimizer_step")
+          ph.add("sharding_buffers",
+                 (gathered == p.param ? weights : Bytes{weights.value() / p.param * gathered}) +
+                     (backward ? reduce_bytes : Bytes{}));
         break;
       case spec::Sharding::zero1:
       case spec::Sharding::zero2:

@@ -70,6 +70,8 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
   if (w.checkpointing) extra.emplace_back("gradient checkpointing");
   if (w.grad_accum > 1) extra.push_back(fmt::format("gradient accumulation {}", w.grad_accum));
   if (w.master_weights) extra.emplace_back("fp32 master weights");
+  if (w.loss != spec::Loss::hf) extra.push_back(fmt::format("loss {}", spec::name_of(w.loss)));
+  if (w.fsdp_param_dtype) extra.push_back(fmt::format("FSDP mixed precision {}", name_of(*w.fsdp_param_dtype)));
   if (w.kv_cache) extra.push_back(fmt::format("KV cache {}", name_of(*w.kv_cache)));
   if (w.nodes > 1)
     extra.push_back(fmt::format("{} nodes x {} GPUs, sharding {}", w.nodes, w.gpus, spec::name_of(w.sharding)));
@@ -251,6 +253,8 @@ ojson workload_json(const spec::Workload& w) {
   j["master_weights"] = w.master_weights;
   j["kv_cache"] = w.kv_cache ? ojson(name_of(*w.kv_cache)) : ojson(nullptr);
   j["expandable_segments"] = w.expandable_segments;
+  j["loss"] = w.trains() ? ojson(spec::name_of(w.loss)) : ojson(nullptr);
+  j["fsdp_mixed_precision"] = w.fsdp_param_dtype ? ojson(name_of(*w.fsdp_param_dtype)) : ojson(nullptr);
   return j;
 }
 

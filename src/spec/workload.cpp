@@ -71,6 +71,13 @@ constexpr std::array<std::pair<std::string_view, Offload>, 3> kOffload{{
     {"params", Offload::params},
 }};
 
+constexpr std::array<std::pair<std::string_view, Loss>, 4> kLoss{{
+    {"hf", Loss::hf},                      // transformers ForCausalLMLoss (loss_utils.py)
+    {"chunked", Loss::chunked},            // torchtune CEWithChunkedOutputLoss
+    {"fused-linear", Loss::fused_linear},  // Liger LigerFusedLinearCrossEntropyLoss, Unsloth
+    {"liger", Loss::fused_linear},
+}};
+
 /// Lower case, '_' as '-': `adamw_fused`, `ADAMW-FUSED` and `adamw-fused` are one name.
 std::string normalize(std::string_view s) {
   std::string out(s);
@@ -164,12 +171,14 @@ std::string_view name_of(Optimizer o) noexcept { return name_in(kOptimizers, o);
 std::string_view name_of(Attention a) noexcept { return name_in(kAttention, a); }
 std::string_view name_of(Sharding s) noexcept { return name_in(kSharding, s); }
 std::string_view name_of(Offload o) noexcept { return name_in(kOffload, o); }
+std::string_view name_of(Loss l) noexcept { return name_in(kLoss, l); }
 
 std::optional<Mode> parse_mode(std::string_view s) noexcept { return parse_in(kModes, s); }
 std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept { return parse_in(kOptimizers, s); }
 std::optional<Attention> parse_attention(std::string_view s) noexcept { return parse_in(kAttention, s); }
 std::optional<Sharding> parse_sharding(std::string_view s) noexcept { return parse_in(kSharding, s); }
 std::optional<Offload> parse_offload(std::string_view s) noexcept { return parse_in(kOffload, s); }
+std::optional<Loss> parse_loss(std::string_view s) noexcept { return parse_in(kLoss, s); }
 
 Quantization scheme_of(const Workload& w) {
   return w.quant.method != QuantMethod::none ? w.quant : default_quantization(w.weights);
@@ -207,6 +216,7 @@ std::vector<std::string_view> optimizer_names() { return names_in(kOptimizers); 
 std::vector<std::string_view> attention_names() { return names_in(kAttention); }
 std::vector<std::string_view> sharding_names() { return names_in(kSharding); }
 std::vector<std::string_view> offload_names() { return names_in(kOffload); }
+std::vector<std::string_view> loss_names() { return names_in(kLoss); }
 
 namespace {
 bool zero_like(Sharding s) {
@@ -315,6 +325,24 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
     else if (w.weights != DType::bf16 && w.weights != DType::fp16)
       out.add("--master-weights", fmt::format("needs 16-bit weights, got --dtype {}", name_of(w.weights)),
               "use --dtype bf16 or fp16 (the fp32 copy lives in the optimizer)");
+  }
+  if (w.loss != Loss::hf && !w.trains())
+    out.add("--loss", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+            "a loss is computed when training: use it with --mode train, lora or qlora");
+  if (w.fsdp_param_dtype) {
+    if (*w.fsdp_param_dtype != DType::bf16 && *w.fsdp_param_dtype != DType::fp16)
+      out.add("--fsdp-mixed-precision", fmt::format("{} is not a 16-bit compute dtype", name_of(*w.fsdp_param_dtype)),
+              "use --fsdp-mixed-precision bf16 or fp16");
+    else if (!w.trains())
+      out.add("--fsdp-mixed-precision", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+              "FSDP's mixed precision is a training setting: use --mode train or lora");
+    else if (w.sharding != Sharding::fsdp && w.sharding != Sharding::fsdp_grad_op)
+      out.add("--fsdp-mixed-precision", fmt::format("needs FSDP, got --sharding {}", name_of(w.sharding)),
+              "add --sharding fsdp (or fsdp-grad-op), or use --autocast bf16 without FSDP");
+    else if (w.weights != DType::fp32)
+      out.add("--fsdp-mixed-precision", fmt::format("gathers 16-bit copies of fp32 weights, got --dtype {}",
+                                                    name_of(w.weights)),
+              "use --dtype fp32 (the sharded fp32 masters), or drop --fsdp-mixed-precision for 16-bit weights");
   }
   if (w.kv_cache && *w.kv_cache == DType::nf4)
     out.add("--kv-cache", "nf4 is a weights format", "use fp8, int8 or int4 for a quantized cache");

@@ -37,6 +37,7 @@ struct EstimateFlags {
   std::string mode, batch, seq, new_tokens, optimizer, autocast, attention;
   std::string lora_rank, lora_targets, lora_dropout, grad_accum, gpus, sharding;
   std::string quant, group_size, skip_modules, kv_cache, offload, nodes;
+  std::string loss, fsdp_mixed_precision;  ///< the memory levers (engine/levers)
   bool checkpointing = false;
   bool double_quant = false;
   bool master_weights = false;

@@ -59,6 +59,13 @@ enum class Offload {
   params,     ///< parameters and gradients too (ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True))
 };
 
+/// How the loss is computed from the last hidden states (engine/levers.cpp has the sizes).
+enum class Loss {
+  hf,            ///< transformers' ForCausalLMLoss: the full logits, upcast to fp32
+  chunked,       ///< torchtune's CEWithChunkedOutputLoss: 8 chunks, each upcast on its own
+  fused_linear,  ///< Liger's fused linear cross-entropy: lm_head + loss per chunk, no full logits
+};
+
 /// peft LoRA settings; alpha does not change memory.
 struct Lora {
   std::uint64_t rank = 16;
@@ -93,6 +100,11 @@ struct Workload {
   /// 16-bit weights with an fp32 master copy in the optimizer (DeepSpeed bf16/fp16, Megatron,
   /// Apex O2): the state holds master weights + moments, the step an fp32 gradient copy.
   bool master_weights = false;
+  /// The loss (`--loss`).
+  Loss loss = Loss::hf;
+  /// FSDP's MixedPrecisionPolicy(param_dtype=..., reduce_dtype=fp32) (`--fsdp-mixed-precision`):
+  /// fp32 sharded masters, each unit gathered in this 16-bit dtype when it runs.
+  std::optional<DType> fsdp_param_dtype;
   /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (changes the allocator's reserve only).
   bool expandable_segments = false;
 
@@ -139,11 +151,13 @@ std::string_view name_of(Optimizer o) noexcept;
 std::string_view name_of(Attention a) noexcept;
 std::string_view name_of(Sharding s) noexcept;
 std::string_view name_of(Offload o) noexcept;
+std::string_view name_of(Loss l) noexcept;
 std::optional<Mode> parse_mode(std::string_view s) noexcept;
 std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept;
 std::optional<Attention> parse_attention(std::string_view s) noexcept;
 std::optional<Sharding> parse_sharding(std::string_view s) noexcept;
 std::optional<Offload> parse_offload(std::string_view s) noexcept;
+std::optional<Loss> parse_loss(std::string_view s) noexcept;
 /// The flag spellings each parse_* accepts, canonical ones only (no aliases), in order: the
 /// lists that error messages offer.
 std::vector<std::string_view> mode_names();
@@ -151,6 +165,7 @@ std::vector<std::string_view> optimizer_names();
 std::vector<std::string_view> attention_names();
 std::vector<std::string_view> sharding_names();
 std::vector<std::string_view> offload_names();
+std::vector<std::string_view> loss_names();
 
 /// Checks a workload against a model: sizes, mode/flag consistency, LoRA targets that
 /// exist in the model. Adds every problem to `out` (fields are flag names).

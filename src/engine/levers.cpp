@@ -1,0 +1,105 @@
+// The memory levers of training stacks, as re-estimates of what is allocated (issue #18).
+//
+// Sources, per lever:
+//  - autocast's weight cache: aten/src/ATen/autocast_mode.cpp (cached_cast).
+//  - --loss hf: transformers' ForCausalLMLoss (loss/loss_utils.py) upcasts the whole logits
+//    (`logits.float()`) before cross_entropy, whose log_softmax output is saved.
+//  - --loss chunked: torchtune's CEWithChunkedOutputLoss (torchtune/modules/loss/
+//    ce_chunked_output_loss.py): the model returns its logits in 8 chunks; each chunk is
+//    upcast and goes through cross_entropy on its own, so one chunk's fp32 copy exists at a
+//    time; every chunk's saved log_softmax output stays until backward.
+//  - --loss fused-linear: Liger's LigerFusedLinearCrossEntropyFunction (liger_kernel/ops/
+//    fused_linear_cross_entropy.py): forward runs lm_head and the loss chunk by chunk, writes
+//    the loss gradient into the chunk's logits in place, and keeps grad_input (tokens x
+//    hidden) and grad_weight (the lm_head's shape, when it trains) for backward.
+//  - --fsdp-mixed-precision: torch.distributed.fsdp MixedPrecisionPolicy (FSDP2
+//    _fsdp_param.py / _fsdp_collectives.py): each unit's parameters are all-gathered in
+//    param_dtype, its unsharded gradients reduce-scattered in reduce_dtype (fp32).
+
+#include "levers.hpp"
+
+#include <algorithm>
+
+namespace vramfit::engine::detail {
+
+namespace {
+
+constexpr std::uint64_t kFp32 = 4;
+
+std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
+std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return checked_mul(checked_mul(a, b), c); }
+
+bool fsdp(spec::Sharding s) { return s == spec::Sharding::fsdp || s == spec::Sharding::fsdp_grad_op; }
+
+}  // namespace
+
+bool autocast_caches_weights(const spec::Workload& w) {
+  // requires_grad: only full training trains the weights; is_view: FSDP's unsharded
+  // parameters are views into the all-gather output (FSDP2 FSDPParam.init_unsharded_param,
+  // FSDP1's flat parameter views).
+  return w.mode == spec::Mode::train && !fsdp(w.sharding);
+}
+
+std::uint64_t fused_linear_chunk_rows(std::uint64_t tokens, std::uint64_t h, std::uint64_t v) {
+  if (tokens == 0) return 0;
+  const std::uint64_t inc = h == 0 ? 1 : std::max<std::uint64_t>(1, (v + h - 1) / h);
+  const std::uint64_t want = (tokens + inc - 1) / inc;
+  std::uint64_t rows = 1;
+  while (rows < want) rows *= 2;
+  return std::min(rows, tokens);
+}
+
+LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p, std::uint64_t tokens) {
+  const Bytes lc{mul(tokens, m.vocab_size, p.compute)};  // the logits in the compute dtype
+  const Bytes l4{mul(tokens, m.vocab_size, kFp32)};      // their fp32 upcast / log-softmax
+  // Gemma-2 soft-capping: tanh's output is saved for backward.
+  const Bytes softcap = m.final_logit_softcap > 0 ? lc : Bytes{};
+  const bool upcast = p.compute != kFp32;  // `.float()` is a copy only from 16 bits
+  LossBytes b;
+  switch (w.loss) {
+    case spec::Loss::hf:
+      // Forward's end: the 16-bit logits, their fp32 copy and the saved log_softmax output.
+      // Backward: nll_loss's and log_softmax's fp32 gradients beside the saved output.
+      b.forward_end = l4 + lc + softcap + (upcast ? l4 : Bytes{});
+      b.backward_start = l4 * 3 + softcap;
+      break;
+    case spec::Loss::chunked: {
+      // Every chunk's saved fp32 log_softmax output (all of them: l4), the 16-bit logits the
+      // recipe holds until the loss is computed, and the last chunk's fp32 upcast. Backward
+      // runs chunk by chunk: two fp32 gradients and the 16-bit one of one chunk.
+      const Bytes l4_chunk = Bytes{l4.value() / kLossChunks + (l4.value() % kLossChunks ? 1 : 0)};
+      const Bytes lc_chunk = Bytes{lc.value() / kLossChunks + (lc.value() % kLossChunks ? 1 : 0)};
+      b.forward_end = l4 + lc + softcap + (upcast ? l4_chunk : Bytes{});
+      b.backward_start = l4 + l4_chunk * 2 + lc_chunk + softcap;
+      break;
+    }
+    case spec::Loss::fused_linear: {
+      // grad_input (the hidden states' shape), grad_weight (when the lm_head trains), the fp32
+      // per-token losses, and at forward's last chunk its logits and grad_input's slice.
+      const std::uint64_t h = m.hidden_size;
+      const std::uint64_t rows = fused_linear_chunk_rows(tokens, h, m.vocab_size);
+      const Bytes grad_input{mul(tokens, h, p.compute)};
+      const std::uint64_t head = m.lm_head_params ? m.lm_head_params : m.embedding_params;
+      const Bytes grad_weight = w.mode == spec::Mode::train ? Bytes{mul(head, p.param)} : Bytes{};
+      const Bytes chunk{mul(rows, m.vocab_size, p.compute)};
+      const Bytes chunk_out{mul(rows, h, p.compute)};
+      b.forward_end = grad_input + grad_weight + Bytes{mul(tokens, kFp32)} + chunk + chunk_out;
+      b.backward_start = grad_input + grad_weight;
+      break;
+    }
+  }
+  return b;
+}
+
+std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p) {
+  if (w.loss != spec::Loss::fused_linear || w.mode != spec::Mode::train) return 0;
+  // head_saved's "lm_head's input" term (activations.cpp): the final norm's output.
+  return mul(m.hidden_size, p.autocast ? p.compute : p.residual);
+}
+
+std::uint64_t gathered_param_bytes(const spec::Workload& w, const Precision& p) {
+  if (w.fsdp_param_dtype) return 2;  // bf16 / fp16 (spec::validate allows no other)
+  return p.param;
+}
+
+}  // namespace vramfit::engine::detail

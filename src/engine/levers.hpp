@@ -1,0 +1,47 @@
+#pragma once
+// Internal to the engine: the memory levers training stacks pull (issue #18). Each function
+// says what one lever changes in what is allocated; estimate.cpp re-runs its phases with it.
+
+#include <cstdint>
+
+#include "activations.hpp"
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/spec/model_spec.hpp"
+#include "vramfit/spec/workload.hpp"
+
+namespace vramfit::engine::detail {
+
+/// Whether torch.autocast keeps its 16-bit casts of the weights in its cache until the
+/// autocast region ends. PyTorch caches a cast only for an fp32 leaf tensor that requires
+/// grad and is not a view (aten/src/ATen/autocast_mode.cpp, cached_cast's can_try_cache):
+/// trained weights, not LoRA's frozen base nor FSDP's unsharded parameters (views into the
+/// all-gather buffer). Uncached casts are made per use and live only as long as autograd
+/// saves them.
+bool autocast_caches_weights(const spec::Workload& w);
+
+/// Bytes the loss holds at the end of forward and at the start of backward (the `logits`
+/// component of those phases).
+struct LossBytes {
+  Bytes forward_end;
+  Bytes backward_start;
+};
+
+/// The loss's bytes for `tokens` tokens under the workload's `--loss`.
+LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p, std::uint64_t tokens);
+
+/// Bytes per token that the lm_head's matmul saves for backward and that a fused linear
+/// cross-entropy does not (it computes the gradients in forward: no autograd matmul).
+std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p);
+
+/// Bytes per element of a parameter FSDP gathers: the MixedPrecisionPolicy's param_dtype
+/// (`--fsdp-mixed-precision`), else the stored dtype.
+std::uint64_t gathered_param_bytes(const spec::Workload& w, const Precision& p);
+
+/// torchtune's CEWithChunkedOutputLoss default (num_output_chunks = 8).
+inline constexpr std::uint64_t kLossChunks = 8;
+
+/// Rows of one chunk of Liger's fused linear cross-entropy over `tokens` rows, hidden `h`,
+/// vocabulary `v`: next_power_of_2(ceil(tokens / ceil(v / h))) (at most `tokens`).
+std::uint64_t fused_linear_chunk_rows(std::uint64_t tokens, std::uint64_t h, std::uint64_t v);
+
+}  // namespace vramfit::engine::detail

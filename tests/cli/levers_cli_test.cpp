@@ -1,0 +1,67 @@
+// The training levers' flags (--loss, --fsdp-mixed-precision) through the CLI: values,
+// where they apply, and what they change.
+#include <nlohmann/json.hpp>
+
+#include "cli_helper.hpp"
+
+using namespace vramfit::test;
+
+namespace {
+const std::vector<std::string> kModel{"--model", "smollm2-135m"};
+
+std::vector<std::string> with(std::vector<std::string> extra) {
+  std::vector<std::string> a = kModel;
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+nlohmann::json json_of(const CliResult& r) {
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+std::uint64_t peak(const nlohmann::json& j) { return j["peak_allocated_bytes"].get<std::uint64_t>(); }
+}  // namespace
+
+TEST_CASE("levers CLI: the loss is hf, chunked or fused-linear; training only", "[cli][levers]") {
+  const auto hf = json_of(estimate(with({"--mode", "lora", "--seq", "4096", "--json"})));
+  const auto ch = json_of(estimate(with({"--mode", "lora", "--seq", "4096", "--loss", "chunked", "--json"})));
+  const auto fl = json_of(estimate(with({"--mode", "lora", "--seq", "4096", "--loss", "liger", "--json"})));
+  CHECK(hf["workload"]["loss"] == "hf");
+  CHECK(ch["workload"]["loss"] == "chunked");
+  CHECK(fl["workload"]["loss"] == "fused-linear");  // liger is an alias
+  CHECK(peak(hf) > peak(ch));
+  CHECK(peak(ch) > peak(fl));
+  CHECK(json_of(estimate(with({"--json"})))["workload"]["loss"].is_null());
+
+  require_usage_error(estimate(with({"--loss", "chunked"})),
+                      "vramfit: error: --loss: does not apply to --mode inference (it is used by --mode train, lora "
+                      "and qlora; drop it or change --mode)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--loss", "chunk"})),
+                      "vramfit: error: --loss: unknown loss 'chunk' (did you mean 'chunked'? one of hf, chunked, "
+                      "fused-linear)\n");
+}
+
+TEST_CASE("levers CLI: FSDP mixed precision over fp32 weights only", "[cli][levers]") {
+  const auto mp = json_of(estimate(with({"--mode", "train", "--dtype", "fp32", "--gpus", "4", "--sharding", "fsdp",
+                                         "--fsdp-mixed-precision", "bf16", "--json"})));
+  const auto ac = json_of(estimate(with({"--mode", "train", "--dtype", "fp32", "--gpus", "4", "--sharding", "fsdp",
+                                         "--autocast", "bf16", "--json"})));
+  CHECK(mp["workload"]["fsdp_mixed_precision"] == "bf16");
+  CHECK(peak(mp) < peak(ac));
+
+  require_usage_error(estimate(with({"--mode", "train", "--dtype", "fp32", "--fsdp-mixed-precision", "bf16"})),
+                      "vramfit: error: --fsdp-mixed-precision: needs FSDP, got --sharding none (add --sharding fsdp "
+                      "(or fsdp-grad-op), or use --autocast bf16 without FSDP)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--gpus", "2", "--sharding", "fsdp",
+                                     "--fsdp-mixed-precision", "bf16"})),
+                      "vramfit: error: --fsdp-mixed-precision: gathers 16-bit copies of fp32 weights, got --dtype "
+                      "bf16 (use --dtype fp32 (the sharded fp32 masters), or drop --fsdp-mixed-precision for 16-bit "
+                      "weights)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--fsdp-mixed-precision", "fp32"})),
+                      "vramfit: error: --fsdp-mixed-precision: unknown param dtype 'fp32' (did you mean 'fp16'? one of bf16, fp16)\n");
+  require_usage_error(estimate(with({"--fsdp-mixed-precision", "bf16"})),
+                      "vramfit: error: --fsdp-mixed-precision: does not apply to --mode inference (it is used by "
+                      "--mode train and lora; drop it or change --mode)\n");
+}

@@ -1,0 +1,156 @@
+// engine/levers.cpp: the training levers' exact bytes (a small Llama: hidden 256, vocab
+// 32000, untied lm_head) and what each changes in a whole estimate.
+#include <catch2/catch.hpp>
+
+#include "../../../src/engine/levers.hpp"
+#include "vramfit/engine/estimate.hpp"
+#include "vramfit/spec/parse.hpp"
+
+using namespace vramfit;
+using namespace vramfit::engine::detail;
+
+namespace {
+
+spec::ModelSpec tiny() {
+  return spec::from_config_text(R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000,
+      "tie_word_embeddings": false})",
+                                "tiny.json");
+}
+
+spec::Workload training(spec::Mode mode, DType weights) {
+  spec::Workload w;
+  w.mode = mode;
+  w.weights = weights;
+  w.batch = 2;
+  w.seq = 512;
+  return w;
+}
+
+std::uint64_t part(const engine::Breakdown& b, std::string_view id) {
+  const auto* c = b.find(id);
+  REQUIRE(c != nullptr);
+  return c->bytes.value();
+}
+
+std::uint64_t phase(const engine::Breakdown& b, std::string_view id) {
+  for (const auto& p : b.phases)
+    if (p.id == id) return p.allocated.value();
+  FAIL("no phase " << id);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("levers: autocast caches casts of trained leaf weights only", "[engine][levers]") {
+  auto w = training(spec::Mode::train, DType::fp32);
+  CHECK(autocast_caches_weights(w));
+  w.mode = spec::Mode::lora;  // frozen base: requires_grad is False
+  CHECK_FALSE(autocast_caches_weights(w));
+  w.mode = spec::Mode::train;
+  w.gpus = 2;
+  for (auto s : {spec::Sharding::fsdp, spec::Sharding::fsdp_grad_op}) {  // views into the all-gather buffer
+    w.sharding = s;
+    CHECK_FALSE(autocast_caches_weights(w));
+  }
+  w.sharding = spec::Sharding::ddp;
+  CHECK(autocast_caches_weights(w));
+}
+
+TEST_CASE("levers: LoRA on fp32 weights under autocast keeps no cast past a checkpointed layer", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::lora, DType::fp32);
+  w.autocast = DType::bf16;
+  w.checkpointing = true;
+  const std::uint64_t tokens = 1024;
+  const std::uint64_t lc = tokens * 32000 * 2;
+  const std::uint64_t l4 = tokens * 32000 * 4;
+  // Between forward's end and backward's start only the loss and autocast's copies change.
+  // LoRA: the layers' casts die with each checkpointed layer (not cached); the lm_head's cast,
+  // saved by its matmul outside the checkpoints, is in both phases.
+  const auto lora = engine::estimate(m, w);
+  CHECK(phase(lora, "backward_start") - phase(lora, "forward_end") == l4 - lc);
+  // Full training caches every layer's cast until forward ends: 2 layers of 16-bit weights.
+  w.mode = spec::Mode::train;
+  const auto full = engine::estimate(m, w);
+  std::uint64_t layer_params = 0;
+  for (const auto& l : m.layers[0].linears) layer_params += l.params();
+  const std::uint64_t casts = 2 * layer_params * m.layers[0].count;
+  CHECK(phase(full, "forward_end") + (l4 - lc) - phase(full, "backward_start") == casts);
+}
+
+TEST_CASE("levers: loss bytes, hf / chunked / fused-linear", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::train, DType::bf16);
+  const Precision p = precision_of(w);
+  const std::uint64_t tokens = 1024;
+  const std::uint64_t lc = tokens * 32000 * 2;  // 65,536,000
+  const std::uint64_t l4 = tokens * 32000 * 4;  // 131,072,000
+  auto hf = loss_bytes(m, w, p, tokens);
+  CHECK(hf.forward_end.value() == lc + 2 * l4);
+  CHECK(hf.backward_start.value() == 3 * l4);
+  w.loss = spec::Loss::chunked;
+  auto ch = loss_bytes(m, w, p, tokens);
+  CHECK(ch.forward_end.value() == lc + l4 + l4 / 8);
+  CHECK(ch.backward_start.value() == l4 + 2 * (l4 / 8) + lc / 8);
+  w.loss = spec::Loss::fused_linear;
+  // ceil(32000 / 256) = 125; ceil(1024 / 125) = 9; next power of two 16 rows per chunk.
+  CHECK(fused_linear_chunk_rows(tokens, 256, 32000) == 16);
+  CHECK(fused_linear_chunk_rows(3, 256, 32000) == 1);
+  CHECK(fused_linear_chunk_rows(10, 4096, 1000) == 10);
+  auto fl = loss_bytes(m, w, p, tokens);
+  const std::uint64_t grad_input = tokens * 256 * 2;
+  const std::uint64_t grad_weight = 32000ULL * 256 * 2;
+  CHECK(fl.forward_end.value() == grad_input + grad_weight + tokens * 4 + 16 * 32000 * 2 + 16 * 256 * 2);
+  CHECK(fl.backward_start.value() == grad_input + grad_weight);
+  w.mode = spec::Mode::lora;  // the lm_head is frozen: no grad_weight
+  CHECK(loss_bytes(m, w, p, tokens).backward_start.value() == grad_input);
+}
+
+TEST_CASE("levers: a fused or chunked loss lowers a logits-bound peak", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::lora, DType::bf16);
+  const auto hf = engine::estimate(m, w);
+  w.loss = spec::Loss::chunked;
+  const auto ch = engine::estimate(m, w);
+  w.loss = spec::Loss::fused_linear;
+  const auto fl = engine::estimate(m, w);
+  CHECK(part(hf, "logits") == 3 * 1024ULL * 32000 * 4);
+  CHECK(hf.peak_allocated > ch.peak_allocated);
+  CHECK(ch.peak_allocated > fl.peak_allocated);
+}
+
+TEST_CASE("levers: FSDP mixed precision gathers 16-bit units over fp32 shards", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::train, DType::fp32);
+  w.gpus = 4;
+  w.sharding = spec::Sharding::fsdp;
+  CHECK(gathered_param_bytes(w, precision_of(w)) == 4);
+  const auto plain = engine::estimate(m, w);
+  w.fsdp_param_dtype = DType::bf16;
+  const Precision p = precision_of(w);
+  CHECK(p.param == 4);
+  CHECK(p.compute == 2);
+  CHECK(p.residual == 2);
+  CHECK_FALSE(p.autocast);
+  CHECK(gathered_param_bytes(w, p) == 2);
+  const auto mp = engine::estimate(m, w);
+  // The sharded fp32 weights are those of plain fp32 FSDP, and there are no autocast casts.
+  CHECK(part(mp, "weights") == part(plain, "weights"));
+  CHECK(part(mp, "autocast_cache") == 0);
+  // The gathered units: the layer and the prefetched next in 16 bits and the root (embedding,
+  // lm_head, final norm) in 16 bits; in backward also the layer's fp32 reduce-scatter input.
+  std::uint64_t layer = m.layers[0].norm_params + m.layers[0].other_params;
+  for (const auto& l : m.layers[0].linears) layer += l.params();
+  const std::uint64_t root = m.embedding_params + m.lm_head_params + m.final_norm_params;
+  const bool backward = mp.peak_phase.rfind("backward", 0) == 0;
+  REQUIRE(mp.peak_phase != "optimizer_step");
+  CHECK(part(mp, "sharding_buffers") == 2 * layer * 2 + 2 * root + (backward ? 4 * layer : 0));
+  CHECK(mp.peak_allocated < plain.peak_allocated);
+  // --autocast over plain FSDP keeps the whole model's 16-bit casts saved by the matmuls.
+  auto ac = training(spec::Mode::train, DType::fp32);
+  ac.gpus = 4;
+  ac.sharding = spec::Sharding::fsdp;
+  ac.autocast = DType::bf16;
+  CHECK(engine::estimate(m, ac).peak_allocated > mp.peak_allocated);
+}
