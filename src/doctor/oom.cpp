@@ -518,14 +518,25 @@ MemorySummary read_summary(Cursor c) {
   return s;
 }
 
-// The original-text line around `offset`, for messages without figures.
+// The original-text line around `offset`, for messages without figures, looked for in a
+// window: the line's start when it is at most kLineBack bytes before `offset` (else kLineLead
+// bytes before it, so the excerpt still shows the message), its end at most kLineAhead bytes
+// after. Searching the whole line for every anchor on it was quadratic: a 1.3 MB line of
+// repeated OOM text took 18 s (issue #14).
+constexpr std::size_t kLineBack = 300, kLineLead = 100, kLineAhead = 4096;
 std::string_view line_around(std::string_view text, std::size_t offset) {
   if (offset > text.size()) offset = text.size();
-  std::size_t b = text.rfind('\n', offset == 0 ? 0 : offset - 1);
-  b = (b == std::string_view::npos || offset == 0) ? 0 : b + 1;
-  if (offset > 0 && text[offset - 1] == '\n') b = offset;
-  std::size_t e = text.find('\n', offset);
-  if (e == std::string_view::npos) e = text.size();
+  const std::size_t from = offset > kLineBack ? offset - kLineBack : 0;
+  std::size_t b = offset;
+  while (b > from && text[b - 1] != '\n') --b;
+  if (b == from && from > 0 && text[b - 1] != '\n') {
+    b = offset - kLineLead;
+    while (b < offset && text[b] != ' ') ++b;  // start at a word
+    if (b < offset) ++b;
+  }
+  const std::size_t limit = std::min(text.size(), offset + kLineAhead);
+  std::size_t e = offset;
+  while (e < limit && text[e] != '\n') ++e;
   return text.substr(b, e - b);
 }
 
