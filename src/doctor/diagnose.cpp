@@ -635,6 +635,11 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
       out.push_back(
           "Only a memory summary reports the OOM: it shows what PyTorch held, not what failed "
           "or how large the card is.");
+    } else if (m.format == "unreadable") {
+      out.push_back(fmt::format(
+          "The message's figures cannot be trusted: {}. No real device reports that, so no figure of it "
+          "is used: check that the log is not corrupted or edited.",
+          m.unreadable));
     } else {
       out.push_back(
           "The message is cut before its figures: look for the full text (it may be higher in "
