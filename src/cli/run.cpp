@@ -236,6 +236,9 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--kv-cache-dtype", s.kv_cache_dtype, "D", "vLLM: auto or fp8 (fp8_e4m3, fp8_e5m2)", g);
   CLI::Option* ee = e->add_flag("--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs")->group(g);
   o.flag_options[e->get_name()].emplace_back("--enforce-eager", ee);
+  CLI::Option* hk = e->add_flag("--disable-hybrid-kv-cache-manager", s.disable_hybrid_kv_cache_manager,
+                                "vLLM: sliding-window layers keep a full-length KV cache")->group(g);
+  o.flag_options[e->get_name()].emplace_back("--disable-hybrid-kv-cache-manager", hk);
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);
