@@ -110,6 +110,8 @@ std::vector<Item> vllm_items() {
     s.block_size = e.at("block_size");
     s.tensor_parallel = e.at("tensor_parallel_size");
     s.v0_engine = e.value("v0_engine", false);
+    s.kv_fp8 = e.value("kv_cache_dtype", std::string("auto")).rfind("fp8", 0) == 0;
+    if (e.value("profiler", std::string()) == "device_wide") s.profiler = engine::vllm::Profiler::device_wide;
     if (e.contains("quant")) {
       const auto q = spec::parse_quant(e.at("quant").get<std::string>());
       REQUIRE(q);

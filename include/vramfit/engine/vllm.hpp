@@ -18,6 +18,12 @@
 
 namespace vramfit::engine::vllm {
 
+/// What vLLM counts as memory outside PyTorch (see engine/vllm.cpp non_torch).
+enum class Profiler {
+  since_snapshot,  ///< vLLM >= 0.6.5: the increase since init_device's snapshot
+  device_wide,     ///< vLLM <= 0.6.4: used - torch allocated, the CUDA context included
+};
+
 /// vLLM's engine arguments that change memory (vllm/engine/arg_utils.py), with the defaults of
 /// `vllm serve` (V1 engine).
 struct Settings {
@@ -40,6 +46,7 @@ struct Settings {
   /// sliding-window layers hold only their window's blocks. Off, or on the V0 engine, every
   /// layer keeps a full-length cache.
   bool hybrid_kv = true;
+  Profiler profiler = Profiler::since_snapshot;
 };
 
 /// Everything vLLM reports at start-up, per GPU.

@@ -161,3 +161,21 @@ TEST_CASE("vllm: the hybrid KV cache manager gives sliding-window groups only th
   CHECK(r.kv_group_size == 13);
   CHECK(r.kv_groups == 2);
 }
+
+TEST_CASE("vllm: non-torch memory by what the release counts, and tensor parallel's communicators", "[vllm]") {
+  const spec::ModelSpec m = preset("llama-3.1-8b");
+  Settings s = on(GiB(80));
+  s.max_model_len = 8192;
+  // vLLM >= 0.6.5: the increase since init_device's snapshot (0.13 GiB on one GPU).
+  CHECK(estimate(m, s).non_torch.value() == 139586437ULL);
+  // With tensor parallel the NCCL communicators and custom all-reduce buffers come on top (0.41 GiB).
+  s.tensor_parallel = 2;
+  CHECK(estimate(m, s).non_torch.value() == 139586437ULL + 440234148ULL);
+  // vLLM <= 0.6.4 counted everything outside PyTorch on the device: the CUDA context too.
+  s.tensor_parallel = 1;
+  s.profiler = Profiler::device_wide;
+  const Result r = estimate(m, s);
+  CHECK(r.non_torch.value() == 139586437ULL + r.cuda_context.value());
+  CHECK(r.available_kv == static_cast<std::int64_t>(r.budget.value()) -
+                              static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch).value()));
+}
