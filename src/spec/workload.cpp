@@ -326,6 +326,20 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
       out.add("--master-weights", fmt::format("needs 16-bit weights, got --dtype {}", name_of(w.weights)),
               "use --dtype bf16 or fp16 (the fp32 copy lives in the optimizer)");
   }
+  if (w.activation_offload && !w.trains())
+    out.add("--activation-offload", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+            "activations are kept for backward only when training: use --mode train, lora or qlora");
+  if (w.optimizer_in_backward) {
+    if (!w.trains())
+      out.add("--optimizer-in-backward", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+              "use it with --mode train, lora or qlora");
+    else if (w.grad_accum > 1)
+      out.add("--optimizer-in-backward", fmt::format("steps at every backward, so --grad-accum {} cannot accumulate",
+                                                     w.grad_accum),
+              "drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too)");
+  }
+  if ((w.checkpoint_every > 1 || w.checkpoint_selective) && !w.checkpointing)
+    out.add("--checkpointing", "a checkpointing kind without checkpointing", "give --checkpointing KIND");
   if (w.loss != Loss::hf && !w.trains())
     out.add("--loss", fmt::format("does not apply to --mode {}", name_of(w.mode)),
             "a loss is computed when training: use it with --mode train, lora or qlora");

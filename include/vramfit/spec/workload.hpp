@@ -90,6 +90,18 @@ struct Workload {
   std::uint64_t new_tokens = 0;          ///< generated tokens (generate)
   Optimizer optimizer = Optimizer::adamw;
   bool checkpointing = false;            ///< gradient checkpointing (non-reentrant)
+  /// With checkpointing: only every N-th decoder layer is checkpointed (layers i with
+  /// i % N == 0, torchtune/torchtitan's selective layer checkpointing); 1 = every layer.
+  std::uint64_t checkpoint_every = 1;
+  /// With checkpointing: torchtitan's op-level selective policy inside each checkpointed
+  /// layer (the outputs of every other mm and of attention are kept, the rest recomputed).
+  bool checkpoint_selective = false;
+  /// Saved activations are moved to host memory as they are saved
+  /// (torch.autograd.graph.save_on_cpu; torchtune's OffloadActivations).
+  bool activation_offload = false;
+  /// The optimizer steps each parameter in a post-accumulate-grad hook and frees its
+  /// gradient at once (torchtune optimizer_in_bwd): no full set of gradients is alive.
+  bool optimizer_in_backward = false;
   Attention attention = Attention::sdpa;
   Lora lora;
   std::uint64_t grad_accum = 1;
