@@ -594,8 +594,11 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     vl::Settings st = j.settings;
     std::uint64_t value = 0;
     if (what == "max-model-len") {
-      st.max_model_len = std::max<std::uint64_t>(1, r.largest_model_len);
+      // vLLM refuses a max_model_len past the model's max_position_embeddings (ModelConfig's
+      // derived max model length) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
       value = r.largest_model_len;
+      if (j.model.spec.max_positions > 0) value = std::min<std::uint64_t>(value, j.model.spec.max_positions);
+      st.max_model_len = std::max<std::uint64_t>(1, value);
     } else {
       value = static_cast<std::uint64_t>(std::floor(r.max_concurrency));
     }
