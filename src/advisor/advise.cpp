@@ -137,12 +137,16 @@ Proposal propose_checkpointing(const Context&, const spec::Workload& cur, const 
   const spec::Workload& w = cur;
   if (!w.trains())
     return skip("inference keeps no activations for a backward pass; checkpointing only helps training");
-  if (w.checkpointing) return skip("gradient checkpointing is already on");
+  const bool partial = w.checkpoint_selective || w.checkpoint_every > 1;
+  if (w.checkpointing && !partial) return skip("gradient checkpointing is already on");
   Proposal p;
   p.applies = true;
   p.next = cur;
   p.next.checkpointing = true;
-  p.reason = "keep only each layer's input and recompute the rest during backward";
+  p.next.checkpoint_selective = false;
+  p.next.checkpoint_every = 1;
+  p.reason = partial ? "checkpoint every layer fully: keep only each layer's input and recompute the rest"
+                     : "keep only each layer's input and recompute the rest during backward";
   p.how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})";
   p.warning = "slower steps: each layer's forward runs twice";
   return p;

@@ -713,3 +713,18 @@ TEST_CASE("the levers say why they do not apply", "[advisor][levers]") {
   CHECK(step(i, "chunked_logits").reason == "no loss is computed outside training");
   CHECK(step(i, "activation_offload").reason == "inference keeps no activations for a backward pass");
 }
+
+TEST_CASE("partial checkpointing is taken to full checkpointing", "[advisor][levers]") {
+  const auto m = llama8b();
+  auto w = training(1);
+  w.weights = DType::bf16;
+  w.checkpointing = true;
+  w.checkpoint_every = 2;
+  const Advice a = advise(m, w, impossible(), test_catalog(), no_tiers());
+  const StepResult& s = step(a, "gradient_checkpointing");
+  REQUIRE(s.applied);
+  CHECK(s.reason == "checkpoint every layer fully: keep only each layer's input and recompute the rest");
+  CHECK(s.workload.checkpoint_every == 1);
+  CHECK_FALSE(s.workload.checkpoint_selective);
+  CHECK(s.after < s.before);
+}
