@@ -137,12 +137,16 @@ Proposal propose_checkpointing(const Context&, const spec::Workload& cur, const 
   const spec::Workload& w = cur;
   if (!w.trains())
     return skip("inference keeps no activations for a backward pass; checkpointing only helps training");
-  if (w.checkpointing) return skip("gradient checkpointing is already on");
+  const bool partial = w.checkpoint_selective || w.checkpoint_every > 1;
+  if (w.checkpointing && !partial) return skip("gradient checkpointing is already on");
   Proposal p;
   p.applies = true;
   p.next = cur;
   p.next.checkpointing = true;
-  p.reason = "keep only each layer's input and recompute the rest during backward";
+  p.next.checkpoint_selective = false;
+  p.next.checkpoint_every = 1;
+  p.reason = partial ? "checkpoint every layer fully: keep only each layer's input and recompute the rest"
+                     : "keep only each layer's input and recompute the rest during backward";
   p.how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})";
   p.warning = "slower steps: each layer's forward runs twice";
   return p;
@@ -348,6 +352,30 @@ Proposal propose_optimizer_in_backward(const Context&, const spec::Workload& cur
   return p;
 }
 
+/// Sequences are not cut below this many tokens.
+constexpr std::uint64_t kShortestSequence = 256;
+
+// The last resort before another GPU, when the sequence decides the memory: halve the tokens
+// per sequence (the prompt, for generation) until the job fits or reaches 256 tokens.
+Proposal propose_shorter_sequence(const Context& ctx, const spec::Workload& cur, const engine::Breakdown&) {
+  if (cur.seq <= kShortestSequence)
+    return skip(fmt::format("the sequences are already {} tokens or fewer", kShortestSequence));
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  while (p.next.seq / 2 >= kShortestSequence) {
+    p.next.seq /= 2;
+    p.estimate = engine::estimate(ctx.model, p.next);
+    if (ctx.budget.fits(p.estimate->device_total)) break;
+  }
+  p.reason = fmt::format("{} {} -> {} tokens", cur.mode == spec::Mode::generate ? "prompt" : "sequence", cur.seq,
+                         p.next.seq);
+  p.how = cur.trains() ? fmt::format("max_length={} (truncate, or split long documents)", p.next.seq)
+                       : fmt::format("at most {} tokens per input (truncate or split)", p.next.seq);
+  p.warning = "changes the job: the model sees fewer tokens at once";
+  return p;
+}
+
 using ProposeFn = Proposal (*)(const Context&, const spec::Workload&, const engine::Breakdown&);
 
 /// A step of the walk: a fix of the one table (core/fixes.hpp) and how it proposes itself.
@@ -358,7 +386,7 @@ struct Step {
 
 // The walk's steps: the table's rows with a walk title, in the table's (the seed document's)
 // order; the static_assert below keeps the two lists the same.
-constexpr std::array<Step, 11> kSteps{{
+constexpr std::array<Step, 12> kSteps{{
     {Fix::reduce_batch, propose_reduce_batch},
     {Fix::mixed_precision, propose_mixed_precision},
     {Fix::gradient_checkpointing, propose_checkpointing},
@@ -370,6 +398,7 @@ constexpr std::array<Step, 11> kSteps{{
     {Fix::selective_checkpointing, propose_selective_checkpointing},
     {Fix::activation_offload, propose_activation_offload},
     {Fix::optimizer_in_backward, propose_optimizer_in_backward},
+    {Fix::shorter_sequence, propose_shorter_sequence},
 }};
 
 constexpr bool steps_match_table() {

@@ -105,13 +105,14 @@ struct ModeFlag {
 bool trains(spec::Mode m) { return m == spec::Mode::train || spec::uses_lora(m); }
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 12> kModeFlags{{
+constexpr std::array<ModeFlag, 13> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", trains, "--mode train, lora and qlora"},
     {"--grad-accum", trains, "--mode train, lora and qlora"},
     {"--checkpointing", trains, "--mode train, lora and qlora"},
     {"--loss", trains, "--mode train, lora and qlora"},
     {"--activation-offload", trains, "--mode train, lora and qlora"},
+    {"--recipe", trains, "--mode train, lora and qlora"},
     {"--optimizer-in-backward", trains, "--mode train, lora and qlora"},
     {"--fsdp-mixed-precision", trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
@@ -314,6 +315,13 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     else
       w.lora.dropout = p == 0 ? 0.0 : p;  // `-0` would be reported as "dropout -0"
   }
+
+  // --- a stack's default levers, under the flags typed ---
+  if (f.has("--recipe"))
+    if (auto r = parse_choice(f.recipe, "--recipe", "recipe", spec::parse_recipe, spec::recipe_names(), diags))
+      spec::apply_recipe(
+          w, *r, [](const void* ctx, std::string_view flag) { return static_cast<const EstimateFlags*>(ctx)->has(std::string(flag)); },
+          &f);
 
   // --- flags the mode does not use ---
   for (const auto& mf : kModeFlags)

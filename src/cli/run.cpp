@@ -191,6 +191,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--fsdp-mixed-precision", f.fsdp_mixed_precision, "DTYPE",
       "bf16 or fp16: FSDP MixedPrecisionPolicy param_dtype over fp32 sharded weights (--dtype fp32 --sharding fsdp)",
       levers);
+  add(e, o, "--recipe", f.recipe, "STACK",
+      "hf-trainer, trl-sft, torchtune, axolotl-liger or unsloth: the levers that stack turns on by default "
+      "(explicit flags win; see the README)",
+      levers);
   CLI::Option* off = e->add_flag("--activation-offload", f.activation_offload,
                                  "saved activations go to host memory (torch.autograd.graph.save_on_cpu)")
                           ->group(levers);

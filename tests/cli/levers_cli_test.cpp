@@ -100,3 +100,42 @@ TEST_CASE("levers CLI: checkpointing kinds, activation offload, optimizer in bac
                       "vramfit: error: --optimizer-in-backward: steps at every backward, so --grad-accum 4 cannot "
                       "accumulate (drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too))\n");
 }
+
+TEST_CASE("levers CLI: a recipe sets its stack's default levers, typed flags win", "[cli][levers]") {
+  const auto tt = json_of(estimate(with({"--mode", "train", "--recipe", "torchtune", "--json"})));
+  CHECK(tt["workload"]["checkpointing_kind"] == "full");
+  CHECK(tt["workload"]["loss"] == "chunked");
+  CHECK(tt["workload"]["optimizer"] == "paged-adamw-8bit");
+  CHECK(tt["workload"]["optimizer_in_backward"] == true);
+  const auto ttl = json_of(estimate(with({"--mode", "lora", "--recipe", "torchtune", "--json"})));
+  CHECK(ttl["workload"]["loss"] == "fused-linear");
+  CHECK(ttl["workload"]["optimizer"] == "adamw-fused");
+  CHECK(ttl["workload"]["optimizer_in_backward"] == false);
+  const auto trl = json_of(estimate(with({"--mode", "train", "--dtype", "fp32", "--recipe", "trl-sft", "--json"})));
+  CHECK(trl["workload"]["checkpointing_kind"] == "full");
+  CHECK(trl["workload"]["loss"] == "chunked");
+  CHECK(trl["workload"]["autocast"] == "bf16");
+  const auto un = json_of(estimate(with({"--mode", "lora", "--recipe", "unsloth", "--json"})));
+  CHECK(un["workload"]["activation_offload"] == true);
+  CHECK(un["workload"]["loss"] == "fused-linear");
+  const auto ax = json_of(estimate(with({"--mode", "lora", "--recipe", "axolotl-liger", "--json"})));
+  CHECK(ax["workload"]["loss"] == "fused-linear");
+  CHECK(ax["workload"]["checkpointing_kind"] == "full");
+  const auto hf = json_of(estimate(with({"--mode", "lora", "--recipe", "hf-trainer", "--json"})));
+  CHECK(hf["workload"]["loss"] == "hf");
+  CHECK(hf["workload"]["checkpointing_kind"].is_null());
+  // Typed flags win over the recipe's; torchtune's optimizer in backward waits for grad_accum 1.
+  const auto typed = json_of(estimate(with({"--mode", "train", "--recipe", "torchtune", "--loss", "hf", "--optimizer",
+                                            "adamw", "--checkpointing", "every-2", "--grad-accum", "4", "--json"})));
+  CHECK(typed["workload"]["loss"] == "hf");
+  CHECK(typed["workload"]["optimizer"] == "adamw");
+  CHECK(typed["workload"]["checkpointing_kind"] == "every-2");
+  CHECK(typed["workload"]["optimizer_in_backward"] == false);
+
+  require_usage_error(estimate(with({"--recipe", "torchtune"})),
+                      "vramfit: error: --recipe: does not apply to --mode inference (it is used by --mode train, "
+                      "lora and qlora; drop it or change --mode)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--recipe", "torchtune2"})),
+                      "vramfit: error: --recipe: unknown recipe 'torchtune2' (did you mean 'torchtune'? one of "
+                      "hf-trainer, trl-sft, torchtune, axolotl-liger, unsloth)\n");
+}

@@ -39,6 +39,7 @@ struct EstimateFlags {
   std::string quant, group_size, skip_modules, kv_cache, offload, nodes;
   std::string loss, fsdp_mixed_precision;  ///< the memory levers (engine/levers)
   std::string checkpointing_kind;          ///< `--checkpointing [full|selective|every-N]` ("" = full)
+  std::string recipe;                      ///< `--recipe`: a stack's default levers
   bool activation_offload = false;
   bool optimizer_in_backward = false;
   bool double_quant = false;

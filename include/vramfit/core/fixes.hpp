@@ -97,7 +97,8 @@ inline constexpr std::array<FixRow, 17> kFixTable{{
     {Fix::fused_attention, "fused_attention", 0, "",
      "Use fused attention: attn_implementation=\"sdpa\" or \"flash_attention_2\" instead of eager"},
     // both grow with the sequence
-    {Fix::shorter_sequence, "shorter_sequence", 0, "", "Shorten the sequences (max_length, truncation, packing)"},
+    {Fix::shorter_sequence, "shorter_sequence", 0, "Shorter sequences",
+     "Shorten the sequences (max_length, truncation, packing)"},
     // the seed's last resort ("Quand passer à un GPU avec plus de VRAM")
     {Fix::larger_gpu, "larger_gpu", 0, "",
      "Use a GPU with more memory, or shard over several GPUs (FSDP, device_map=\"auto\")"},

@@ -125,6 +125,18 @@ struct Workload {
   [[nodiscard]] std::uint64_t world() const noexcept { return gpus * nodes; }
 };
 
+/// A training stack whose default levers `--recipe` sets (spec/workload.cpp has each one's
+/// settings and source).
+enum class Recipe { hf_trainer, trl_sft, torchtune, axolotl_liger, unsloth };
+std::string_view name_of(Recipe r) noexcept;
+std::optional<Recipe> parse_recipe(std::string_view s) noexcept;
+std::vector<std::string_view> recipe_names();
+
+/// Sets the levers `r` turns on by default for the workload's mode, leaving alone every lever
+/// whose flag `given` says was typed (explicit flags win). Modes that do not train are left as
+/// they are.
+void apply_recipe(Workload& w, Recipe r, bool (*given)(const void* ctx, std::string_view flag), const void* ctx);
+
 /// How the workload's weights are packed: its scheme, or the default one its packed `weights`
 /// dtype implies (method none for 16/32-bit weights).
 Quantization scheme_of(const Workload& w);
