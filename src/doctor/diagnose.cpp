@@ -182,9 +182,9 @@ std::string reason_for(std::string_view id, const Facts& f) {
     std::string r;
     if (f.covers) {
       r = fmt::format(
-          "{} is reserved by PyTorch but unallocated, more than the {} request (with {} free): "
-          "expandable segments let the allocator reuse it instead of needing a new block",
-          S(f.U), S(f.R), S(f.F));
+          "{} is reserved by PyTorch but unallocated and {} is free: together {}, at least the {} "
+          "request; expandable segments let the allocator reuse the cache instead of needing a new block",
+          S(f.U), S(f.F.value_or(Bytes{})), S(sat_add(f.F.value_or(Bytes{}), *f.U)), S(f.R));
     } else if (f.free_unusable) {
       r = fmt::format(
           "the driver reported {} free yet no {} piece could be had; expandable segments map "
