@@ -227,7 +227,8 @@ std::optional<Bytes> truth_device_bytes(std::string_view jsonl) {
   const auto parsed = try_parse_json(first);
   if (!parsed) return std::nullopt;
   const json& env = *parsed;
-  if (env.is_object() && env.value("env", false) && env.contains("total_bytes") && env["total_bytes"].is_number_unsigned())
+  if (env.is_object() && env.contains("env") && env["env"].is_boolean() && env["env"].get<bool>() &&
+      env.contains("total_bytes") && env["total_bytes"].is_number_unsigned())
     return Bytes{env["total_bytes"].get<std::uint64_t>()};
   return std::nullopt;
 }
