@@ -88,7 +88,40 @@ spec::Workload workload_of(const json& c, const std::string& where) {
     if (!o) throw InputError(where + ": optimizer", "unknown optimizer", "see vramfit estimate --help");
     w.optimizer = *o;
   }
-  w.checkpointing = flag(c, "checkpointing", where);
+  // checkpointing: true, or a kind (tests/accuracy/levers): "full", "selective", "every-N".
+  if (const auto ck = c.find("checkpointing"); ck != c.end() && ck->is_string()) {
+    const std::string k = ck->get<std::string>();
+    w.checkpointing = true;
+    if (k == "selective") {
+      w.checkpoint_selective = true;
+    } else if (k.rfind("every-", 0) == 0 && k.size() > 6 &&
+               std::all_of(k.begin() + 6, k.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) && k.size() < 16) {
+      w.checkpoint_every = std::stoull(k.substr(6));
+      if (w.checkpoint_every == 0)
+        throw InputError(where + ": checkpointing", "every-0 checkpoints nothing", "use every-N with N >= 1");
+    } else if (k != "full") {
+      throw InputError(where + ": checkpointing", fmt::format("unknown kind {}", json_excerpt(*ck)),
+                       "use true, false, \"full\", \"selective\" or \"every-N\"");
+    }
+  } else {
+    w.checkpointing = flag(c, "checkpointing", where);
+  }
+  // The training levers (tests/accuracy/levers/measure_levers.py).
+  if (c.contains("loss") && !c["loss"].is_null()) {
+    const auto l = c["loss"].is_string() ? spec::parse_loss(c["loss"].get<std::string>()) : std::nullopt;
+    if (!l) throw InputError(where + ": loss", fmt::format("unknown loss {}", json_excerpt(c["loss"])), "use hf, chunked or fused-linear");
+    w.loss = *l;
+  }
+  w.activation_offload = flag(c, "activation_offload", where);
+  w.optimizer_in_backward = flag(c, "optimizer_in_backward", where);
+  if (c.contains("fsdp_mixed_precision") && !c["fsdp_mixed_precision"].is_null()) {
+    const auto& v = c["fsdp_mixed_precision"];
+    const auto d = v.is_string() ? parse_dtype(v.get<std::string>()) : std::nullopt;
+    if (d != DType::bf16 && d != DType::fp16)
+      throw InputError(where + ": fsdp_mixed_precision", fmt::format("{} is not a 16-bit dtype", json_excerpt(v)),
+                       "use \"bf16\", \"fp16\" or null");
+    w.fsdp_param_dtype = d;
+  }
   w.attention = text(c, "attn", where, "sdpa") == "eager" ? spec::Attention::eager : spec::Attention::sdpa;
   if (c.contains("lora") && !c["lora"].is_null()) {
     const auto& l = c["lora"];
@@ -194,7 +227,8 @@ std::optional<Bytes> truth_device_bytes(std::string_view jsonl) {
   const auto parsed = try_parse_json(first);
   if (!parsed) return std::nullopt;
   const json& env = *parsed;
-  if (env.is_object() && env.value("env", false) && env.contains("total_bytes") && env["total_bytes"].is_number_unsigned())
+  if (env.is_object() && env.contains("env") && env["env"].is_boolean() && env["env"].get<bool>() &&
+      env.contains("total_bytes") && env["total_bytes"].is_number_unsigned())
     return Bytes{env["total_bytes"].get<std::uint64_t>()};
   return std::nullopt;
 }

@@ -137,12 +137,16 @@ Proposal propose_checkpointing(const Context&, const spec::Workload& cur, const 
   const spec::Workload& w = cur;
   if (!w.trains())
     return skip("inference keeps no activations for a backward pass; checkpointing only helps training");
-  if (w.checkpointing) return skip("gradient checkpointing is already on");
+  const bool partial = w.checkpoint_selective || w.checkpoint_every > 1;
+  if (w.checkpointing && !partial) return skip("gradient checkpointing is already on");
   Proposal p;
   p.applies = true;
   p.next = cur;
   p.next.checkpointing = true;
-  p.reason = "keep only each layer's input and recompute the rest during backward";
+  p.next.checkpoint_selective = false;
+  p.next.checkpoint_every = 1;
+  p.reason = partial ? "checkpoint every layer fully: keep only each layer's input and recompute the rest"
+                     : "keep only each layer's input and recompute the rest during backward";
   p.how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})";
   p.warning = "slower steps: each layer's forward runs twice";
   return p;
@@ -267,6 +271,111 @@ Proposal propose_expandable_segments(const Context&, const spec::Workload& cur,
   return p;
 }
 
+// --- beyond the seed: the training levers (engine/levers), each re-estimated ---------------
+
+/// Logits at the peak below this share of it leave a fused loss little to save.
+constexpr std::uint64_t kLogitsPercentThreshold = 10;
+
+// Hugging Face's loss upcasts the whole logits to fp32 (3 fp32 logits-sized tensors at the
+// start of backward); Liger's fused linear cross-entropy never builds them.
+Proposal propose_fused_loss(const Context&, const spec::Workload& cur, const engine::Breakdown& est) {
+  if (!cur.trains()) return skip("no loss is computed outside training");
+  if (cur.loss != spec::Loss::hf)
+    return skip(fmt::format("the loss is already {}", spec::name_of(cur.loss)));
+  const auto* logits = est.find("logits");
+  const std::uint64_t share = logits && est.peak_allocated.value() > 0
+                                  ? logits->bytes.value() / std::max<std::uint64_t>(est.peak_allocated.value() / 100, 1)
+                                  : 0;
+  if (share < kLogitsPercentThreshold)
+    return skip(fmt::format("the logits are {}% of the peak, under {}%: little for a fused loss to save", share,
+                            kLogitsPercentThreshold));
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.loss = spec::Loss::fused_linear;
+  p.reason = fmt::format("the logits are {}% of the peak: compute lm_head and the loss chunk by chunk, never the "
+                         "full fp32 logits",
+                         share);
+  p.how = "Liger: apply_liger_kernel_to_<model>(fused_linear_cross_entropy=True), or TRL SFTConfig(use_liger_kernel="
+          "True); torchtune: loss CEWithChunkedOutputLoss (chunked, no extra package)";
+  p.warning = "needs the liger-kernel package; same loss, about the same speed";
+  return p;
+}
+
+// torchtitan's op-level policy: each layer keeps every other matmul output and attention's;
+// less than no checkpointing, more than full checkpointing, so it is tried when that is off.
+Proposal propose_selective_checkpointing(const Context&, const spec::Workload& cur, const engine::Breakdown&) {
+  if (!cur.trains()) return skip("inference keeps no activations for a backward pass");
+  if (cur.checkpointing) return skip("checkpointing is already on (full checkpointing keeps less than selective)");
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.checkpointing = true;
+  p.next.checkpoint_selective = true;
+  p.reason = "keep each layer's input, every other matmul output and attention's output; recompute the rest";
+  p.how = "torch.utils.checkpoint with context_fn=create_selective_checkpoint_contexts(policy) (torchtitan "
+          "activation_checkpoint mode=\"selective\", selective_ac_option=\"op\")";
+  p.warning = "slightly slower steps: the cheap ops (norms, activations, rotary) run twice";
+  return p;
+}
+
+// torch.autograd.graph.save_on_cpu: saved activations live in pinned host memory.
+Proposal propose_activation_offload(const Context&, const spec::Workload& cur, const engine::Breakdown&) {
+  if (!cur.trains()) return skip("inference keeps no activations for a backward pass");
+  if (cur.activation_offload) return skip("activations are already offloaded");
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.activation_offload = true;
+  p.reason = "copy every saved activation to host memory as it is saved, and back in backward";
+  p.how = "with torch.autograd.graph.save_on_cpu(pin_memory=True): loss = model(...).loss (torchtune: "
+          "enable_activation_offloading=True)";
+  p.warning = "slower steps when the copies do not overlap compute; needs host memory for the activations";
+  return p;
+}
+
+// One optimizer per parameter stepped in a post-accumulate-grad hook: no full gradient set.
+Proposal propose_optimizer_in_backward(const Context&, const spec::Workload& cur, const engine::Breakdown&) {
+  if (!cur.trains()) return skip("no optimizer outside training");
+  if (cur.optimizer_in_backward) return skip("the optimizer already steps in backward");
+  if (cur.grad_accum > 1)
+    return skip(fmt::format("gradient accumulation ({} steps) needs the whole gradients kept between backwards",
+                            cur.grad_accum));
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.optimizer_in_backward = true;
+  p.reason = "step each parameter as soon as its gradient is ready and free that gradient";
+  p.how = "p.register_post_accumulate_grad_hook(lambda p: (opt[p].step(), opt[p].zero_grad())) with one optimizer "
+          "per parameter (torchtune: optimizer_in_bwd=True)";
+  p.warning = "no gradient accumulation or gradient clipping over the whole model";
+  return p;
+}
+
+/// Sequences are not cut below this many tokens.
+constexpr std::uint64_t kShortestSequence = 256;
+
+// The last resort before another GPU, when the sequence decides the memory: halve the tokens
+// per sequence (the prompt, for generation) until the job fits or reaches 256 tokens.
+Proposal propose_shorter_sequence(const Context& ctx, const spec::Workload& cur, const engine::Breakdown&) {
+  if (cur.seq <= kShortestSequence)
+    return skip(fmt::format("the sequences are already {} tokens or fewer", kShortestSequence));
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  while (p.next.seq / 2 >= kShortestSequence) {
+    p.next.seq /= 2;
+    p.estimate = engine::estimate(ctx.model, p.next);
+    if (ctx.budget.fits(p.estimate->device_total)) break;
+  }
+  p.reason = fmt::format("{} {} -> {} tokens", cur.mode == spec::Mode::generate ? "prompt" : "sequence", cur.seq,
+                         p.next.seq);
+  p.how = cur.trains() ? fmt::format("max_length={} (truncate, or split long documents)", p.next.seq)
+                       : fmt::format("at most {} tokens per input (truncate or split)", p.next.seq);
+  p.warning = "changes the job: the model sees fewer tokens at once";
+  return p;
+}
+
 using ProposeFn = Proposal (*)(const Context&, const spec::Workload&, const engine::Breakdown&);
 
 /// A step of the walk: a fix of the one table (core/fixes.hpp) and how it proposes itself.
@@ -277,7 +386,7 @@ struct Step {
 
 // The walk's steps: the table's rows with a walk title, in the table's (the seed document's)
 // order; the static_assert below keeps the two lists the same.
-constexpr std::array<Step, 7> kSteps{{
+constexpr std::array<Step, 12> kSteps{{
     {Fix::reduce_batch, propose_reduce_batch},
     {Fix::mixed_precision, propose_mixed_precision},
     {Fix::gradient_checkpointing, propose_checkpointing},
@@ -285,6 +394,11 @@ constexpr std::array<Step, 7> kSteps{{
     {Fix::quantize_4bit, propose_quantize_4bit},
     {Fix::inference_mode, propose_inference_mode},
     {Fix::expandable_segments, propose_expandable_segments},
+    {Fix::chunked_logits, propose_fused_loss},
+    {Fix::selective_checkpointing, propose_selective_checkpointing},
+    {Fix::activation_offload, propose_activation_offload},
+    {Fix::optimizer_in_backward, propose_optimizer_in_backward},
+    {Fix::shorter_sequence, propose_shorter_sequence},
 }};
 
 constexpr bool steps_match_table() {

@@ -105,12 +105,15 @@ struct ModeFlag {
 bool trains(spec::Mode m) { return m == spec::Mode::train || spec::uses_lora(m); }
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 10> kModeFlags{{
+constexpr std::array<ModeFlag, 13> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", trains, "--mode train, lora and qlora"},
     {"--grad-accum", trains, "--mode train, lora and qlora"},
     {"--checkpointing", trains, "--mode train, lora and qlora"},
     {"--loss", trains, "--mode train, lora and qlora"},
+    {"--activation-offload", trains, "--mode train, lora and qlora"},
+    {"--recipe", trains, "--mode train, lora and qlora"},
+    {"--optimizer-in-backward", trains, "--mode train, lora and qlora"},
     {"--fsdp-mixed-precision", trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
@@ -201,7 +204,26 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   if (f.has("--sharding"))
     if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, spec::sharding_names(), diags))
       w.sharding = *s;
-  w.checkpointing = f.checkpointing;
+  if (f.has("--checkpointing")) {
+    w.checkpointing = true;
+    const std::string& k = f.checkpointing_kind;
+    const std::string fix = "give full, selective or every-N (N a whole number >= 1), e.g. --checkpointing every-2";
+    if (k == "selective") {
+      w.checkpoint_selective = true;
+    } else if (k.rfind("every-", 0) == 0) {
+      const std::string n = k.substr(6);
+      std::uint64_t v = 0;
+      const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+      if (n.empty() || ec != std::errc() || ptr != n.data() + n.size() || v == 0)
+        diags.add("--checkpointing", fmt::format("'{}' is not every-N with N a positive whole number", k), fix);
+      else
+        w.checkpoint_every = v;
+    } else if (!k.empty() && k != "full") {
+      diags.add("--checkpointing", fmt::format("unknown checkpointing '{}'", k), fix);
+    }
+  }
+  w.activation_offload = f.activation_offload;
+  w.optimizer_in_backward = f.optimizer_in_backward;
   w.master_weights = f.master_weights;
   if (f.has("--offload"))
     if (auto o = parse_choice(f.offload, "--offload", "offload", spec::parse_offload, spec::offload_names(), diags)) w.offload = *o;
@@ -293,6 +315,13 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     else
       w.lora.dropout = p == 0 ? 0.0 : p;  // `-0` would be reported as "dropout -0"
   }
+
+  // --- a stack's default levers, under the flags typed ---
+  if (f.has("--recipe"))
+    if (auto r = parse_choice(f.recipe, "--recipe", "recipe", spec::parse_recipe, spec::recipe_names(), diags))
+      spec::apply_recipe(
+          w, *r, [](const void* ctx, std::string_view flag) { return static_cast<const EstimateFlags*>(ctx)->has(std::string(flag)); },
+          &f);
 
   // --- flags the mode does not use ---
   for (const auto& mf : kModeFlags)

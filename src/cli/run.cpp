@@ -163,9 +163,11 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--new-tokens", f.new_tokens, "N", "tokens generated (generate; default 256)", work);
   add(e, o, "--optimizer", f.optimizer, "NAME", optimizer_help(), work);
   add(e, o, "--autocast", f.autocast, "DTYPE", "bf16 or fp16: mixed precision over the stored weights", work);
-  CLI::Option* ckpt =
-      e->add_flag("--checkpointing", f.checkpointing, "gradient (activation) checkpointing")->group(work);
-  o.flag_options[e->get_name()].emplace_back("--checkpointing", ckpt);
+  add(e, o, "--checkpointing", f.checkpointing_kind, "[KIND]",
+      "gradient (activation) checkpointing: full (the default when no KIND is given), selective "
+      "(torchtitan's op policy) or every-N (every N-th layer)",
+      work)
+      ->expected(0, 1);
   add(e, o, "--attention", f.attention, "IMPL", "sdpa or eager (default sdpa)", work);
   add(e, o, "--lora-rank", f.lora_rank, "R", "LoRA rank (lora, qlora; default 16)", work);
   add(e, o, "--lora-targets", f.lora_targets, "LIST",
@@ -189,6 +191,18 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--fsdp-mixed-precision", f.fsdp_mixed_precision, "DTYPE",
       "bf16 or fp16: FSDP MixedPrecisionPolicy param_dtype over fp32 sharded weights (--dtype fp32 --sharding fsdp)",
       levers);
+  add(e, o, "--recipe", f.recipe, "STACK",
+      "hf-trainer, trl-sft, torchtune, axolotl-liger or unsloth: the levers that stack turns on by default "
+      "(explicit flags win; see the README)",
+      levers);
+  CLI::Option* off = e->add_flag("--activation-offload", f.activation_offload,
+                                 "saved activations go to host memory (torch.autograd.graph.save_on_cpu)")
+                          ->group(levers);
+  o.flag_options[e->get_name()].emplace_back("--activation-offload", off);
+  CLI::Option* oib = e->add_flag("--optimizer-in-backward", f.optimizer_in_backward,
+                                 "step each parameter as its gradient is ready and free the gradient (torchtune)")
+                          ->group(levers);
+  o.flag_options[e->get_name()].emplace_back("--optimizer-in-backward", oib);
   if (!budget) return;
   const std::string group = e->get_name() == "estimate" ? "Budget (at most one)" : "Budget (exactly one)";
   add(e, o, "--gpu", f.gpu, "ID", "a GPU of the catalog (list them with 'vramfit gpus')", group);
@@ -226,6 +240,9 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--kv-cache-dtype", s.kv_cache_dtype, "D", "vLLM: auto or fp8 (fp8_e4m3, fp8_e5m2)", g);
   CLI::Option* ee = e->add_flag("--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs")->group(g);
   o.flag_options[e->get_name()].emplace_back("--enforce-eager", ee);
+  CLI::Option* hk = e->add_flag("--disable-hybrid-kv-cache-manager", s.disable_hybrid_kv_cache_manager,
+                                "vLLM: sliding-window layers keep a full-length KV cache")->group(g);
+  o.flag_options[e->get_name()].emplace_back("--disable-hybrid-kv-cache-manager", hk);
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);

@@ -61,14 +61,15 @@ constexpr FlagRow kFlags[] = {
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
     {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
-    {"--block-size", false, true},
+    {"--block-size", false, true},     {"--disable-hybrid-kv-cache-manager", false, true},
 };
 
 /// The transformers workload flags that mean nothing to a serving engine.
 constexpr std::string_view kTransformersOnly[] = {
     "--mode", "--batch", "--seq", "--new-tokens", "--optimizer", "--autocast", "--checkpointing", "--attention",
     "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
-    "--master-weights", "--kv-cache", "--gpus", "--loss", "--fsdp-mixed-precision"};
+    "--master-weights", "--kv-cache", "--gpus", "--loss", "--fsdp-mixed-precision",
+    "--activation-offload", "--optimizer-in-backward", "--recipe"};
 
 std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
                        std::string_view example = "4096") {
@@ -308,6 +309,7 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
       d.add("--kv-cache-dtype", fmt::format("unknown KV cache dtype '{}'", s.kv_cache_dtype), "one of auto, fp8, fp8_e4m3, fp8_e5m2");
   }
   st.enforce_eager = s.enforce_eager;
+  st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
   d.throw_if_any();
   j.model = load_model(f, catalog);
   // The weights' packing: --quant, else the checkpoint's quantization_config, else --dtype.
@@ -592,8 +594,11 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     vl::Settings st = j.settings;
     std::uint64_t value = 0;
     if (what == "max-model-len") {
-      st.max_model_len = std::max<std::uint64_t>(1, r.kv_cache_tokens);
-      value = r.kv_cache_tokens;
+      // vLLM refuses a max_model_len past the model's max_position_embeddings (ModelConfig's
+      // derived max model length) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
+      value = r.largest_model_len;
+      if (j.model.spec.max_positions > 0) value = std::min<std::uint64_t>(value, j.model.spec.max_positions);
+      st.max_model_len = std::max<std::uint64_t>(1, value);
     } else {
       value = static_cast<std::uint64_t>(std::floor(r.max_concurrency));
     }
@@ -617,8 +622,8 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     };
     if (r.num_gpu_blocks > 0 && !r.max_model_len_fits) {
       vl::Settings st = j.settings;
-      st.max_model_len = r.kv_cache_tokens;
-      try_fix("lower-max-model-len", fmt::format("--max-model-len {}", r.kv_cache_tokens), st);
+      st.max_model_len = r.largest_model_len;
+      try_fix("lower-max-model-len", fmt::format("--max-model-len {}", r.largest_model_len), st);
     }
     if (!j.settings.kv_fp8) {
       vl::Settings st = j.settings;

@@ -182,9 +182,9 @@ std::string reason_for(std::string_view id, const Facts& f) {
     std::string r;
     if (f.covers) {
       r = fmt::format(
-          "{} is reserved by PyTorch but unallocated, more than the {} request (with {} free): "
-          "expandable segments let the allocator reuse it instead of needing a new block",
-          S(f.U), S(f.R), S(f.F));
+          "{} is reserved by PyTorch but unallocated and {} is free: together {}, at least the {} "
+          "request; expandable segments let the allocator reuse the cache instead of needing a new block",
+          S(f.U), S(f.F.value_or(Bytes{})), S(sat_add(f.F.value_or(Bytes{}), *f.U)), S(f.R));
     } else if (f.free_unusable) {
       r = fmt::format(
           "the driver reported {} free yet no {} piece could be had; expandable segments map "
@@ -635,6 +635,11 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
       out.push_back(
           "Only a memory summary reports the OOM: it shows what PyTorch held, not what failed "
           "or how large the card is.");
+    } else if (m.format == "unreadable") {
+      out.push_back(fmt::format(
+          "The message's figures cannot be trusted: {}. No real device reports that, so no figure of it "
+          "is used: check that the log is not corrupted or edited.",
+          m.unreadable));
     } else {
       out.push_back(
           "The message is cut before its figures: look for the full text (it may be higher in "

@@ -114,7 +114,13 @@ struct Cursor {
     return v;
   }
   std::optional<Bytes> eat_size() noexcept;
+  // Why the figure at pos, if there is one, cannot be read as a size: negative, not a number,
+  // or past 2^64 - 1 bytes. Empty when no figure starts here (the message is cut, or its text
+  // differs). Looks at most kFigureLook bytes ahead.
+  [[nodiscard]] std::string why_not_size() const;
 };
+
+constexpr std::size_t kFigureLook = 40;
 
 // Units as PyTorch's formatters print them, longest spelling first. "KB"/"MB"/"GB" are the
 // older spellings of the same binary units (torch.cuda.memory_summary before 1.13, MPS).
@@ -179,6 +185,35 @@ std::optional<Bytes> Cursor::eat_size() noexcept {
   if (value > std::numeric_limits<std::uint64_t>::max()) return std::nullopt;
   pos = p;
   return Bytes{static_cast<std::uint64_t>(value)};
+}
+
+std::string Cursor::why_not_size() const {
+  const std::string_view ahead = f.substr(pos, kFigureLook);
+  // The figure as printed (flattened: lower case, no spaces), up to its unit.
+  std::size_t n = 0;
+  while (n < ahead.size() && (is_digit(ahead[n]) || ahead[n] == '-' || ahead[n] == '+' || ahead[n] == '.' ||
+                              ahead[n] == 'e' || ahead[n] == 'n' || ahead[n] == 'a' || ahead[n] == 'i' ||
+                              ahead[n] == 'f'))
+    ++n;
+  const std::string_view number = ahead.substr(0, n);
+  std::size_t unit_len = 0;
+  for (const Unit& u : kUnits)
+    if (ahead.substr(n).starts_with(u.name)) {
+      unit_len = u.name.size();
+      break;
+    }
+  if (number.empty() || unit_len == 0) return {};
+  const std::string shown(ahead.substr(0, n + unit_len));
+  if (number.starts_with("-") && number.size() > 1 && is_digit(number[1]))
+    return fmt::format("'{}' is negative", shown);
+  if (number.starts_with("nan") || number.starts_with("inf") || number.starts_with("-nan") ||
+      number.starts_with("-inf") || number.starts_with("+"))
+    return fmt::format("'{}' is not a number of bytes", shown);
+  if (is_digit(number[0])) {
+    Cursor probe{f, pos};
+    if (!probe.eat_size()) return fmt::format("'{}' is past 2^64 - 1 bytes (16 EiB)", shown);
+  }
+  return {};
 }
 
 // Backends that prefix PyTorch's allocator messages, as they appear (lower case) and as shown.
@@ -518,15 +553,63 @@ MemorySummary read_summary(Cursor c) {
   return s;
 }
 
-// The original-text line around `offset`, for messages without figures.
+// The original-text line around `offset`, for messages without figures, looked for in a
+// window: the line's start when it is at most kLineBack bytes before `offset` (else kLineLead
+// bytes before it, so the excerpt still shows the message), its end at most kLineAhead bytes
+// after. Searching the whole line for every anchor on it was quadratic: a 1.3 MB line of
+// repeated OOM text took 18 s (issue #14).
+constexpr std::size_t kLineBack = 300, kLineLead = 100, kLineAhead = 4096;
 std::string_view line_around(std::string_view text, std::size_t offset) {
   if (offset > text.size()) offset = text.size();
-  std::size_t b = text.rfind('\n', offset == 0 ? 0 : offset - 1);
-  b = (b == std::string_view::npos || offset == 0) ? 0 : b + 1;
-  if (offset > 0 && text[offset - 1] == '\n') b = offset;
-  std::size_t e = text.find('\n', offset);
-  if (e == std::string_view::npos) e = text.size();
+  const std::size_t from = offset > kLineBack ? offset - kLineBack : 0;
+  std::size_t b = offset;
+  while (b > from && text[b - 1] != '\n') --b;
+  if (b == from && from > 0 && text[b - 1] != '\n') {
+    b = offset - kLineLead;
+    while (b < offset && text[b] != ' ') ++b;  // start at a word
+    if (b < offset) ++b;
+  }
+  const std::size_t limit = std::min(text.size(), offset + kLineAhead);
+  std::size_t e = offset;
+  while (e < limit && text[e] != '\n') ++e;
   return text.substr(b, e - b);
+}
+
+// A message whose figures cannot be trusted: all of them are dropped (no diagnosis is built on
+// a figure vramfit had to guess), and `why` says what was wrong.
+void make_unreadable(OomMessage& m, std::string why) {
+  m.requested.reset();
+  m.total.reset();
+  m.free.reset();
+  m.process_in_use.reset();
+  m.allocated_by_pytorch.reset();
+  m.private_pools.reset();
+  m.reserved_unallocated.reset();
+  m.reserved_total.reset();
+  m.allowed.reset();
+  m.other_allocations.reset();
+  m.others.clear();
+  m.complete = false;
+  m.format = "unreadable";
+  m.unreadable = std::move(why);
+}
+
+// Checks the figures read: a card of 0 bytes, or figures adding up past 2^64 bytes, are no real
+// device's. The sums the diagnosis makes are sums of these figures, so they cannot overflow.
+void check_figures(OomMessage& m) {
+  if (m.total && m.total->value() == 0) {
+    make_unreadable(m, "the card's total capacity reads 0 bytes");
+    return;
+  }
+  __extension__ typedef unsigned __int128 u128;
+  u128 sum = 0;
+  for (const auto* b : {&m.requested, &m.total, &m.free, &m.process_in_use, &m.allocated_by_pytorch,
+                        &m.private_pools, &m.reserved_unallocated, &m.reserved_total, &m.allowed,
+                        &m.other_allocations})
+    if (*b) sum += (*b)->value();
+  for (const OtherProcess& o : m.others) sum += o.in_use.value();
+  if (sum > std::numeric_limits<std::uint64_t>::max())
+    make_unreadable(m, "its figures add up to more than 2^64 bytes (16 EiB)");
 }
 
 constexpr std::size_t kMaxKeptMessages = 10000;
@@ -614,6 +697,13 @@ OomScan scan(std::string_view text) noexcept {
         case AnchorKind::summary: break;
       }
 
+      if (a.kind == AnchorKind::numbers || a.kind == AnchorKind::mps) {
+        // Reading stopped at a figure it could not take (negative, NaN, past 16 EiB): say so,
+        // rather than report the message as cut short.
+        if (!m.complete)
+          if (std::string why = c.why_not_size(); !why.empty()) make_unreadable(m, std::move(why));
+        if (m.format != "unreadable") check_figures(m);
+      }
       if (m.format == "runtime_error") {
         m.excerpt = clean_text(line_around(text, original_start), 300);
       } else {
@@ -626,6 +716,7 @@ OomScan scan(std::string_view text) noexcept {
         m.excerpt = clean_text(text.substr(original_start, original_end - original_start), kExcerptCap);
       }
       out.messages.push_back(std::move(m));
+      ++out.messages_found;
       if (out.messages.size() > kMaxKeptMessages) {
         // Keep the most recent ones: the message to explain is near the end.
         out.messages.erase(out.messages.begin(),
@@ -645,6 +736,7 @@ OomScan scan(std::string_view text) noexcept {
       m.line = s.line;
       m.excerpt = fmt::format("torch.cuda.memory_summary(): CUDA OOMs: {}", *s.ooms);
       out.messages.push_back(std::move(m));
+      out.messages_found = 1;
     }
   } catch (...) {
     // Only allocation failure can get here (the text is larger than memory allows): report

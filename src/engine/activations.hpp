@@ -17,6 +17,8 @@ struct Precision {
   std::uint64_t residual = 2;  ///< the residual stream (4 when the weights are fp32)
   bool autocast = false;       ///< fp32 weights cast to 16 bits op by op
   bool quantized = false;      ///< weights stored in 8 or 4 bits (dequantized per matmul)
+  std::uint64_t adapter = 4;   ///< LoRA adapters' compute dtype (peft keeps them fp32; FSDP
+                               ///< mixed precision gathers them in its 16-bit param_dtype)
 };
 
 /// The precision of a workload.

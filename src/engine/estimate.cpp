@@ -141,6 +141,8 @@ std::uint64_t lora_adafactor_elems(const ModelSpec& m, const Workload& w) {
 // --- what is trained, and the optimizer ------------------------------------------------------
 
 struct Training {
+  Bytes one_grad;       // the largest trained parameter's gradient (optimizer in backward)
+  Bytes one_step_temp;  // the step's temporaries for that parameter alone
   Bytes grads;
   Bytes state;
   Bytes step_temp;
@@ -175,6 +177,14 @@ Training training_terms(const ModelSpec& m, const Workload& w, const Precision& 
   // ...and its gradients are upcast to an fp32 copy for the step (DeepSpeed's fp32 gradient
   // partition, Apex's master gradients).
   if (w.master_weights) t.step_temp += Bytes{mul(trainable, 4)};
+  // One parameter at a time (optimizer in backward): its gradient and its own step.
+  t.one_grad = Bytes{mul(largest, bytes)};
+  switch (opt.temp) {
+    case StepTemp::none: break;
+    case StepTemp::all_params: t.one_step_temp = Bytes{mul(largest, state_bytes)}; break;
+    case StepTemp::largest_param_x2: t.one_step_temp = Bytes{mul(largest, 2, state_bytes)}; break;
+  }
+  if (w.master_weights) t.one_step_temp += Bytes{mul(largest, 4)};
   if (opt.paged)
     t.paged_state = Bytes{state};
   else
@@ -191,11 +201,15 @@ struct Saved {
   Bytes one_layer;   // the largest layer's saved tensors (recompute / last layer)
   Bytes one_layer_fixed;
   Bytes ckpt_inputs;  // checkpointing: the saved layer inputs
+  Bytes ckpt_acts;    // what checkpointing keeps: checkpointed layers' inputs (or their
+                      // selective saves), the other layers' whole saved tensors
+  Bytes ckpt_fixed;   // autocast copies saved by the layers checkpointing leaves alone
   Bytes bwd_transient;
 };
 
 Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std::uint64_t tokens) {
   Saved s;
+  std::uint64_t first = 0;  // index of the group's first layer
   for (const auto& g : m.layers) {
     const auto ls = detail::layer_saved(m, g, w, p);
     const Bytes layer = Bytes{mul(ls.per_token, tokens)} + Bytes{mul(ls.per_token_position, tokens, w.seq)};
@@ -206,6 +220,13 @@ Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std
     s.bwd_transient = std::max(s.bwd_transient, Bytes{mul(detail::backward_layer_transient(m, g, p), tokens)});
     // Checkpointing keeps each layer's input (the residual stream).
     s.ckpt_inputs += Bytes{mul(m.hidden_size, p.residual, tokens)} * g.count;
+    // Selective checkpointing (engine/levers): every N-th layer, or an op-level policy.
+    const std::uint64_t wrapped = detail::checkpointed_layers(first, g.count, w.checkpoint_every);
+    const Bytes kept = w.checkpoint_selective ? Bytes{mul(detail::selective_layer_saved(m, g, p), tokens)}
+                                              : Bytes{mul(m.hidden_size, p.residual, tokens)};
+    s.ckpt_acts += kept * wrapped + layer * (g.count - wrapped);
+    s.ckpt_fixed += Bytes{ls.fixed} * (g.count - wrapped);
+    first = checked_add(first, g.count);
   }
   return s;
 }
@@ -270,6 +291,7 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
 Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
                  Bytes paged = {});
 void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, const Precision& p);
+Bytes paged_share(Bytes paged, const Workload& w);
 
 Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
                              std::vector<std::string> notes) {
@@ -354,16 +376,26 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   // With gradient accumulation the gradients of earlier micro-batches stay during forward.
   const Bytes held_grads = w.grad_accum > 1 ? t.grads : Bytes{};
 
-  const Bytes acts = w.checkpointing ? s.ckpt_inputs + head_saved : s.per_tokens + head_saved;
-  const Bytes kept_copies = (w.checkpointing ? Bytes{} : s.fixed) + head_fixed;
+  Bytes acts = w.checkpointing ? s.ckpt_acts + head_saved : s.per_tokens + head_saved;
+  Bytes kept_copies = (w.checkpointing ? s.ckpt_fixed : s.fixed) + head_fixed;
+  // Under checkpointing autocast's cache still holds every cast until the forward ends; casts
+  // it does not cache (frozen or FSDP weights) are dropped with the checkpointed layer.
+  Bytes fwd_copies = w.checkpointing && detail::autocast_caches_weights(w) ? s.fixed + head_fixed : kept_copies;
+  Bytes fwd_acts = acts;
+  if (w.activation_offload) {
+    // save_on_cpu packs every saved tensor to host memory as it is saved: one layer's tensors
+    // are on the GPU while it runs (forward) or is unpacked (backward); autocast's cache still
+    // holds its casts until forward ends.
+    fwd_acts = s.one_layer;
+    acts = Bytes{};
+    fwd_copies = detail::autocast_caches_weights(w) ? s.fixed + head_fixed : Bytes{s.one_layer_fixed};
+    kept_copies = Bytes{};
+  }
 
   Acc fwd = base;
   fwd.id = "forward_end";
-  fwd.add("activations", acts);
-  // Under checkpointing autocast's cache still holds every cast until the forward ends; casts
-  // it does not cache (frozen or FSDP weights) are dropped with the checkpointed layer.
-  fwd.add("autocast_cache",
-          w.checkpointing && detail::autocast_caches_weights(w) ? s.fixed + head_fixed : kept_copies);
+  fwd.add("activations", fwd_acts);
+  fwd.add("autocast_cache", fwd_copies);
   fwd.add("logits", loss.forward_end);
   fwd.add("gradients", held_grads);
   phases.push_back(fwd);
@@ -380,7 +412,7 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
     // The last layer is recomputed first: its saved tensors exist with every layer input.
     Acc rec = base;
     rec.id = "backward_recompute";
-    rec.add("activations", s.ckpt_inputs + s.one_layer);
+    rec.add("activations", (w.activation_offload ? Bytes{} : s.ckpt_acts) + s.one_layer);
     rec.add("autocast_cache", head_fixed + Bytes{s.one_layer_fixed});
     rec.add("temporaries", s.bwd_transient);
     rec.add("gradients", w.grad_accum > 1 ? t.grads
@@ -391,9 +423,15 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   // The end of backward: the first layer's saved tensors (or recompute) with nearly every
   // gradient, then the embedding's gradient (for tied weights a dense copy added into the
   // lm_head's .grad).
+  // Optimizer in backward: each parameter is stepped and its gradient freed as soon as it is
+  // accumulated, so backward holds one parameter's gradient and step temporaries (a tied
+  // lm_head's gradient waits in autograd's InputBuffer for the embedding's until the end).
+  const bool in_bwd = w.optimizer_in_backward;
   Acc last = base;
   last.id = "backward_last_layer";
-  last.add("gradients", Bytes::saturating_sub(t.grads, t.embedding_grad));
+  last.add("gradients", in_bwd ? t.one_grad + (m.tied_embeddings ? t.embedding_grad : Bytes{})
+                               : Bytes::saturating_sub(t.grads, t.embedding_grad));
+  if (in_bwd) last.add("optimizer_step", t.one_step_temp);
   last.add("activations", s.one_layer);
   last.add("autocast_cache", Bytes{s.one_layer_fixed});
   last.add("temporaries", s.bwd_transient);
@@ -401,7 +439,8 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
 
   Acc end = base;
   end.id = "backward_end";
-  end.add("gradients", t.grads);
+  end.add("gradients", in_bwd ? t.one_grad : t.grads);
+  if (in_bwd) end.add("optimizer_step", t.one_step_temp);
   Bytes emb_tmp{mul(tokens, m.hidden_size, p.compute)};
   // Tied weights: autograd's InputBuffer sums the lm_head's and the embedding's gradients
   // out of place before AccumulateGrad, so both inputs and the sum coexist (measured:
@@ -410,13 +449,15 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   end.add("temporaries", emb_tmp);
   phases.push_back(end);
 
-  Acc step = base;
-  step.id = "optimizer_step";
-  step.add("gradients", t.grads);
-  step.add("optimizer_step", t.step_temp);
-  phases.push_back(step);
+  if (!in_bwd) {
+    Acc step = base;
+    step.id = "optimizer_step";
+    step.add("gradients", t.grads);
+    step.add("optimizer_step", t.step_temp);
+    phases.push_back(step);
+  }
   shard(phases, m, w, p);
-  return finish(std::move(phases), base.total(), w, std::move(notes), t.paged_state);
+  return finish(std::move(phases), base.total(), w, std::move(notes), paged_share(t.paged_state, w));
 }
 
 // --- many GPUs ---------------------------------------------------------------------------------
@@ -510,6 +551,17 @@ void pipeline(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w) {
   }
 }
 
+// A paged optimizer's state is optimizer state like any other: ZeRO and FSDP shard it (each
+// rank's optimizer holds its shard's state; bitsandbytes pages what the rank owns), and
+// ZeRO-Offload keeps it on the host.
+Bytes paged_share(Bytes paged, const Workload& w) {
+  if (w.sharding == spec::Sharding::none || w.sharding == spec::Sharding::pp) return paged;
+  if (w.offload != spec::Offload::none) return Bytes{};
+  if (!shard_rule(w.sharding).state) return paged;
+  const bool data_parallel = w.sharding != spec::Sharding::tp && w.sharding != spec::Sharding::device_map;
+  return ceil_div(paged, data_parallel ? w.world() : w.gpus);
+}
+
 // Rewrites every phase into the figure of the busiest GPU.
 void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, const Precision& p) {
   if (w.sharding == spec::Sharding::none) return;
@@ -525,7 +577,9 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
   // stored dtype).
   const std::uint64_t gathered = detail::gathered_param_bytes(w, p);
   const Bytes layer_bytes{mul(layer_params, gathered)};
-  const Bytes reduce_bytes{mul(layer_params, p.param)};
+  // Only trained parameters have gradients to reduce: LoRA's frozen base has none (its
+  // adapters' are negligible).
+  const Bytes reduce_bytes{w.mode == Mode::train ? mul(layer_params, p.param) : 0};
   // The busiest GPU of a layer split also holds the larger of the embedding and lm_head.
   const Bytes edge{mul(std::max(m.embedding_params, m.lm_head_params), p.param)};
   const Bytes root_bytes{mul(checked_add(checked_add(m.embedding_params, m.lm_head_params), m.final_norm_params), gathered)};

@@ -97,6 +97,26 @@ std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Work
   return mul(m.hidden_size, p.autocast ? p.compute : p.residual);
 }
 
+std::uint64_t selective_layer_saved(const spec::ModelSpec& m, const spec::LayerGroup& g, const Precision& p) {
+  // torchtitan (models/llama3/infra/parallelize.py, _apply_ac_to_transformer_block): the
+  // policy saves aten.mm outputs except every second one (a per-layer count), the SDPA
+  // kernels' outputs and aten.max; everything else is recomputed in backward.
+  std::uint64_t bytes = mul(m.hidden_size, p.residual);
+  std::uint64_t mm = 0;
+  for (const auto& l : g.linears) {
+    if (l.bias || l.expert) continue;
+    if (++mm % 2 == 1) bytes = checked_add(bytes, mul(l.out_features, l.copies, p.compute));
+  }
+  bytes = checked_add(bytes, checked_add(mul(m.num_heads, m.head_dim, p.compute), mul(m.num_heads, kFp32)));
+  return bytes;
+}
+
+std::uint64_t checkpointed_layers(std::uint64_t first, std::uint64_t count, std::uint64_t every) {
+  if (every <= 1) return count;
+  const auto upto = [every](std::uint64_t n) { return (n + every - 1) / every; };  // multiples of every below n
+  return upto(first + count) - upto(first);
+}
+
 std::uint64_t gathered_param_bytes(const spec::Workload& w, const Precision& p) {
   if (w.fsdp_param_dtype) return 2;  // bf16 / fp16 (spec::validate allows no other)
   return p.param;

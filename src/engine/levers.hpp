@@ -37,6 +37,16 @@ std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Work
 /// (`--fsdp-mixed-precision`), else the stored dtype.
 std::uint64_t gathered_param_bytes(const spec::Workload& w, const Precision& p);
 
+/// Bytes per token one decoder layer of `g` keeps under torchtitan's op-level selective
+/// activation checkpointing: its input (the checkpoint's argument), the outputs of every other
+/// bias-free linear (aten.mm; a linear with a bias runs addmm, which is recomputed) counted
+/// from the first, and attention's output and fp32 logsumexp.
+std::uint64_t selective_layer_saved(const spec::ModelSpec& m, const spec::LayerGroup& g, const Precision& p);
+
+/// Decoder layers of a group of `count` layers starting at layer `first` that checkpointing
+/// wraps, when every `every`-th layer is (layers i with i % every == 0).
+std::uint64_t checkpointed_layers(std::uint64_t first, std::uint64_t count, std::uint64_t every);
+
 /// torchtune's CEWithChunkedOutputLoss default (num_output_chunks = 8).
 inline constexpr std::uint64_t kLossChunks = 8;
 

@@ -37,12 +37,29 @@ std::uint64_t cdiv(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 
 /// (engine/constants.hpp, kCudaContext's note).
 constexpr Bytes kContext = Bytes{718077952};
 
-/// Memory outside PyTorch's allocator that the profile run adds (cuBLAS/cuBLASLt workspaces,
-/// kernel modules loaded on the first forward, NCCL with tensor parallel): vLLM logs it as
-/// "non_torch_memory" / "non-torch forward increase memory". The logged values in
-/// tests/accuracy/serving/vllm_logs.jsonl and vllm issue #13882 are 0.35, 0.25 and 0.03 GiB;
-/// their median is used.
-Bytes non_torch(const Settings&) { return MiB(256); }
+/// Memory outside PyTorch's allocator that vLLM charges to the budget ("non_torch_memory",
+/// "non-torch forward increase memory"). What it counts depends on the release:
+/// - vLLM <= 0.6.4 (worker.py determine_num_available_blocks): after the profile run and
+///   empty_cache, mem_get_info's used bytes minus torch's allocated bytes: the whole CUDA
+///   context is in it (Profiler::device_wide);
+/// - vLLM >= 0.6.5 (utils.memory_profiling, V0 and V1): the increase of that figure since the
+///   snapshot taken in init_device, after the context exists (Profiler::since_snapshot).
+/// The increase is what the first forward loads outside PyTorch (kernel modules, library
+/// workspaces) and, with tensor parallel, the NCCL communicators and the custom all-reduce
+/// buffers set up after the snapshot. Neither has a closed form (the modules depend on the
+/// kernels a model runs, NCCL's buffers on the interconnect), so both are the medians of the
+/// logs in tests/accuracy/serving/vllm_logs.jsonl that isolate them: one GPU 0.02, 0.05,
+/// 0.13 x 5, 0.14 x 2 GiB (median 0.13); what tensor parallel adds 0.12 (PCIe), 0.41, 0.42
+/// (NVLink) GiB (median 0.41).
+constexpr Bytes kFirstForwardNonTorch = Bytes{139586437};  // 0.13 GiB
+constexpr Bytes kTensorParallelNonTorch = Bytes{440234148};  // 0.41 GiB
+
+Bytes non_torch(const Settings& s) {
+  Bytes b = kFirstForwardNonTorch;
+  if (s.tensor_parallel > 1) b += kTensorParallelNonTorch;
+  if (s.profiler == Profiler::device_wide) b += kContext;
+  return b;
+}
 
 std::uint64_t dtype_bytes(DType d) {
   switch (d) {
@@ -69,6 +86,91 @@ std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s) {
     per_layer = checked_mul(checked_mul(checked_mul(2, per_gpu), head), elem);
   }
   return checked_mul(per_layer, layers);
+}
+
+namespace {
+
+/// How vLLM V1 lays out the KV cache (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups,
+/// _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups; kv_cache_interface.py
+/// FullAttentionSpec / SlidingWindowSpec.max_memory_usage_bytes):
+/// - every layer has the same page (block_size tokens of its K and V), so a model with full and
+///   sliding-window layers is cut into groups of group_size layers of one kind: group_size is the
+///   smaller count (the larger one when it is under 1.5x the smaller), the last group of a kind
+///   padded; group_size pools are allocated, each shared by one layer of every group, and
+///   num_blocks = available // layer_page // group_size;
+/// - one request needs cdiv(max_model_len, block_size) blocks in a full-attention group and
+///   cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1 in a
+///   sliding-window group;
+/// - without sliding-window layers this is one group of every layer, the uniform cache.
+struct KvLayout {
+  std::uint64_t layer_page = 0;   // bytes of one block of one layer
+  std::uint64_t group_size = 0;   // layers per group
+  std::uint64_t full_groups = 1;
+  std::uint64_t sliding_groups = 0;
+  std::uint64_t window = 0;
+  std::uint64_t block_size = 16;
+  std::uint64_t batched_tokens = 0;
+  [[nodiscard]] std::uint64_t blocks(std::uint64_t len) const {
+    std::uint64_t b = checked_mul(full_groups, cdiv(len, block_size));
+    if (sliding_groups > 0) {
+      const std::uint64_t tokens = std::min(checked_add(window - 1, batched_tokens), len);
+      b = checked_add(b, checked_mul(sliding_groups, cdiv(tokens, block_size) + 1));
+    }
+    return b;
+  }
+};
+
+KvLayout kv_layout(const spec::ModelSpec& m, const Settings& s) {
+  KvLayout k;
+  k.block_size = s.block_size;
+  k.batched_tokens = s.max_num_batched_tokens;
+  const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
+  k.layer_page = checked_mul(kv_bytes_per_token(m, s) / layers, s.block_size);
+  k.group_size = layers;
+  const bool hybrid = s.hybrid_kv && !s.v0_engine && s.pipeline_parallel == 1 && m.kv_lora_rank == 0 &&
+                      m.sliding_window > 0 && m.sliding_layers > 0;
+  if (!hybrid) return k;
+  const std::uint64_t sliding = std::min(m.sliding_layers, m.num_layers);
+  const std::uint64_t full = m.num_layers - sliding;
+  k.window = m.sliding_window;
+  if (full == 0) {  // every layer slides: one group of them all
+    k.full_groups = 0;
+    k.sliding_groups = 1;
+    return k;
+  }
+  const std::uint64_t lo = std::min(full, sliding), hi = std::max(full, sliding);
+  k.group_size = 2 * hi < 3 * lo ? hi : lo;
+  k.full_groups = cdiv(full, k.group_size);
+  k.sliding_groups = cdiv(sliding, k.group_size);
+  return k;
+}
+
+/// The longest request whose blocks fit in `available` bytes (vLLM's binary search in
+/// _estimate_max_model_len_from_groups). With a full-attention group a request of n tokens
+/// takes at least cdiv(n, block_size) blocks; with sliding-window groups alone the need stops
+/// growing past the window, and `cap` (the model's limit) bounds the answer.
+std::uint64_t largest_len(const KvLayout& kv, std::uint64_t page_bytes, std::uint64_t available, std::uint64_t cap) {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = kv.full_groups > 0 ? checked_mul(available / page_bytes, kv.block_size) : cap;
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (checked_mul(kv.blocks(mid), page_bytes) <= available) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+}  // namespace
+
+std::uint64_t kv_bytes_for_request(const spec::ModelSpec& m, const Settings& s, std::uint64_t tokens) {
+  const KvLayout kv = kv_layout(m, s);
+  return checked_mul(kv.blocks(tokens), checked_mul(kv.layer_page, kv.group_size));
+}
+
+std::uint64_t largest_model_len(const spec::ModelSpec& m, const Settings& s, std::uint64_t available) {
+  const KvLayout kv = kv_layout(m, s);
+  return largest_len(kv, checked_mul(kv.layer_page, kv.group_size), available,
+                     std::max<std::uint64_t>(s.max_model_len.value_or(0), m.max_positions));
 }
 
 Result estimate(const spec::ModelSpec& m, const Settings& s) {
@@ -156,39 +258,56 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
 
   const auto used = static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch).value());
   r.available_kv = static_cast<std::int64_t>(r.budget.value()) - used;
-  r.page_bytes = checked_mul(kv_bytes_per_token(m, s), s.block_size);
-  if (r.available_kv > 0) {
-    r.num_gpu_blocks = static_cast<std::uint64_t>(r.available_kv) / r.page_bytes;
-    r.kv_cache_tokens = checked_mul(r.num_gpu_blocks, s.block_size);
-    r.kv_cache = Bytes{checked_mul(r.num_gpu_blocks, r.page_bytes)};
-  }
-  const std::uint64_t per_request = cdiv(r.max_model_len, s.block_size);
-  r.max_concurrency = static_cast<double>(r.num_gpu_blocks) / static_cast<double>(per_request);
-  r.max_model_len_fits = r.num_gpu_blocks >= per_request;
-  r.kv_for_max_model_len = Bytes{checked_mul(per_request, r.page_bytes)};
-  r.largest_model_len = r.kv_cache_tokens;
-
   const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
+  const KvLayout kv = kv_layout(m, s);
+  r.kv_groups = kv.full_groups + kv.sliding_groups;
+  r.kv_group_size = kv.group_size;
+  r.page_bytes = checked_mul(kv.layer_page, kv.group_size);
+  const std::uint64_t available = r.available_kv > 0 ? static_cast<std::uint64_t>(r.available_kv) : 0;
+  r.num_gpu_blocks = available / r.page_bytes;
+  // "GPU KV cache size": the blocks of one group, in tokens (_report_kv_cache_config).
+  r.kv_cache_tokens = checked_mul(r.num_gpu_blocks / r.kv_groups, s.block_size);
+  r.kv_cache = Bytes{checked_mul(r.num_gpu_blocks, r.page_bytes)};
+  r.blocks_per_request = kv.blocks(r.max_model_len);
+  r.max_concurrency = static_cast<double>(r.num_gpu_blocks) / static_cast<double>(r.blocks_per_request);
+  // check_enough_kv_cache_memory: one request of max_model_len tokens in every group.
+  r.kv_for_max_model_len = Bytes{checked_mul(r.blocks_per_request, r.page_bytes)};
+  r.max_model_len_fits = r.num_gpu_blocks > 0 && r.kv_for_max_model_len.value() <= available;
+  r.largest_model_len = largest_len(kv, r.page_bytes, available, std::max<std::uint64_t>(r.max_model_len, m.max_positions));
+
   if (r.num_gpu_blocks == 0) {
     r.error = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.";
     r.fix = "raise --gpu-memory-utilization, quantize the weights (--quant awq-int4 / fp8), lower "
             "--max-num-batched-tokens, or spread the model with --tensor-parallel-size";
-  } else if (!r.max_model_len_fits) {
+  } else if (!r.max_model_len_fits && r.kv_groups == 1 && kv.sliding_groups == 0) {
     r.error = fmt::format(
         "ValueError: The model's max seq len ({}) is larger than the maximum number of tokens that can be stored "
         "in KV cache ({}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
         "initializing the engine.",
-        r.max_model_len, r.kv_cache_tokens);
+        r.max_model_len, r.largest_model_len);
+  } else if (!r.max_model_len_fits) {  // V1's wording (kv_cache_utils.py check_enough_kv_cache_memory)
+    r.error = fmt::format(
+        "ValueError: To serve at least one request with the model's max seq len ({}), ({:.2f} GiB KV cache is "
+        "needed, which is larger than the available KV cache memory ({:.2f} GiB). Based on the available memory, "
+        "the estimated maximum model length is {}. Try increasing `gpu_memory_utilization` or decreasing "
+        "`max_model_len` when initializing the engine.",
+        r.max_model_len, gib(r.kv_for_max_model_len.value()), gib(available), r.largest_model_len);
+  }
+  if (r.num_gpu_blocks > 0 && !r.max_model_len_fits)
     r.fix = fmt::format("--max-model-len {} (the most the KV cache holds), or --kv-cache-dtype fp8, or a larger "
                         "--tensor-parallel-size",
-                        r.kv_cache_tokens);
-  }
+                        r.largest_model_len);
   r.notes.push_back(fmt::format("vLLM budget {:.2f} GiB = {} x the card; available KV cache memory {:.2f} GiB",
                                 gib(r.budget.value()), s.gpu_memory_utilization,
                                 static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0)));
-  if (m.sliding_window != 0 && m.sliding_layers > 0)
-    r.notes.push_back("sliding-window layers: vLLM's hybrid KV cache manager gives them only the window's blocks, "
-                      "so longer contexts may fit than the uniform count above");
+  if (kv.sliding_groups > 0)
+    r.notes.push_back(fmt::format(
+        "hybrid KV cache manager: {} full-attention and {} sliding-window groups of {} layers; a sliding-window "
+        "group keeps min(window - 1 + max_num_batched_tokens, max_model_len) tokens of a request",
+        kv.full_groups, kv.sliding_groups, kv.group_size));
+  else if (m.sliding_window != 0 && m.sliding_layers > 0)
+    r.notes.push_back("sliding-window layers keep a full-length cache here (the V0 engine, pipeline parallel or "
+                      "the hybrid KV cache manager disabled)");
   return r;
 }
 

@@ -67,7 +67,14 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
     extra.push_back(
         fmt::format("LoRA rank {} on {}, dropout {}", w.lora.rank, lora_targets(w.lora), w.lora.dropout));
   if (w.autocast) extra.push_back(fmt::format("autocast {}", name_of(*w.autocast)));
-  if (w.checkpointing) extra.emplace_back("gradient checkpointing");
+  if (w.checkpointing && w.checkpoint_selective)
+    extra.emplace_back("selective checkpointing");
+  else if (w.checkpointing && w.checkpoint_every > 1)
+    extra.push_back(fmt::format("checkpointing every {} layers", w.checkpoint_every));
+  else if (w.checkpointing)
+    extra.emplace_back("gradient checkpointing");
+  if (w.activation_offload) extra.emplace_back("activation offload");
+  if (w.optimizer_in_backward) extra.emplace_back("optimizer in backward");
   if (w.grad_accum > 1) extra.push_back(fmt::format("gradient accumulation {}", w.grad_accum));
   if (w.master_weights) extra.emplace_back("fp32 master weights");
   if (w.loss != spec::Loss::hf) extra.push_back(fmt::format("loss {}", spec::name_of(w.loss)));
@@ -253,6 +260,12 @@ ojson workload_json(const spec::Workload& w) {
   j["master_weights"] = w.master_weights;
   j["kv_cache"] = w.kv_cache ? ojson(name_of(*w.kv_cache)) : ojson(nullptr);
   j["expandable_segments"] = w.expandable_segments;
+  j["checkpointing_kind"] = !w.checkpointing              ? ojson(nullptr)
+                            : w.checkpoint_selective        ? ojson("selective")
+                            : w.checkpoint_every > 1        ? ojson(fmt::format("every-{}", w.checkpoint_every))
+                                                            : ojson("full");
+  j["activation_offload"] = w.activation_offload;
+  j["optimizer_in_backward"] = w.optimizer_in_backward;
   j["loss"] = w.trains() ? ojson(spec::name_of(w.loss)) : ojson(nullptr);
   j["fsdp_mixed_precision"] = w.fsdp_param_dtype ? ojson(name_of(*w.fsdp_param_dtype)) : ojson(nullptr);
   return j;

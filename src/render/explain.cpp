@@ -44,13 +44,15 @@ nlohmann::json row_json(const SummaryRow& r) {
 
 std::string describe_message(const OomScan& scan, const OomMessage& m) {
   const std::size_t n = scan.messages.size();
-  const std::size_t index = scan.chosen_index();
+  const std::size_t found = std::max(scan.messages_found, n);
+  const std::size_t index = scan.chosen_index() + (found - n);  // among all found
   std::string what = m.backend.empty() ? std::string("out of memory") : m.backend + " out of memory";
   if (m.gpu) what += fmt::format(" on GPU {}", *m.gpu);
   std::string where = fmt::format("line {}, {} format", m.line, m.format);
-  if (n > 1) {
-    where += index + 1 == n ? fmt::format("; the last of {} OOM messages", n)
-                            : fmt::format("; message {} of {}, the last with figures", index + 1, n);
+  if (found > 1) {
+    where += index + 1 == found ? fmt::format("; the last of {} OOM messages", found)
+                                : fmt::format("; message {} of {}, the last with figures", index + 1, found);
+    if (found > n) where += fmt::format("; the last {} kept", n);
   }
   return fmt::format("{} ({})", what, where);
 }
@@ -135,7 +137,8 @@ std::string explain_text(const OomScan& scan, const std::optional<Diagnosis>& di
 nlohmann::json explain_json(const OomScan& scan, const std::optional<Diagnosis>& diagnosis) {
   nlohmann::json j;
   j["schema_version"] = kExplainSchemaVersion;
-  j["messages_found"] = scan.messages.size();
+  j["messages_found"] = std::max(scan.messages_found, scan.messages.size());
+  j["messages_kept"] = scan.messages.size();
   const OomMessage* m = scan.chosen();
   j["found"] = m != nullptr && diagnosis.has_value();
 
@@ -177,6 +180,7 @@ nlohmann::json explain_json(const OomScan& scan, const std::optional<Diagnosis>&
       {"gpu", value_or_null(m->gpu)},
       {"complete", m->complete},
       {"excerpt", m->excerpt},
+      {"unreadable", m->unreadable.empty() ? nlohmann::json(nullptr) : nlohmann::json(m->unreadable)},
       {"parsed",
        {
            {"requested_bytes", bytes_or_null(m->requested)},

@@ -159,6 +159,9 @@ json vllm_json(const VllmAnswer& a) {
   o["max_model_len"] = r.max_model_len;
   o["max_concurrency"] = std::floor(r.max_concurrency * 100.0) / 100.0;
   o["max_model_len_fits"] = r.max_model_len_fits;
+  o["largest_max_model_len"] = r.largest_model_len;
+  o["kv_cache_groups"] = r.kv_groups;
+  o["kv_cache_group_layers"] = r.kv_group_size;
   o["max_num_seqs"] = st.max_num_seqs;
   o["max_num_batched_tokens"] = st.max_num_batched_tokens;
   o["kv_cache_dtype"] = st.kv_fp8 ? "fp8" : "auto";
@@ -180,6 +183,9 @@ std::string vllm_text(const VllmAnswer& a) {
                    gib(r.non_torch.value()));
   s += fmt::format("  Available KV cache memory: {:.2f} GiB\n", static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0));
   s += fmt::format("  # GPU blocks: {}; GPU KV cache size: {} tokens\n", r.num_gpu_blocks, r.kv_cache_tokens);
+  if (r.kv_groups > 1)
+    s += fmt::format("  KV cache groups: {} of {} layers (hybrid: sliding-window groups keep only the window)\n",
+                     r.kv_groups, r.kv_group_size);
   s += fmt::format("  Maximum concurrency for {} tokens per request: {:.2f}x\n", r.max_model_len, r.max_concurrency);
   if (!r.error.empty()) s += fmt::format("  vLLM would fail: {}\n  fix: {}\n", r.error, r.fix);
   return s;

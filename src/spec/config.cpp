@@ -934,6 +934,12 @@ ModelSpec from_config(const nlohmann::json& config, std::string_view origin) {
       spec.vision = std::move(vision);
       spec.params = count_params(spec);
     }
+    if (spec.params > kMaxParams)
+      throw InputError(std::string(origin),
+                       fmt::format("the model's sizes describe {} parameters, more than the 10^15 vramfit accepts",
+                                   spec.params),
+                       "check hidden_size, num_hidden_layers, vocab_size and the other sizes against the model's "
+                       "config.json");
     // A pre-quantized checkpoint says how its weights are packed (transformers reads the same key).
     if (const auto qc = config.find("quantization_config"); qc != config.end() && !qc->is_null())
       spec.quantization = quant_from_config(*qc, origin);

@@ -728,6 +728,22 @@ GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, s
     h.tensors.push_back(std::move(t));
   }
 
+  // llama.cpp's loader (ggml/src/gguf.cpp, gguf_init_from_file_impl) requires each tensor to start
+  // where the one before it ends, padded to the alignment ("tensor '%s' has offset %lu, expected
+  // %zu"): tensors that overlap, or leave gaps, are refused there, so they are here.
+  std::uint64_t expected = 0;
+  for (const GgufTensor& t : h.tensors) {
+    if (t.offset != expected)
+      c.fail(fmt::format("tensor '{}' starts at offset {} of the data section, but the tensors before it end at "
+                         "{}: its data {} theirs (llama.cpp refuses such a file)",
+                         shown(t.name), t.offset, expected, t.offset < expected ? "overlaps" : "leaves a gap after"),
+             std::string(kFixDamaged));
+    const std::uint64_t padded = t.bytes + (h.alignment - t.bytes % h.alignment) % h.alignment;
+    if (padded < t.bytes || expected > std::numeric_limits<std::uint64_t>::max() - padded)
+      c.fail(fmt::format("tensor '{}' ends past 2^64 bytes", shown(t.name)), std::string(kFixDamaged));
+    expected += padded;
+  }
+
   // The data section starts at the next multiple of the alignment (gguf.cpp: GGML_PAD).
   h.data_start = c.pos() + (h.alignment - c.pos() % h.alignment) % h.alignment;
   for (const GgufTensor& t : h.tensors) {
@@ -880,6 +896,16 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
   }
   diags.throw_if_any();
 
+  // A file of metadata alone (llama.cpp's vocab-only GGUFs) has no weights to estimate; an empty
+  // tensor holds no data. Either would silently count as 0 parameters.
+  if (h.tensors.empty())
+    throw InputError(org, "the file holds no tensors (a vocabulary-only GGUF?): there are no weights to estimate",
+                     "give the model's .gguf file, the one holding its weights");
+  for (const GgufTensor& t : h.tensors)
+    if (t.elements() == 0)
+      throw InputError(org, fmt::format("tensor '{}' has a dimension of 0: it holds no data", shown(t.name)),
+                       std::string(kFixDamaged));
+
   ModelSpec spec = from_config(cfg, origin);
 
   std::uint64_t elements = 0, bytes = 0;
@@ -887,6 +913,10 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
     elements = checked_add(elements, t.elements(), "parameters");
     bytes = checked_add(bytes, t.bytes, "parameters");
   }
+  if (elements > kMaxParams)
+    throw InputError(org, fmt::format("the file's tensors hold {} parameters, more than the 10^15 vramfit accepts",
+                                      elements),
+                     std::string(kFixDamaged));
   if (elements != spec.params)
     spec.notes.push_back(
         fmt::format("the file's tensors hold {} parameters; its metadata describes a {} model of {}: the "

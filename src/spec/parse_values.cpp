@@ -154,7 +154,7 @@ std::uint64_t parse_param_count(std::string_view text, std::string_view field_na
   u128 v = 0;
   for (char c : d->digits) v = v * 10 + static_cast<unsigned>(c - '0');
   v *= pow10(e10);
-  if (v > static_cast<u128>(1'000'000'000'000'000ULL)) throw too_large();
+  if (v > static_cast<u128>(kMaxParams)) throw too_large();
   return static_cast<std::uint64_t>(v);
 }
 

@@ -94,6 +94,12 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
 
   Diagnostics diags;
   std::vector<TensorInfo> out;
+  struct Span {
+    std::uint64_t begin, end;
+    std::size_t index;  // into out
+    auto operator<=>(const Span&) const = default;
+  };
+  std::vector<Span> spans;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;  // free-form strings: format, quantization, ...
     const std::string field = org + ": " + name;
@@ -187,9 +193,31 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
     }
     if (!ok) continue;
     t.elements = elements;
+    spans.push_back({begin, end, out.size()});
     out.push_back(std::move(t));
   }
   diags.throw_if_any();
+  // The safetensors crate (Metadata::validate) sorts the tensors by offsets and requires each to
+  // begin where the one before it ends, from 0 to the end of the data section: overlapping data
+  // would count the same bytes twice, and gaps are bytes no tensor owns.
+  std::sort(spans.begin(), spans.end());
+  std::uint64_t at = 0;
+  for (const Span& sp : spans) {
+    const std::string field = org + ": " + text_excerpt(out[sp.index].name) + ".data_offsets";
+    if (sp.begin < at)
+      throw InputError(field,
+                       fmt::format("[{}, {}] overlaps the tensor before it, which ends at byte {}", sp.begin, sp.end, at),
+                       fix_file);
+    if (sp.begin > at)
+      throw InputError(field,
+                       fmt::format("[{}, {}] leaves a gap: the tensor before it ends at byte {}", sp.begin, sp.end, at),
+                       fix_file);
+    at = sp.end;
+  }
+  if (!spans.empty() && at != data_size)
+    throw InputError(org,
+                     fmt::format("the tensors end at byte {} of the data section, which holds {}", at, data_size),
+                     fix_file);
   return out;
 }
 
@@ -255,6 +283,11 @@ void apply_checkpoint(ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
   }
   // Only empty tensors (a 0 in every shape) or buffers: a model of 0 parameters would estimate
   // as nothing at all (found by tests/fuzz/safetensors_fuzz.cpp).
+  if (total > kMaxParams)
+    throw InputError("safetensors",
+                     fmt::format("the checkpoint's tensors hold {} parameters, more than the 10^15 vramfit accepts",
+                                 total),
+                     "download the weights again, or give the config file alone");
   if (total == 0) {
     throw InputError("safetensors",
                      "the checkpoint's tensors hold no parameters (every one is empty or a buffer)",

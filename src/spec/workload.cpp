@@ -78,6 +78,14 @@ constexpr std::array<std::pair<std::string_view, Loss>, 4> kLoss{{
     {"liger", Loss::fused_linear},
 }};
 
+constexpr std::array<std::pair<std::string_view, Recipe>, 5> kRecipes{{
+    {"hf-trainer", Recipe::hf_trainer},
+    {"trl-sft", Recipe::trl_sft},
+    {"torchtune", Recipe::torchtune},
+    {"axolotl-liger", Recipe::axolotl_liger},
+    {"unsloth", Recipe::unsloth},
+}};
+
 /// Lower case, '_' as '-': `adamw_fused`, `ADAMW-FUSED` and `adamw-fused` are one name.
 std::string normalize(std::string_view s) {
   std::string out(s);
@@ -172,6 +180,65 @@ std::string_view name_of(Attention a) noexcept { return name_in(kAttention, a); 
 std::string_view name_of(Sharding s) noexcept { return name_in(kSharding, s); }
 std::string_view name_of(Offload o) noexcept { return name_in(kOffload, o); }
 std::string_view name_of(Loss l) noexcept { return name_in(kLoss, l); }
+std::string_view name_of(Recipe r) noexcept { return name_in(kRecipes, r); }
+std::optional<Recipe> parse_recipe(std::string_view s) noexcept { return parse_in(kRecipes, s); }
+std::vector<std::string_view> recipe_names() { return names_in(kRecipes); }
+
+void apply_recipe(Workload& w, Recipe r, bool (*given)(const void* ctx, std::string_view flag), const void* ctx) {
+  if (!w.trains()) return;
+  const auto set_ckpt = [&] {
+    if (!given(ctx, "--checkpointing")) w.checkpointing = true;
+  };
+  const auto set_loss = [&](Loss l) {
+    if (!given(ctx, "--loss")) w.loss = l;
+  };
+  const auto set_opt = [&](Optimizer o) {
+    if (!given(ctx, "--optimizer")) w.optimizer = o;
+  };
+  const bool full = w.mode == Mode::train;
+  switch (r) {
+    case Recipe::hf_trainer:
+      // transformers TrainingArguments: gradient_checkpointing=False, the model's own loss
+      // (ForCausalLMLoss): the plain loop, nothing to set.
+      break;
+    case Recipe::trl_sft:
+      // TRL SFTConfig (trl/trainer/sft_config.py, 2026): gradient_checkpointing=True,
+      // loss_type "chunked_nll" (lm_head and cross-entropy in chunks of tokens), bf16=True
+      // (autocast over fp32 weights).
+      set_ckpt();
+      set_loss(Loss::chunked);
+      if (w.weights == DType::fp32 && !given(ctx, "--autocast")) w.autocast = DType::bf16;
+      break;
+    case Recipe::torchtune:
+      // torchtune recipes/configs/llama3_1: 8B_full_single_device.yaml (PagedAdamW8bit,
+      // CEWithChunkedOutputLoss, optimizer_in_bwd: True, enable_activation_checkpointing: True);
+      // 8B_lora_single_device.yaml (AdamW fused, LinearCrossEntropyLoss: lm_head and the loss
+      // per chunk, enable_activation_checkpointing: True, offloading off).
+      set_ckpt();
+      if (full) {
+        set_loss(Loss::chunked);
+        set_opt(Optimizer::paged_adamw_8bit);
+        if (!given(ctx, "--optimizer-in-backward") && w.grad_accum == 1) w.optimizer_in_backward = true;
+      } else {
+        set_loss(Loss::fused_linear);
+        set_opt(Optimizer::adamw_fused);
+      }
+      break;
+    case Recipe::axolotl_liger:
+      // Axolotl with its LigerPlugin (liger_fused_linear_cross_entropy: true) and
+      // gradient_checkpointing: true, as its example configs set them.
+      set_ckpt();
+      set_loss(Loss::fused_linear);
+      break;
+    case Recipe::unsloth:
+      // Unsloth: use_gradient_checkpointing="unsloth" (checkpointing whose saved layer inputs
+      // are offloaded to host memory) and its fused cross-entropy (no full logits).
+      set_ckpt();
+      if (!given(ctx, "--activation-offload")) w.activation_offload = true;
+      set_loss(Loss::fused_linear);
+      break;
+  }
+}
 
 std::optional<Mode> parse_mode(std::string_view s) noexcept { return parse_in(kModes, s); }
 std::optional<Optimizer> parse_optimizer(std::string_view s) noexcept { return parse_in(kOptimizers, s); }
@@ -326,6 +393,20 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
       out.add("--master-weights", fmt::format("needs 16-bit weights, got --dtype {}", name_of(w.weights)),
               "use --dtype bf16 or fp16 (the fp32 copy lives in the optimizer)");
   }
+  if (w.activation_offload && !w.trains())
+    out.add("--activation-offload", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+            "activations are kept for backward only when training: use --mode train, lora or qlora");
+  if (w.optimizer_in_backward) {
+    if (!w.trains())
+      out.add("--optimizer-in-backward", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+              "use it with --mode train, lora or qlora");
+    else if (w.grad_accum > 1)
+      out.add("--optimizer-in-backward", fmt::format("steps at every backward, so --grad-accum {} cannot accumulate",
+                                                     w.grad_accum),
+              "drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too)");
+  }
+  if ((w.checkpoint_every > 1 || w.checkpoint_selective) && !w.checkpointing)
+    out.add("--checkpointing", "a checkpointing kind without checkpointing", "give --checkpointing KIND");
   if (w.loss != Loss::hf && !w.trains())
     out.add("--loss", fmt::format("does not apply to --mode {}", name_of(w.mode)),
             "a loss is computed when training: use it with --mode train, lora or qlora");

@@ -110,6 +110,8 @@ std::vector<Item> vllm_items() {
     s.block_size = e.at("block_size");
     s.tensor_parallel = e.at("tensor_parallel_size");
     s.v0_engine = e.value("v0_engine", false);
+    s.kv_fp8 = e.value("kv_cache_dtype", std::string("auto")).rfind("fp8", 0) == 0;
+    if (e.value("profiler", std::string()) == "device_wide") s.profiler = engine::vllm::Profiler::device_wide;
     if (e.contains("quant")) {
       const auto q = spec::parse_quant(e.at("quant").get<std::string>());
       REQUIRE(q);
@@ -136,9 +138,26 @@ std::vector<Item> vllm_items() {
     }
     if (log.contains("kv_cache_tokens") && log.contains("kv_gib") && !log.contains("num_gpu_blocks")) {
       // "GPU KV cache size: N tokens" from the logged KV memory and the page size alone.
-      const double from_log = std::floor(log["kv_gib"].get<double>() * kGiB / static_cast<double>(r.page_bytes)) *
-                              static_cast<double>(s.block_size);
+      // With the hybrid manager the tokens are one group's blocks (num_blocks // groups).
+      const double blocks = std::floor(log["kv_gib"].get<double>() * kGiB / static_cast<double>(r.page_bytes));
+      const double from_log =
+          std::floor(blocks / static_cast<double>(r.kv_groups)) * static_cast<double>(s.block_size);
       items.push_back({id, "tokens_from_logged_kv", log["kv_cache_tokens"], from_log, "tokens"});
+    }
+    if (log.contains("kv_needed_gib")) {
+      // V1's "X GiB KV cache is needed" for one max_model_len request: the layout alone.
+      const double needed =
+          static_cast<double>(engine::vllm::kv_bytes_for_request(m, s, *s.max_model_len)) / kGiB;
+      items.push_back({id, "kv_needed_max_model_len", log["kv_needed_gib"], needed, "GiB", true, false, 0.005});
+    }
+    if (log.contains("estimated_max_model_len") && log.contains("kv_gib")) {
+      // "the estimated maximum model length is N" from the printed available KV memory; the
+      // print's 0.005 GiB of rounding is this many tokens.
+      const auto avail = static_cast<std::uint64_t>(log["kv_gib"].get<double>() * kGiB);
+      const double ours = static_cast<double>(engine::vllm::largest_model_len(m, s, avail));
+      const double slack = (std::ceil(0.005 * kGiB / static_cast<double>(r.page_bytes)) + 1) *
+                           static_cast<double>(s.block_size);
+      items.push_back({id, "max_len_from_logged_kv", log["estimated_max_model_len"], ours, "tokens", true, false, slack});
     }
     if (log.contains("max_concurrency") && !e.value("partial_settings", false))  // end to end, as kv_cache_memory
       items.push_back({id, "max_concurrency", log["max_concurrency"], std::floor(r.max_concurrency * 100) / 100, "x"});
@@ -184,7 +203,8 @@ TEST_CASE("llama.cpp logs: GPU compute buffers within 15%", "[accuracy][serving]
 TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {
   for (const Item& i : vllm_items()) {
     INFO(i.log_id << " " << i.item << ": log " << i.log << ", vramfit " << i.ours);
-    if (i.item == "blocks_from_logged_kv") CHECK(std::abs(i.ours - i.log) <= i.tolerance);
+    if (i.item == "blocks_from_logged_kv" || i.item == "kv_needed_max_model_len" || i.item == "max_len_from_logged_kv")
+      CHECK(std::abs(i.ours - i.log) <= i.tolerance);
     if (i.item == "tokens_from_logged_kv" && i.log_id.find("tp") == std::string::npos)
       CHECK(std::abs(i.error()) <= 0.001);
     if (i.item == "weights") CHECK(std::abs(i.error()) <= 0.02);

@@ -35,7 +35,8 @@ TEST_CASE("advise: bad input exits 2 with exact messages", "[cli][advise]") {
   require_usage_error(
       run_cli(
           {"advise", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--deny", "reduce-batch,checkpointing"}),
-      "vramfit: error: --deny: unknown fix 'checkpointing' (did you mean 'gradient_checkpointing'?)\n");
+      "vramfit: error: --deny: unknown fix 'checkpointing' (did you mean 'gradient_checkpointing' or "
+      "'selective_checkpointing'?)\n");
   require_usage_error(run_cli({"advise", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--allow",
                                "quantize_4bit", "--deny", "quantize"}),
                       "vramfit: error: --deny: fix 'quantize_4bit' is both allowed and denied "

@@ -65,3 +65,77 @@ TEST_CASE("levers CLI: FSDP mixed precision over fp32 weights only", "[cli][leve
                       "vramfit: error: --fsdp-mixed-precision: does not apply to --mode inference (it is used by "
                       "--mode train and lora; drop it or change --mode)\n");
 }
+
+TEST_CASE("levers CLI: checkpointing kinds, activation offload, optimizer in backward", "[cli][levers]") {
+  const auto full = json_of(estimate(with({"--mode", "train", "--checkpointing", "--batch", "1", "--json"})));
+  CHECK(full["workload"]["checkpointing"] == true);
+  CHECK(full["workload"]["checkpointing_kind"] == "full");
+  CHECK(full["workload"]["batch"] == 1);
+  const auto e2 = json_of(estimate(with({"--mode", "train", "--checkpointing", "every-2", "--json"})));
+  CHECK(e2["workload"]["checkpointing_kind"] == "every-2");
+  const auto sel = json_of(estimate(with({"--mode", "train", "--checkpointing=selective", "--json"})));
+  CHECK(sel["workload"]["checkpointing_kind"] == "selective");
+  const auto none = json_of(estimate(with({"--mode", "train", "--json"})));
+  CHECK(none["workload"]["checkpointing_kind"].is_null());
+  CHECK(peak(full) < peak(e2));
+  CHECK(peak(e2) < peak(none));
+  CHECK(peak(sel) < peak(none));
+  const auto off = json_of(estimate(with({"--mode", "lora", "--activation-offload", "--json"})));
+  CHECK(off["workload"]["activation_offload"] == true);
+  // At 128 tokens the gradients decide the peak: one at a time is less.
+  const auto ib = json_of(estimate(with({"--mode", "train", "--seq", "128", "--optimizer-in-backward", "--json"})));
+  CHECK(ib["workload"]["optimizer_in_backward"] == true);
+  CHECK(peak(ib) < peak(json_of(estimate(with({"--mode", "train", "--seq", "128", "--json"})))));
+
+  require_usage_error(estimate(with({"--mode", "train", "--checkpointing", "every-0"})),
+                      "vramfit: error: --checkpointing: 'every-0' is not every-N with N a positive whole number "
+                      "(give full, selective or every-N (N a whole number >= 1), e.g. --checkpointing every-2)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--checkpointing", "partial"})),
+                      "vramfit: error: --checkpointing: unknown checkpointing 'partial' (give full, selective or "
+                      "every-N (N a whole number >= 1), e.g. --checkpointing every-2)\n");
+  require_usage_error(estimate(with({"--activation-offload"})),
+                      "vramfit: error: --activation-offload: does not apply to --mode inference (it is used by "
+                      "--mode train, lora and qlora; drop it or change --mode)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--optimizer-in-backward", "--grad-accum", "4"})),
+                      "vramfit: error: --optimizer-in-backward: steps at every backward, so --grad-accum 4 cannot "
+                      "accumulate (drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too))\n");
+}
+
+TEST_CASE("levers CLI: a recipe sets its stack's default levers, typed flags win", "[cli][levers]") {
+  const auto tt = json_of(estimate(with({"--mode", "train", "--recipe", "torchtune", "--json"})));
+  CHECK(tt["workload"]["checkpointing_kind"] == "full");
+  CHECK(tt["workload"]["loss"] == "chunked");
+  CHECK(tt["workload"]["optimizer"] == "paged-adamw-8bit");
+  CHECK(tt["workload"]["optimizer_in_backward"] == true);
+  const auto ttl = json_of(estimate(with({"--mode", "lora", "--recipe", "torchtune", "--json"})));
+  CHECK(ttl["workload"]["loss"] == "fused-linear");
+  CHECK(ttl["workload"]["optimizer"] == "adamw-fused");
+  CHECK(ttl["workload"]["optimizer_in_backward"] == false);
+  const auto trl = json_of(estimate(with({"--mode", "train", "--dtype", "fp32", "--recipe", "trl-sft", "--json"})));
+  CHECK(trl["workload"]["checkpointing_kind"] == "full");
+  CHECK(trl["workload"]["loss"] == "chunked");
+  CHECK(trl["workload"]["autocast"] == "bf16");
+  const auto un = json_of(estimate(with({"--mode", "lora", "--recipe", "unsloth", "--json"})));
+  CHECK(un["workload"]["activation_offload"] == true);
+  CHECK(un["workload"]["loss"] == "fused-linear");
+  const auto ax = json_of(estimate(with({"--mode", "lora", "--recipe", "axolotl-liger", "--json"})));
+  CHECK(ax["workload"]["loss"] == "fused-linear");
+  CHECK(ax["workload"]["checkpointing_kind"] == "full");
+  const auto hf = json_of(estimate(with({"--mode", "lora", "--recipe", "hf-trainer", "--json"})));
+  CHECK(hf["workload"]["loss"] == "hf");
+  CHECK(hf["workload"]["checkpointing_kind"].is_null());
+  // Typed flags win over the recipe's; torchtune's optimizer in backward waits for grad_accum 1.
+  const auto typed = json_of(estimate(with({"--mode", "train", "--recipe", "torchtune", "--loss", "hf", "--optimizer",
+                                            "adamw", "--checkpointing", "every-2", "--grad-accum", "4", "--json"})));
+  CHECK(typed["workload"]["loss"] == "hf");
+  CHECK(typed["workload"]["optimizer"] == "adamw");
+  CHECK(typed["workload"]["checkpointing_kind"] == "every-2");
+  CHECK(typed["workload"]["optimizer_in_backward"] == false);
+
+  require_usage_error(estimate(with({"--recipe", "torchtune"})),
+                      "vramfit: error: --recipe: does not apply to --mode inference (it is used by --mode train, "
+                      "lora and qlora; drop it or change --mode)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--recipe", "torchtune2"})),
+                      "vramfit: error: --recipe: unknown recipe 'torchtune2' (did you mean 'torchtune'? one of "
+                      "hf-trainer, trl-sft, torchtune, axolotl-liger, unsloth)\n");
+}

@@ -111,6 +111,12 @@ TEST_CASE("serving: --engine vllm: vLLM's own error when max_model_len does not 
                                  "--solve", "max-model-len", "--json"});
   REQUIRE(fit.code == 0);
   CHECK(parse(fit)["value"] == e["kv_cache_tokens"]);
+  // Where the cache holds more than the model's context (Gemma 2 9B: 8192 positions; its
+  // sliding-window layers keep only the window), the answer stops at the model's limit.
+  const CliResult gem = run_cli({"fit", "--engine", "vllm", "--model", "gemma-2-9b", "--gpu", "rtx-4090",
+                                 "--solve", "max-model-len", "--json"});
+  REQUIRE(gem.code == 0);
+  CHECK(parse(gem)["value"] == 8192);
 
   const CliResult fp8 = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3090",
                                  "--max-model-len", "8192", "--kv-cache-dtype", "fp8", "--json"});

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "vramfit/accuracy/truth.hpp"
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/cli/run.hpp"
 #include "vramfit/core/error.hpp"
@@ -203,6 +205,56 @@ bool leaves_sandbox(std::string_view arg) {
   return arg.find('/') != std::string_view::npos || arg.find("..") != std::string_view::npos;
 }
 
+/// Whether NAME of a "=NAME\nTEXT" argument stays in the sandbox: [A-Za-z0-9._-]+, not starting
+/// with '.', optionally under ckpt/ or models/.
+bool sandbox_file_name(std::string_view name) {
+  for (const std::string_view folder : {"ckpt/", "models/"})
+    if (name.starts_with(folder)) name.remove_prefix(folder.size());
+  if (name.empty() || name.size() > 64 || name.front() == '.') return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/// Files written into the sandbox for one run; the previous contents come back at the end.
+class Overlay {
+ public:
+  explicit Overlay(fs::path dir) : dir_(std::move(dir)) {}
+  ~Overlay() {
+    std::error_code ec;
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      const fs::path p = dir_ / it->first;
+      if (it->second) {
+        std::ofstream(p, std::ios::binary | std::ios::trunc) << *it->second;
+      } else {
+        fs::remove(p, ec);
+      }
+    }
+  }
+  Overlay(const Overlay&) = delete;
+  Overlay& operator=(const Overlay&) = delete;
+
+  void write(const std::string& name, std::string_view text) {
+    const fs::path p = dir_ / name;
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) return;  // ckpt or models themselves: left as they are
+    std::optional<std::string> before;
+    if (fs::is_regular_file(p, ec)) {
+      std::ifstream in(p, std::ios::binary);
+      before = std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+    saved_.emplace_back(name, std::move(before));
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+  }
+
+ private:
+  fs::path dir_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
 }  // namespace
 
 int fuzz_size(const std::uint8_t* data, std::size_t size) {
@@ -319,6 +371,23 @@ int fuzz_cli(const std::uint8_t* data, std::size_t size) {
     args.emplace_back(bytes.substr(start, end - start));
     start = end + 1;
   }
+  // "=NAME\nTEXT" arguments are files for this run, not arguments.
+  std::vector<std::pair<std::string, std::string>> files;
+  std::vector<std::string> kept;
+  for (std::string& a : args) {
+    if (a.starts_with("=")) {
+      const std::size_t nl = a.find('\n');
+      const std::string name = a.substr(1, nl == std::string::npos ? std::string::npos : nl - 1);
+      if (!sandbox_file_name(name)) return 0;
+      std::string text = nl == std::string::npos ? std::string() : a.substr(nl + 1);
+      // Arguments cannot hold NUL bytes: "\\0" in a file's text stands for one (binary files).
+      for (std::size_t p = 0; (p = text.find("\\0", p)) != std::string::npos; ++p) text.replace(p, 2, 1, '\0');
+      files.emplace_back(name, std::move(text));
+      continue;
+    }
+    kept.push_back(std::move(a));
+  }
+  args = std::move(kept);
   bool json = false, help = false;
   for (const std::string& a : args) {
     if (leaves_sandbox(a)) return 0;
@@ -327,6 +396,8 @@ int fuzz_cli(const std::uint8_t* data, std::size_t size) {
   }
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
+  Overlay overlay(sandbox.dir());
+  for (const auto& [name, text] : files) overlay.write(name, text);
 
   ::unsetenv("VRAMFIT_DATA_DIR");  // the environment must not choose the catalog
   std::ostringstream out, err;
@@ -368,6 +439,21 @@ int fuzz_oom(const std::uint8_t* data, std::size_t size) {
   (void)render::explain_text(s, d);
   (void)render::explain_json(s, d).dump();  // throws on invalid UTF-8: must never happen
   (void)parse_torch_size(text);
+  return 0;
+}
+
+int fuzz_truth(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text = text_of(data, size);
+  (void)accuracy::truth_device_bytes(text);  // never throws
+  expect_input_error_only([&] {
+    const auto cases = accuracy::parse_truth(text, "truth.jsonl");
+    for (const auto& c : cases) {
+      require(c.workload.batch > 0 && c.workload.seq > 0, "a case with batch or seq 0");
+      require(c.workload.lora.dropout >= 0 && c.workload.lora.dropout < 1, "a LoRA dropout outside [0, 1)");
+    }
+    const auto again = accuracy::parse_truth(text, "truth.jsonl");
+    require(again.size() == cases.size(), "parsing the same bytes twice gave different cases");
+  });
   return 0;
 }
 

@@ -41,9 +41,16 @@ int fuzz_safetensors(const std::uint8_t* data, std::size_t size);
 int fuzz_catalog(const std::uint8_t* data, std::size_t size);
 /// cli::run. The bytes are NUL-separated arguments after "vramfit"; after an empty argument
 /// (two NULs) the rest is standard input. It runs in a sandbox folder holding a catalog
-/// (gpus.json, models/), config.json, a checkpoint folder, a log and a truth file; arguments
-/// that could reach other files (a '/' or "..") are not run. Exit code 3 is a bug.
+/// (gpus.json, models/), config.json, a checkpoint folder (ckpt/), a log and a truth file;
+/// arguments that could reach other files (a '/' or "..") are not run. An argument
+/// "=NAME\nTEXT" is no argument: it writes TEXT to the sandbox's file NAME for this run (NAME:
+/// letters, digits, '.', '_', '-', optionally under ckpt/ or models/; "\\0" in TEXT is a NUL
+/// byte), so the files vary too; the sandbox is restored afterwards. Exit code 3 is a bug.
 int fuzz_cli(const std::uint8_t* data, std::size_t size);
+/// accuracy::parse_truth and truth_device_bytes on the bytes as a truth file (JSON lines); every
+/// case parsed has a positive batch and sequence and an id and config, and re-parsing the same
+/// bytes gives the same cases.
+int fuzz_truth(const std::uint8_t* data, std::size_t size);
 /// spec::parse_gguf_header on the bytes as a whole file and as the head of a larger one, then
 /// spec_from_gguf and gguf_model_bytes on whatever parses.
 int fuzz_gguf(const std::uint8_t* data, std::size_t size);
@@ -61,6 +68,7 @@ inline constexpr Target kTargets[] = {
     {"config", fuzz_config},   {"safetensors", fuzz_safetensors},
     {"catalog", fuzz_catalog}, {"cli", fuzz_cli},
     {"gguf", fuzz_gguf},       {"oom", fuzz_oom},
+    {"truth", fuzz_truth},
 };
 
 }  // namespace vramfit::fuzz

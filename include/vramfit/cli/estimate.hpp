@@ -38,7 +38,10 @@ struct EstimateFlags {
   std::string lora_rank, lora_targets, lora_dropout, grad_accum, gpus, sharding;
   std::string quant, group_size, skip_modules, kv_cache, offload, nodes;
   std::string loss, fsdp_mixed_precision;  ///< the memory levers (engine/levers)
-  bool checkpointing = false;
+  std::string checkpointing_kind;          ///< `--checkpointing [full|selective|every-N]` ("" = full)
+  std::string recipe;                      ///< `--recipe`: a stack's default levers
+  bool activation_offload = false;
+  bool optimizer_in_backward = false;
   bool double_quant = false;
   bool master_weights = false;
   std::string gpu, budget, headroom;

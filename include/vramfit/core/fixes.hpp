@@ -22,6 +22,9 @@ enum class Fix {
   free_other_processes,
   raise_memory_fraction,
   chunked_logits,
+  selective_checkpointing,
+  activation_offload,
+  optimizer_in_backward,
   fused_attention,
   shorter_sequence,
   larger_gpu,
@@ -46,7 +49,7 @@ struct FixRow {
 
 /// The table. Order: the seed's six steps in its order (quantize and its two walk steps share
 /// step 4), then the doctor's own fixes.
-inline constexpr std::array<FixRow, 14> kFixTable{{
+inline constexpr std::array<FixRow, 17> kFixTable{{
     // 1. fewer samples per step, same effective batch through gradient accumulation
     {Fix::reduce_batch, "reduce_batch", 1, "Smaller micro-batch",
      "Halve the batch size; keep the effective batch with gradient accumulation"},
@@ -81,13 +84,21 @@ inline constexpr std::array<FixRow, 14> kFixTable{{
     {Fix::raise_memory_fraction, "raise_memory_fraction", 0, "",
      "Raise the per-process memory cap (torch.cuda.set_per_process_memory_fraction)"},
     // huge logits
-    {Fix::chunked_logits, "chunked_logits", 0, "",
+    {Fix::chunked_logits, "chunked_logits", 0, "Fused or chunked loss",
      "Compute logits and loss in chunks, or only for the positions needed (logits_to_keep)"},
+    // The training levers beyond the seed (engine/levers), tried by the walk after the seed's
+    // steps: part of each layer's activations kept (when full checkpointing is ruled out)
+    {Fix::selective_checkpointing, "selective_checkpointing", 0, "Selective activation checkpointing", ""},
+    // saved activations in host memory
+    {Fix::activation_offload, "activation_offload", 0, "Activation offloading", ""},
+    // no full set of gradients alive
+    {Fix::optimizer_in_backward, "optimizer_in_backward", 0, "Optimizer step in backward", ""},
     // huge attention scores
     {Fix::fused_attention, "fused_attention", 0, "",
      "Use fused attention: attn_implementation=\"sdpa\" or \"flash_attention_2\" instead of eager"},
     // both grow with the sequence
-    {Fix::shorter_sequence, "shorter_sequence", 0, "", "Shorten the sequences (max_length, truncation, packing)"},
+    {Fix::shorter_sequence, "shorter_sequence", 0, "Shorter sequences",
+     "Shorten the sequences (max_length, truncation, packing)"},
     // the seed's last resort ("Quand passer à un GPU avec plus de VRAM")
     {Fix::larger_gpu, "larger_gpu", 0, "",
      "Use a GPU with more memory, or shard over several GPUs (FSDP, device_map=\"auto\")"},

@@ -34,7 +34,12 @@ struct OomMessage {
   ///   "mps"            Apple: "MPS backend out of memory (MPS allocated: ...)"
   ///   "memory_summary" no message, but a torch.cuda.memory_summary() reporting CUDA OOMs >= 1
   ///   "truncated"      "... out of memory. Tried to allocate" cut before the format shows
+  ///   "unreadable"     a figure is there but cannot be a size (negative, NaN, past 2^64 - 1
+  ///                    bytes), the card's total reads 0 bytes, or the figures add up past
+  ///                    2^64 bytes: every figure is dropped and `unreadable` says why
   std::string format;
+  /// Why the message's figures were dropped ("'-2.00gib' is negative"); empty otherwise.
+  std::string unreadable;
   /// The device family the message names: "CUDA", "HIP" (ROCm prints the same texts with
   /// HIP), "XPU", "MPS", "MUSA", "NPU", "MLU"; empty when the message names none.
   std::string backend;
@@ -90,6 +95,9 @@ struct OomScan {
   std::vector<OomMessage> messages;
   std::optional<MemorySummary> summary;  ///< the last memory summary in the text
   std::size_t summaries = 0;             ///< how many memory summaries the text holds
+  /// How many OOM messages the text holds. Only the last ones are kept in `messages` (at most
+  /// 10,000; past that the oldest 5,000 are dropped at a time), so this may be larger.
+  std::size_t messages_found = 0;
 
   /// The message to explain: the last one with figures, else the last one; nullptr when none.
   /// A later message without figures ("CUDA error: out of memory") usually follows from the

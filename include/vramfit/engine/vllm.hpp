@@ -18,6 +18,12 @@
 
 namespace vramfit::engine::vllm {
 
+/// What vLLM counts as memory outside PyTorch (see engine/vllm.cpp non_torch).
+enum class Profiler {
+  since_snapshot,  ///< vLLM >= 0.6.5: the increase since init_device's snapshot
+  device_wide,     ///< vLLM <= 0.6.4: used - torch allocated, the CUDA context included
+};
+
 /// vLLM's engine arguments that change memory (vllm/engine/arg_utils.py), with the defaults of
 /// `vllm serve` (V1 engine).
 struct Settings {
@@ -36,6 +42,11 @@ struct Settings {
   /// The V0 engine (vLLM < 0.8, vllm/worker/worker.py): its sampler profile holds only the fp32
   /// logits of the dummy requests.
   bool v0_engine = false;
+  /// V1's hybrid KV cache manager (vLLM >= 0.10; off with --disable-hybrid-kv-cache-manager):
+  /// sliding-window layers hold only their window's blocks. Off, or on the V0 engine, every
+  /// layer keeps a full-length cache.
+  bool hybrid_kv = true;
+  Profiler profiler = Profiler::since_snapshot;
 };
 
 /// Everything vLLM reports at start-up, per GPU.
@@ -47,7 +58,14 @@ struct Result {
   Bytes cuda_graphs;        ///< "Graph capturing finished ... took X GiB" (0 with --enforce-eager)
   Bytes cuda_context;       ///< the CUDA context, before vLLM's first snapshot
   std::int64_t available_kv = 0;  ///< "Available KV cache memory" (negative: none)
-  std::uint64_t page_bytes = 0;   ///< bytes of one block over this GPU's layers
+  /// Bytes of one block id over this GPU's layers: block_size tokens of every layer without
+  /// sliding-window groups; with the hybrid manager, one layer page in each of group_size
+  /// shared pools (kv_cache_utils.py get_kv_cache_config_from_groups).
+  std::uint64_t page_bytes = 0;
+  std::uint64_t kv_groups = 1;          ///< KV cache groups (full + sliding-window)
+  std::uint64_t kv_group_size = 0;      ///< layers per group
+  /// Blocks one request of max_model_len tokens takes over all groups.
+  std::uint64_t blocks_per_request = 0;
   std::uint64_t num_gpu_blocks = 0;
   std::uint64_t kv_cache_tokens = 0;   ///< "GPU KV cache size: N tokens"
   Bytes kv_cache;                       ///< num_gpu_blocks x page_bytes
@@ -64,6 +82,14 @@ struct Result {
 
 /// Bytes one token takes in the KV cache of one GPU (all its layers).
 std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s);
+
+/// The KV cache one request of `tokens` tokens needs on one GPU, over every KV cache group
+/// (vLLM V1's check_enough_kv_cache_memory / _max_memory_usage_bytes_from_groups).
+std::uint64_t kv_bytes_for_request(const spec::ModelSpec& m, const Settings& s, std::uint64_t tokens);
+
+/// The longest request that `available` bytes of KV cache hold ("the estimated maximum model
+/// length"), by vLLM's own search; without a full-attention layer, the model's limit.
+std::uint64_t largest_model_len(const spec::ModelSpec& m, const Settings& s, std::uint64_t available);
 
 /// vLLM's start-up figures. Pure. Throws InputError (naming the flag) for settings vLLM
 /// refuses: a utilization outside (0, 1], parallel sizes that do not divide the heads or layers.

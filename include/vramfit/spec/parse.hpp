@@ -12,8 +12,13 @@
 
 namespace vramfit::spec {
 
+/// The most parameters vramfit accepts, from --params, a config.json or a checkpoint: the
+/// largest dense and MoE models have about 2e12; 1e15 leaves room for any what-if while keeping
+/// every product in the engine far from 64-bit overflow.
+inline constexpr std::uint64_t kMaxParams = 1'000'000'000'000'000ULL;
+
 /// Parses a parameter count: `7e9`, `7B`, `1.5b`, `350M`, `124m`, `7000000000`, `70k`.
-/// Throws InputError naming `field` for anything else, zero, negative, NaN or > 1e15.
+/// Throws InputError naming `field` for anything else, zero, negative, NaN or > kMaxParams (1e15).
 std::uint64_t parse_param_count(std::string_view text, std::string_view field = "--params");
 
 /// Parses a memory size: `24GiB`, `80GB`, `81920MiB`, `1.5TB`, `123456` (bytes).

@@ -90,6 +90,18 @@ struct Workload {
   std::uint64_t new_tokens = 0;          ///< generated tokens (generate)
   Optimizer optimizer = Optimizer::adamw;
   bool checkpointing = false;            ///< gradient checkpointing (non-reentrant)
+  /// With checkpointing: only every N-th decoder layer is checkpointed (layers i with
+  /// i % N == 0, torchtune/torchtitan's selective layer checkpointing); 1 = every layer.
+  std::uint64_t checkpoint_every = 1;
+  /// With checkpointing: torchtitan's op-level selective policy inside each checkpointed
+  /// layer (the outputs of every other mm and of attention are kept, the rest recomputed).
+  bool checkpoint_selective = false;
+  /// Saved activations are moved to host memory as they are saved
+  /// (torch.autograd.graph.save_on_cpu; torchtune's OffloadActivations).
+  bool activation_offload = false;
+  /// The optimizer steps each parameter in a post-accumulate-grad hook and frees its
+  /// gradient at once (torchtune optimizer_in_bwd): no full set of gradients is alive.
+  bool optimizer_in_backward = false;
   Attention attention = Attention::sdpa;
   Lora lora;
   std::uint64_t grad_accum = 1;
@@ -112,6 +124,18 @@ struct Workload {
   /// GPUs over all nodes (the data-parallel world for ZeRO/FSDP).
   [[nodiscard]] std::uint64_t world() const noexcept { return gpus * nodes; }
 };
+
+/// A training stack whose default levers `--recipe` sets (spec/workload.cpp has each one's
+/// settings and source).
+enum class Recipe { hf_trainer, trl_sft, torchtune, axolotl_liger, unsloth };
+std::string_view name_of(Recipe r) noexcept;
+std::optional<Recipe> parse_recipe(std::string_view s) noexcept;
+std::vector<std::string_view> recipe_names();
+
+/// Sets the levers `r` turns on by default for the workload's mode, leaving alone every lever
+/// whose flag `given` says was typed (explicit flags win). Modes that do not train are left as
+/// they are.
+void apply_recipe(Workload& w, Recipe r, bool (*given)(const void* ctx, std::string_view flag), const void* ctx);
 
 /// How the workload's weights are packed: its scheme, or the default one its packed `weights`
 /// dtype implies (method none for 16/32-bit weights).

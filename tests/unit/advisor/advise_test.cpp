@@ -31,12 +31,13 @@ Budget impossible() { return budget_of(MiB(1)); }
 
 }  // namespace
 
-TEST_CASE("fixes() lists the seven fixes in the seed's order", "[advisor]") {
+TEST_CASE("fixes() lists the seed's seven fixes in its order, then the training levers", "[advisor]") {
   std::vector<std::string> ids;
   for (const auto& f : fixes()) ids.emplace_back(f.id);
   CHECK(ids == std::vector<std::string>{"reduce_batch", "mixed_precision", "gradient_checkpointing",
                                         "quantize_8bit", "quantize_4bit", "inference_mode",
-                                        "expandable_segments"});
+                                        "expandable_segments", "chunked_logits", "selective_checkpointing",
+                                        "activation_offload", "optimizer_in_backward", "shorter_sequence"});
 }
 
 TEST_CASE("a budget at or above the estimate gives no steps", "[advisor]") {
@@ -204,7 +205,7 @@ TEST_CASE("deny quantize refuses both quantization steps", "[advisor]") {
   AdviseOptions o = no_tiers();
   o.deny = {"quantize"};
   const Advice a = advise(m, w, impossible(), test_catalog(), o);
-  REQUIRE(a.steps.size() == 7);
+  REQUIRE(a.steps.size() == 12);
   CHECK(a.steps[3].reason == "ruled out by --deny");
   CHECK(a.steps[4].reason == "ruled out by --deny");
   CHECK(a.final_workload.weights == DType::bf16);
@@ -238,7 +239,8 @@ TEST_CASE("unknown or conflicting ids in --allow/--deny are input errors", "[adv
         "--allow: unknown fix 'quantise_4bit' (did you mean 'quantize_4bit'?)");
   CHECK(error_of([&] { run({}, {"zzz"}); }) ==
         "--deny: unknown fix 'zzz' (known fixes: reduce_batch, mixed_precision, gradient_checkpointing, "
-        "quantize_8bit, quantize_4bit, inference_mode, expandable_segments, quantize)");
+        "quantize_8bit, quantize_4bit, inference_mode, expandable_segments, chunked_logits, "
+                "selective_checkpointing, activation_offload, optimizer_in_backward, shorter_sequence, quantize)");
   CHECK(error_of([&] { run({"reduce_batch"}, {"reduce_batch"}); }) ==
         "--deny: fix 'reduce_batch' is both allowed and denied (name it in --allow or --deny, not both)");
   try {
@@ -255,7 +257,7 @@ TEST_CASE("training: nothing fits, every step is tried, batch x grad_accum is ke
   const Advice a = advise(m, w, impossible(), test_catalog(), no_tiers());
   CHECK_FALSE(a.fits_initially);
   CHECK_FALSE(a.fits);
-  REQUIRE(a.steps.size() == 7);
+  REQUIRE(a.steps.size() == 12);
   check_walk_properties(m, a, impossible());
   for (const auto& s : a.steps) CHECK(s.workload.batch * s.workload.grad_accum == 8);
 
@@ -491,7 +493,7 @@ TEST_CASE("expandable_segments applies only when the reserve is over 10% of the 
   // Small reserves: training at batch 1 after QLoRA and checkpointing, fp32 inference.
   for (const auto& w : {training(4), inference_fp32()}) {
     const Advice a = advise(m, w, impossible(), test_catalog(), no_tiers());
-    REQUIRE(a.steps.size() == 7);
+    REQUIRE(a.steps.size() == 12);
     const engine::Breakdown before = engine::estimate(m, a.steps[5].workload);
     CHECK(before.allocator_reserve.value() * 10 <= before.device_total.value());
     const StepResult& s = a.steps[6];
@@ -504,7 +506,7 @@ TEST_CASE("expandable_segments applies only when the reserve is over 10% of the 
   AdviseOptions o = no_tiers();
   o.deny = {"reduce_batch"};
   const Advice a = advise(m, training(8), impossible(), test_catalog(), o);
-  REQUIRE(a.steps.size() == 7);
+  REQUIRE(a.steps.size() == 12);
   const engine::Breakdown before = engine::estimate(m, a.steps[5].workload);
   CHECK(before.allocator_reserve.value() * 10 > before.device_total.value());
   const StepResult& s = a.steps[6];
@@ -650,7 +652,7 @@ TEST_CASE("the walk's fixes and the doctor's hints are rows of one table", "[adv
   // Every walk step is a row of core/fixes.hpp with its walk title; the doctor's quantize hint
   // is the alias of the two quantization steps.
   const auto walk = fixes();
-  REQUIRE(walk.size() == 7);
+  REQUIRE(walk.size() == 12);
   for (const FixInfo& f : walk) {
     const auto row = fix_of(f.id);
     REQUIRE(row);
@@ -662,4 +664,93 @@ TEST_CASE("the walk's fixes and the doctor's hints are rows of one table", "[adv
   CHECK(q.stands_for[1] == Fix::quantize_4bit);
   CHECK(fix_row(Fix::quantize_8bit).hint.empty());
   CHECK(fix_row(Fix::larger_gpu).walk_title.empty());
+}
+
+TEST_CASE("beyond the seed: a fused loss, selective checkpointing, activation offload, optimizer in backward",
+          "[advisor][levers]") {
+  // LoRA at 8k tokens with the seed's memory fixes ruled out: the walk goes on to the levers,
+  // each kept only because the engine says it lowers memory.
+  const auto m = llama8b();
+  spec::Workload w;
+  w.mode = spec::Mode::lora;
+  w.batch = 1;
+  w.seq = 8192;
+  AdviseOptions o = no_tiers();
+  o.deny = {"reduce_batch,gradient_checkpointing,quantize,expandable_segments"};
+  const Advice a = advise(m, w, impossible(), test_catalog(), o);
+  REQUIRE(a.steps.size() == 12);
+  check_walk_properties(m, a, impossible());
+  const StepResult& loss = step(a, "chunked_logits");
+  REQUIRE(loss.applied);
+  CHECK(loss.title == "Fused or chunked loss");
+  CHECK(loss.workload.loss == spec::Loss::fused_linear);
+  CHECK(loss.reason.find("% of the peak: compute lm_head and the loss chunk by chunk") != std::string::npos);
+  CHECK(loss.warning == "needs the liger-kernel package; same loss, about the same speed");
+  const StepResult& sel = step(a, "selective_checkpointing");
+  REQUIRE(sel.applied);
+  CHECK(sel.workload.checkpointing);
+  CHECK(sel.workload.checkpoint_selective);
+  CHECK(sel.warning == "slightly slower steps: the cheap ops (norms, activations, rotary) run twice");
+  const StepResult& off = step(a, "activation_offload");
+  REQUIRE(off.applied);
+  CHECK(off.workload.activation_offload);
+  CHECK(off.after < off.before);
+  const StepResult& ib = step(a, "optimizer_in_backward");
+  CHECK(ib.workload.loss == spec::Loss::fused_linear);
+  CHECK(a.final_workload.activation_offload);
+}
+
+TEST_CASE("the levers say why they do not apply", "[advisor][levers]") {
+  const auto m = llama8b();
+  // Full training at batch 8: reduce_batch leaves grad_accum 8, full checkpointing comes first.
+  const Advice a = advise(m, training(8), impossible(), test_catalog(), no_tiers());
+  CHECK(step(a, "optimizer_in_backward").reason ==
+        "gradient accumulation (8 steps) needs the whole gradients kept between backwards");
+  CHECK(step(a, "selective_checkpointing").reason ==
+        "checkpointing is already on (full checkpointing keeps less than selective)");
+  // Inference has no loss.
+  const Advice i = advise(m, inference_fp32(), impossible(), test_catalog(), no_tiers());
+  CHECK(step(i, "chunked_logits").reason == "no loss is computed outside training");
+  CHECK(step(i, "activation_offload").reason == "inference keeps no activations for a backward pass");
+}
+
+TEST_CASE("partial checkpointing is taken to full checkpointing", "[advisor][levers]") {
+  const auto m = llama8b();
+  auto w = training(1);
+  w.weights = DType::bf16;
+  w.checkpointing = true;
+  w.checkpoint_every = 2;
+  const Advice a = advise(m, w, impossible(), test_catalog(), no_tiers());
+  const StepResult& s = step(a, "gradient_checkpointing");
+  REQUIRE(s.applied);
+  CHECK(s.reason == "checkpoint every layer fully: keep only each layer's input and recompute the rest");
+  CHECK(s.workload.checkpoint_every == 1);
+  CHECK_FALSE(s.workload.checkpoint_selective);
+  CHECK(s.after < s.before);
+}
+
+TEST_CASE("shorter sequences come last, halved until the job fits", "[advisor][levers]") {
+  const auto m = llama8b();
+  spec::Workload w;
+  w.mode = spec::Mode::inference;
+  w.batch = 1;
+  w.seq = 65536;
+  AdviseOptions o = no_tiers();
+  o.allow = {"shorter_sequence"};
+  // A budget between the estimates at 8192 and 16384 tokens: three halvings.
+  auto at = [&](std::uint64_t seq) {
+    spec::Workload x = w;
+    x.seq = seq;
+    return total_of(m, x);
+  };
+  const Budget b = budget_of(Bytes{at(8192).value() + (at(16384).value() - at(8192).value()) / 2});
+  const Advice a = advise(m, w, b, test_catalog(), o);
+  const StepResult& s = step(a, "shorter_sequence");
+  REQUIRE(s.applied);
+  CHECK(s.reason == "sequence 65536 -> 8192 tokens");
+  CHECK(s.warning == "changes the job: the model sees fewer tokens at once");
+  CHECK(a.fits);
+  w.seq = 256;
+  CHECK(step(advise(m, w, impossible(), test_catalog(), o), "shorter_sequence").reason ==
+        "the sequences are already 256 tokens or fewer");
 }

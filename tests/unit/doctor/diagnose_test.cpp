@@ -253,9 +253,9 @@ TEST_CASE("H200 truth: llama-3.1-8b full fine-tune is fragmentation at 98% of th
   CHECK(fix_ids(d).front() == "expandable_segments");
   CHECK(fix_ids(d).back() == "larger_gpu");  // near full: 98%
   CHECK(d.fixes[0].reason ==
-        "3.56 GiB is reserved by PyTorch but unallocated, more than the 224.00 MiB request (with "
-        "45.12 MiB free): expandable segments let the allocator reuse it instead of needing a new "
-        "block");
+        "3.56 GiB is reserved by PyTorch but unallocated and 45.12 MiB is free: together 3.60 GiB, at "
+        "least the 224.00 MiB request; expandable segments let the allocator reuse the cache instead of "
+        "needing a new block");
   CHECK(d.fixes[1].reason ==
         "the failed request was 224.00 MiB with 45.12 MiB free: halving the batch halves "
         "activation requests (this one to about 112.00 MiB) and the activations held");
@@ -529,4 +529,21 @@ TEST_CASE("diagnose never throws on what scan produces from random text", "[doct
       CHECK_NOTHROW(diagnose(m, {{"logits", B(rng())}}, s.summary));
     }
   }
+}
+
+TEST_CASE("explain: the fragmentation reason adds cached and free before comparing with the request",
+          "[doctor]") {
+  // 1.85 GiB cached is less than the 2.00 GiB request; with 512 MiB free the two cover it.
+  const Diagnosis d = explain_text(
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+      "of 79.14 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.60 GiB "
+      "memory in use. Of the allocated memory 76.00 GiB is allocated by PyTorch, and 1.85 GiB is reserved "
+      "by PyTorch but unallocated.");
+  const auto it = std::find_if(d.fixes.begin(), d.fixes.end(),
+                               [](const FixHint& f) { return f.id == "expandable_segments"; });
+  REQUIRE(it != d.fixes.end());
+  CHECK(it->reason ==
+        "1.85 GiB is reserved by PyTorch but unallocated and 512.00 MiB is free: together 2.35 GiB, at least "
+        "the 2.00 GiB request; expandable segments let the allocator reuse the cache instead of needing a "
+        "new block");
 }

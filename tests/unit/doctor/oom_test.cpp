@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "vramfit/render/explain.hpp"
+
 #include <cstdint>
 #include <random>
 #include <string>
@@ -668,9 +670,15 @@ TEST_CASE("garbage never crashes and finds nothing", "[doctor]") {
   const OomMessage big = only(
       "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
       "99999999999999999999 GiB of which 1.00 GiB is free.");
-  CHECK(big.requested == B(2147483648));
+  // A figure that cannot be a size (past 2^64 - 1 bytes) makes the whole message unreadable:
+  // no diagnosis is built on the figures around it.
+  CHECK_FALSE(big.requested);
   CHECK_FALSE(big.total);
   CHECK_FALSE(big.complete);
+  CHECK(big.format == "unreadable");
+  CHECK(big.unreadable == "'99999999999999999999gib' is past 2^64 - 1 bytes (16 EiB)");
+  CHECK(m.format == "unreadable");
+  CHECK(m.unreadable == "'1e400gib' is past 2^64 - 1 bytes (16 EiB)");
   // Invalid UTF-8 and control bytes around a message become '?' in the excerpt.
   const OomMessage u = only(std::string("RuntimeError: CUDA error: out of memory \xff\xfe\x01 tail"));
   CHECK(u.excerpt == "RuntimeError: CUDA error: out of memory ??? tail");
@@ -686,4 +694,39 @@ TEST_CASE("many messages: the most recent are kept", "[doctor]") {
   REQUIRE(s.chosen());
   CHECK(s.chosen()->format == "legacy");
   CHECK(s.chosen()->line == 25001);
+  // The count says how many there were, beyond those kept (issue #14: it stopped at 10,000).
+  CHECK(s.messages_found == 25001);
+  CHECK(s.messages.size() == 5001);
+  const std::string shown = vramfit::render::explain_text(s, explain(s));
+  CHECK(shown.find("(line 25001, legacy format; the last of 25001 OOM messages; the last 5001 kept)") !=
+        std::string::npos);
+  const auto j = vramfit::render::explain_json(s, explain(s));
+  CHECK(j["messages_found"] == 25001);
+  CHECK(j["messages_kept"] == 5001);
+}
+
+TEST_CASE("extreme figures: refused with the reason, never saturated", "[doctor]") {
+  const std::string head = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ";
+  const auto msg = [&](const std::string& req, const std::string& total) {
+    return only(head + req + ". GPU 0 has a total capacity of " + total +
+                " of which 1.00 GiB is free. Of the allocated memory 8.27 GiB is allocated by PyTorch, and 500.38 "
+                "MiB is reserved by PyTorch but unallocated.");
+  };
+  CHECK(msg("-2.00 GiB", "79.14 GiB").unreadable == "'-2.00gib' is negative");
+  CHECK(msg("nan GiB", "79.14 GiB").unreadable == "'nangib' is not a number of bytes");
+  CHECK(msg("2.00 GiB", "99999999999 PiB").unreadable == "'99999999999pib' is past 2^64 - 1 bytes (16 EiB)");
+  const OomMessage zero = msg("2.00 GiB", "0 bytes");
+  CHECK(zero.unreadable == "the card's total capacity reads 0 bytes");
+  CHECK(zero.format == "unreadable");
+  CHECK_FALSE(zero.requested);
+  // Each figure fits in 64 bits (15000 PiB is 0.81 x 2^64), their sum does not.
+  const OomMessage sum = msg("15000.00 PiB", "15000.00 PiB");
+  CHECK(sum.unreadable == "its figures add up to more than 2^64 bytes (16 EiB)");
+  CHECK_FALSE(sum.has_numbers());
+  const OomMessage fine = msg("2.00 GiB", "79.14 GiB");
+  CHECK(fine.unreadable.empty());
+  CHECK(fine.format == "current");
+  const auto d = explain(scan(head + "-2.00 GiB. GPU 0 has a total capacity of 79.14 GiB"), {});
+  REQUIRE(d);
+  CHECK(d->primary == "no_numbers");
 }

@@ -154,3 +154,68 @@ TEST_CASE("levers: FSDP mixed precision gathers 16-bit units over fp32 shards", 
   ac.autocast = DType::bf16;
   CHECK(engine::estimate(m, ac).peak_allocated > mp.peak_allocated);
 }
+
+TEST_CASE("levers: which layers every-N checkpointing wraps", "[engine][levers]") {
+  CHECK(checkpointed_layers(0, 16, 1) == 16);
+  CHECK(checkpointed_layers(0, 16, 2) == 8);   // 0, 2, ..., 14
+  CHECK(checkpointed_layers(0, 15, 2) == 8);   // 0, 2, ..., 14
+  CHECK(checkpointed_layers(1, 3, 2) == 1);    // 2 of 1, 2, 3
+  CHECK(checkpointed_layers(0, 28, 3) == 10);  // 0, 3, ..., 27
+  CHECK(checkpointed_layers(5, 0, 2) == 0);
+}
+
+TEST_CASE("levers: torchtitan's op-level policy keeps every other mm output", "[engine][levers]") {
+  const auto m = tiny();
+  const Precision p = precision_of(training(spec::Mode::train, DType::bf16));
+  // mm #1 q_proj (256), #3 v_proj (128), #5 gate_proj (512), #7 down_proj (256), 2 bytes each;
+  // the input (256 x 2); SDPA's output (4 x 64 x 2) and fp32 logsumexp (4 x 4).
+  CHECK(selective_layer_saved(m, m.layers[0], p) == (256 + 128 + 512 + 256) * 2 + 256 * 2 + 4 * 64 * 2 + 4 * 4);
+  // qwen2's q/k/v have biases (addmm, recomputed): mm #1 o_proj and #3 up_proj are kept.
+  const auto q = spec::from_config_text(R"({"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000})",
+                                        "qwen.json");
+  CHECK(selective_layer_saved(q, q.layers[0], p) == (256 + 512) * 2 + 256 * 2 + 4 * 64 * 2 + 4 * 4);
+}
+
+TEST_CASE("levers: activation offload leaves no saved activation on the GPU at backward's start", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::lora, DType::bf16);
+  const auto plain = engine::estimate(m, w);
+  REQUIRE(plain.peak_phase == "backward_start");
+  w.activation_offload = true;
+  const auto off = engine::estimate(m, w);
+  CHECK(phase(off, "backward_start") == phase(plain, "backward_start") - part(plain, "activations"));
+  CHECK(off.peak_allocated < plain.peak_allocated);
+}
+
+TEST_CASE("levers: optimizer in backward holds one parameter's gradient", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::train, DType::bf16);
+  const auto plain = engine::estimate(m, w);
+  w.optimizer_in_backward = true;
+  const auto ib = engine::estimate(m, w);
+  for (const auto& ph : ib.phases) CHECK(ph.id != "optimizer_step");
+  // backward_end: all gradients (params x 2 bytes) become the largest parameter's (the
+  // 32000 x 256 embedding) plus its own foreach AdamW temporary (the same size again).
+  const std::uint64_t largest = 32000ULL * 256 * 2;
+  CHECK(phase(plain, "backward_end") - phase(ib, "backward_end") == m.params * 2 - 2 * largest);
+}
+
+TEST_CASE("levers: a paged optimizer's state is sharded under FSDP", "[engine][levers]") {
+  // Issue #18: Llama 3.3 70B on 8 GPUs with FSDP and paged AdamW 8-bit kept the whole paged
+  // state on every GPU (131.67 GiB); each rank pages its shard's: 16.46 GiB.
+  const auto m = spec::from_config_text(R"({"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
+      "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256})",
+                                        "llama70b.json");
+  auto w = training(spec::Mode::train, DType::bf16);
+  w.optimizer = spec::Optimizer::paged_adamw_8bit;
+  const auto one = engine::estimate(m, w);
+  w.gpus = 8;
+  w.sharding = spec::Sharding::fsdp;
+  const auto eight = engine::estimate(m, w);
+  const std::uint64_t whole = part(one, "paged_optimizer_state");
+  CHECK(part(eight, "paged_optimizer_state") == whole / 8 + (whole % 8 != 0));
+  CHECK(part(eight, "paged_optimizer_state") == 17672876676ULL);  // 16.46 GiB
+  w.sharding = spec::Sharding::ddp;  // a replica per GPU keeps it whole
+  CHECK(part(engine::estimate(m, w), "paged_optimizer_state") == whole);
+}

@@ -158,25 +158,35 @@ TEST_CASE("10^9 new tokens", "[limits]") {
 
 TEST_CASE("widths of 2^40 in a config", "[limits]") {
   TempDir dir;
-  // An MLP 2^40 wide: the count stays below 2^64 and is exact.
-  const std::string wide = dir.write("wide.json", R"({"model_type": "llama", "hidden_size": 4096,
-      "intermediate_size": 1099511627776, "num_hidden_layers": 32, "num_attention_heads": 32,
+  // An MLP 2^40 wide, on a narrow model: the count stays below the 10^15 parameters vramfit
+  // accepts, and is exact.
+  const std::string wide = dir.write("wide.json", R"({"model_type": "llama", "hidden_size": 64,
+      "intermediate_size": 1099511627776, "num_hidden_layers": 1, "num_attention_heads": 1,
       "vocab_size": 32000})");
-  constexpr std::uint64_t H = 4096, I = 1ULL << 40, L = 32, V = 32000;
-  // Per layer: q, k, v, o (32 KV heads: all hidden x hidden), gate/up/down, two RMSNorms.
+  constexpr std::uint64_t H = 64, I = 1ULL << 40, L = 1, V = 32000;
+  // Per layer: q, k, v, o (one KV head: all hidden x hidden), gate/up/down, two RMSNorms.
   constexpr std::uint64_t kParams = 2 * V * H + H + L * (4 * H * H + 3 * H * I + 2 * H);
   const auto j = estimate_json({"--config", wide});
   CHECK(j["model"]["params"] == kParams);
-  CHECK(part(j, "weights") == kParams * 2 + 2 * 64 * 4);  // bf16 + the rotary buffers
+  CHECK(part(j, "weights") == kParams * 2 + 2 * 32 * 4);  // bf16 + the rotary buffers
   check_sums(j);
   const auto train = estimate_json({"--config", wide, "--mode", "train"});
   CHECK(part(train, "optimizer_state") == kParams * 4);
   check_sums(train);
-  // With 2048000 tokens its saved activations pass 2^64.
+  // With 2^31 tokens its saved activations pass 2^64.
   require_refusal(
-      {"estimate", "--config", wide, "--mode", "train", "--batch", "1000"},
-      "vramfit: error: --config, --batch: the memory of batch 1000 x 2048 tokens overflows 64 bits "
+      {"estimate", "--config", wide, "--mode", "train", "--batch", "1048576"},
+      "vramfit: error: --config, --batch: the memory of batch 1048576 x 2048 tokens overflows 64 bits "
       "(over 16 EiB) (give smaller values: no GPU job comes near 16 EiB)\n");
+  // The same width on a 4096-wide, 32-layer model is 4.3e17 parameters: past the documented limit.
+  const std::string wider = dir.write("wider.json", R"({"model_type": "llama", "hidden_size": 4096,
+      "intermediate_size": 1099511627776, "num_hidden_layers": 32, "num_attention_heads": 32,
+      "vocab_size": 32000})");
+  require_refusal({"estimate", "--config", wider},
+                  "vramfit: error: " + wider +
+                      ": the model's sizes describe 432345566637461504 parameters, more than the 10^15 vramfit "
+                      "accepts (check hidden_size, num_hidden_layers, vocab_size and the other sizes against the "
+                      "model's config.json)\n");
 
   // A hidden size of 2^40: hidden x hidden overflows the parameter count itself.
   const std::string hidden = dir.write("hidden.json", R"({"model_type": "llama", "hidden_size": 1099511627776,

@@ -105,3 +105,77 @@ TEST_CASE("vllm: the errors vLLM raises at start-up", "[vllm]") {
   s.tensor_parallel = 3;
   CHECK_THROWS_AS(estimate(m, s), InputError);
 }
+
+TEST_CASE("vllm: the hybrid KV cache manager gives sliding-window groups only the window's blocks", "[vllm]") {
+  spec::ModelSpec m = preset("gemma-2-9b");  // 42 layers alternating: 21 sliding (4096), 21 full; 8 KV heads of 256
+  REQUIRE(m.num_layers == 42);
+  REQUIRE(m.sliding_layers == 21);
+  REQUIRE(m.sliding_window == 4096);
+  Settings s = on(GiB(80));
+  s.max_model_len = 8192;
+  s.max_num_batched_tokens = 2048;
+  const std::uint64_t layer_page = 2ULL * 16 * 8 * 256 * 2;  // one block of one layer: 131072 bytes
+  Result r = estimate(m, s);
+  // Two groups of 21 layers (full, sliding); 21 pools each shared by one layer of each group.
+  CHECK(r.kv_groups == 2);
+  CHECK(r.kv_group_size == 21);
+  CHECK(r.page_bytes == layer_page * 21);
+  CHECK(r.num_gpu_blocks == static_cast<std::uint64_t>(r.available_kv) / (layer_page * 21));
+  CHECK(r.kv_cache_tokens == r.num_gpu_blocks / 2 * 16);
+  // One 8192-token request: 512 blocks in the full group, cdiv(min(4095 + 2048, 8192), 16) + 1 = 385
+  // in the sliding one.
+  CHECK(r.blocks_per_request == 512 + 385);
+  CHECK(r.kv_for_max_model_len.value() == (512 + 385) * layer_page * 21);
+  CHECK(kv_bytes_for_request(m, s, 8192) == r.kv_for_max_model_len.value());
+  CHECK(r.max_concurrency == Approx(static_cast<double>(r.num_gpu_blocks) / 897.0));
+  // The longest request the KV memory holds fits, one more token does not.
+  const auto avail = static_cast<std::uint64_t>(r.available_kv);
+  const std::uint64_t longest = largest_model_len(m, s, avail);
+  CHECK(kv_bytes_for_request(m, s, longest) <= avail);
+  CHECK(kv_bytes_for_request(m, s, longest + 1) > avail);
+  CHECK(r.largest_model_len == longest);
+
+  // Off (--disable-hybrid-kv-cache-manager, or the V0 engine): one group, every layer full length.
+  s.hybrid_kv = false;
+  const Result u = estimate(m, s);
+  CHECK(u.kv_groups == 1);
+  CHECK(u.page_bytes == kv_bytes_per_token(m, s) * 16);
+  CHECK(u.blocks_per_request == 512);
+  CHECK(u.kv_for_max_model_len.value() == 512 * layer_page * 42);
+
+  // A 5:1 pattern (Gemma 3 27B: 62 layers, 52 sliding): groups of 10 layers, the sliding kind
+  // padded to 6 groups, 7 in all.
+  s.hybrid_kv = true;
+  m.num_layers = 62;
+  m.sliding_layers = 52;
+  m.sliding_window = 1024;
+  r = estimate(m, s);
+  CHECK(r.kv_group_size == 10);
+  CHECK(r.kv_groups == 7);
+  CHECK(r.kv_cache_tokens == r.num_gpu_blocks / 7 * 16);
+  CHECK(r.blocks_per_request == 512 + 6 * ((1023 + 2048 + 15) / 16 + 1));
+  // Nearly even counts (13 full, 12 sliding): one group of each, 13 layers, the sliding one padded.
+  m.num_layers = 25;
+  m.sliding_layers = 12;
+  r = estimate(m, s);
+  CHECK(r.kv_group_size == 13);
+  CHECK(r.kv_groups == 2);
+}
+
+TEST_CASE("vllm: non-torch memory by what the release counts, and tensor parallel's communicators", "[vllm]") {
+  const spec::ModelSpec m = preset("llama-3.1-8b");
+  Settings s = on(GiB(80));
+  s.max_model_len = 8192;
+  // vLLM >= 0.6.5: the increase since init_device's snapshot (0.13 GiB on one GPU).
+  CHECK(estimate(m, s).non_torch.value() == 139586437ULL);
+  // With tensor parallel the NCCL communicators and custom all-reduce buffers come on top (0.41 GiB).
+  s.tensor_parallel = 2;
+  CHECK(estimate(m, s).non_torch.value() == 139586437ULL + 440234148ULL);
+  // vLLM <= 0.6.4 counted everything outside PyTorch on the device: the CUDA context too.
+  s.tensor_parallel = 1;
+  s.profiler = Profiler::device_wide;
+  const Result r = estimate(m, s);
+  CHECK(r.non_torch.value() == 139586437ULL + r.cuda_context.value());
+  CHECK(r.available_kv == static_cast<std::int64_t>(r.budget.value()) -
+                              static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch).value()));
+}

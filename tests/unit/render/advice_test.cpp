@@ -62,7 +62,8 @@ TEST_CASE("workload_json: one shape for every workload, the knobs the advisor ch
     "optimizer": "adamw", "autocast": "bf16", "checkpointing": true, "attention": "sdpa",
     "lora": {"rank": 16, "targets": ["all-linear"], "dropout": 0.0}, "grad_accum": 4, "gpus": 2, "nodes": 1,
     "sharding": "fsdp", "offload": "none", "master_weights": false, "kv_cache": null,
-    "expandable_segments": true, "loss": "hf", "fsdp_mixed_precision": null})"));
+    "expandable_segments": true, "checkpointing_kind": "full", "activation_offload": false,
+    "optimizer_in_backward": false, "loss": "hf", "fsdp_mixed_precision": null})"));
   const json i = json(workload_json(inference_fp32()));
   CHECK(i["autocast"].is_null());
   CHECK(i["lora"].is_null());
@@ -117,7 +118,7 @@ TEST_CASE("advice_json marks steps ruled out by --deny", "[render]") {
   const json j = advice_json(advise(m, inference_fp32(), budget_of(MiB(1)), test_catalog(), o));
   CHECK(j["steps"][0]["status"] == "ruled_out");
   CHECK(j["steps"][0]["reason"] == "ruled out by --deny");
-  CHECK(j["steps"].size() == 7);
+  CHECK(j["steps"].size() == 12);
 }
 
 TEST_CASE("advice_text: verdict, each fix with before and after, the result", "[render]") {

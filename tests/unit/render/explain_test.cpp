@@ -162,7 +162,8 @@ TEST_CASE("JSON report of the H200 logits case", "[doctor]") {
 TEST_CASE("JSON report: stable keys, integer bytes, valid UTF-8, nothing found", "[doctor]") {
   const std::vector<std::string> top = {
       "accounting",     "candidate_match", "findings",       "fixes",           "found",   "kinds",
-      "memory_summary", "message",         "messages_found", "other_processes", "primary", "schema_version"};
+      "memory_summary", "message",         "messages_found", "messages_kept",   "other_processes", "primary",
+      "schema_version"};
   const auto keys = [](const nlohmann::json& j) {
     std::vector<std::string> k;
     for (auto it = j.begin(); it != j.end(); ++it) k.push_back(it.key());

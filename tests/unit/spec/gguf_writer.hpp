@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ class GgufWriter {
   std::uint32_t version = 3;
   std::uint64_t alignment = 32;               ///< for the offsets; set general.alignment to match
   std::optional<std::uint64_t> force_offset;  ///< replaces the first tensor's offset
+  std::map<std::size_t, std::uint64_t> offset_of;  ///< replaces tensor i's offset (overlaps, gaps)
 
   void kv_raw(const std::string& key, std::uint32_t type, const std::string& value) {
     put_str(kvs_, key);
@@ -66,7 +68,8 @@ class GgufWriter {
       s += le(t.ne.size(), 4);
       for (const auto d : t.ne) s += le(d, 8);
       s += le(t.type, 4);
-      s += le(i == 0 && force_offset ? *force_offset : offset, 8);
+      const auto forced = offset_of.find(i);
+      s += le(forced != offset_of.end() ? forced->second : i == 0 && force_offset ? *force_offset : offset, 8);
       offset += padded(bytes(t));
     }
     s.resize(padded(s.size()), '\0');
@@ -131,7 +134,7 @@ class GgufWriter {
 
 /// A two-layer llama in Q8_0 (general.file_type 7): hidden 64, 4 heads, 2 kv heads, MLP 128,
 /// 256 tokens, untied. 106816 parameters; 114432 bytes of tensors.
-inline GgufWriter tiny_llama_gguf() {
+inline GgufWriter tiny_llama_gguf(bool with_tensors = true) {
   GgufWriter w;
   w.kv_str("general.architecture", "llama");
   w.kv_str("general.name", "tiny");
@@ -146,6 +149,7 @@ inline GgufWriter tiny_llama_gguf() {
   w.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.kv_str("tokenizer.ggml.model", "llama");
   w.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(256, "tok"));
+  if (!with_tensors) return w;
   constexpr std::uint32_t F32 = 0, Q8_0 = 8;
   w.tensor("token_embd.weight", {64, 256}, Q8_0);
   for (int i = 0; i < 2; ++i) {

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Measure the training levers of issue #18 on one GPU: the loop of measure.py (a copy of
+shared/truth/measure.py beside this file) with each lever written in plain PyTorch.
+
+  python3 measure_levers.py CASES.json OUT.jsonl [--deadline SECONDS] [--only SUBSTR]
+
+Levers, per case key (absent = the plain loop of measure.py):
+  loss: "hf"            model(input_ids, labels).loss (transformers ForCausalLMLoss)
+        "chunked"       torchtune CEWithChunkedOutputLoss: lm_head per 8 chunks of the hidden
+                        states, each chunk upcast and cross-entropied on its own, logits
+                        deleted before backward (as torchtune's recipes do)
+        "fused-linear"  Liger's fused linear cross-entropy algorithm in torch ops: per chunk of
+                        next_power_of_2(ceil(BT / ceil(V / H))) rows the logits, the loss and
+                        its gradient are computed in forward; grad_input and grad_weight are
+                        kept for backward (liger_kernel/ops/fused_linear_cross_entropy.py)
+  checkpointing: true / "full"  Hugging Face gradient checkpointing, non-reentrant
+        "every-N"       only layers i with i % N == 0 checkpointed (torchtune/torchtitan
+                        selective layer checkpointing)
+        "selective"     torchtitan's op-level selective checkpointing policy: save mm (every
+                        other one), SDPA and max outputs, recompute the rest
+  activation_offload: torch.autograd.graph.save_on_cpu(pin_memory=True) around forward + loss
+  optimizer_in_backward: one optimizer per parameter stepped in a post-accumulate-grad hook
+                        (PyTorch's "optimizer step in backward" recipe, torchtune's
+                        optimizer_in_bwd), the gradient freed right after
+Writes measure.py's fields. Models are built from config.json with random weights.
+"""
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure as M  # noqa: E402
+
+
+class FusedLinearCE(torch.autograd.Function):
+    """Liger's algorithm: no full logits; gradients computed chunk by chunk in forward."""
+
+    @staticmethod
+    def forward(ctx, x, w, labels):
+        bt, h = x.shape
+        v = w.shape[0]
+        inc = -(-v // h)
+        want = -(-bt // inc)
+        chunk = 1
+        while chunk < want:
+            chunk *= 2
+        grad_w = torch.zeros_like(w) if w.requires_grad else None
+        grad_x = torch.zeros_like(x)
+        loss_1d = torch.zeros(bt, dtype=torch.float32, device=x.device)
+        n = max(int((labels != -100).sum().item()), 1)
+        for s in range(0, bt, chunk):
+            e = min(s + chunk, bt)
+            xc = x[s:e]
+            lab = labels[s:e]
+            logits = xc @ w.t()
+            lf = logits.float()
+            del logits
+            lse = torch.logsumexp(lf, dim=-1)
+            valid = lab != -100
+            safe = torch.where(valid, lab, torch.zeros_like(lab))
+            picked = lf.gather(1, safe[:, None]).squeeze(1)
+            loss_1d[s:e] = torch.where(valid, lse - picked, torch.zeros_like(lse))
+            lf.sub_(lse[:, None]).exp_()
+            lf[torch.arange(e - s, device=x.device), safe] -= 1.0
+            lf.mul_((valid.float() / n)[:, None])
+            g = lf.to(x.dtype)
+            del lf
+            grad_x[s:e] = g @ w
+            if grad_w is not None:
+                grad_w.addmm_(g.t(), xc)
+            del g
+        ctx.save_for_backward(grad_x, grad_w)
+        return loss_1d.sum() / n
+
+    @staticmethod
+    def backward(ctx, go):
+        grad_x, grad_w = ctx.saved_tensors
+        if go.item() != 1.0:
+            grad_x = grad_x * go
+            grad_w = grad_w * go if grad_w is not None else None
+        return grad_x, grad_w, None
+
+
+def base_causal_lm(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def shifted_labels(ids):
+    # transformers ForCausalLMLoss: pad with -100, then shift left by one.
+    return F.pad(ids, (0, 1), value=-100)[..., 1:].contiguous()
+
+
+def forward_loss(model, ids, kind):
+    if kind in (None, "hf"):
+        return model(input_ids=ids, labels=ids).loss
+    lm = base_causal_lm(model)
+    hidden = lm.model(input_ids=ids).last_hidden_state
+    labels = shifted_labels(ids)
+    if kind == "chunked":
+        chunks = [lm.lm_head(c) for c in hidden.chunk(8, dim=1)]
+        total = None
+        for lc, lb in zip(chunks, labels.chunk(8, dim=1)):
+            part = F.cross_entropy(lc.float().reshape(-1, lc.shape[-1]), lb.reshape(-1), ignore_index=-100,
+                                   reduction="sum")
+            total = part if total is None else total + part
+        del chunks
+        return total / (labels != -100).sum()
+    if kind == "fused-linear":
+        return FusedLinearCE.apply(hidden.reshape(-1, hidden.shape[-1]), lm.lm_head.weight, labels.reshape(-1))
+    raise ValueError(f"unknown loss {kind}")
+
+
+def torchtitan_policy():
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    save = {torch.ops.aten.mm.default, torch.ops.aten.max.default}
+    for name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+                 "_scaled_dot_product_cudnn_attention"):
+        op = getattr(torch.ops.aten, name, None)
+        if op is not None:
+            save.add(op.default)
+
+    def context_fn():
+        meta = {"forward": 0, "recompute": 0}
+
+        def policy(ctx, func, *args, **kwargs):
+            mode = "recompute" if ctx.is_recompute else "forward"
+            if func == torch.ops.aten.mm.default:
+                meta[mode] += 1
+            keep = func in save and not (func == torch.ops.aten.mm.default and meta[mode] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+        return create_selective_checkpoint_contexts(policy)
+
+    return context_fn
+
+
+def decoder_layers(model):
+    return list(base_causal_lm(model).model.layers)
+
+
+def set_checkpointing(model, case):
+    ck = case.get("checkpointing")
+    if not ck:
+        if getattr(model, "is_gradient_checkpointing", False):
+            model.gradient_checkpointing_disable()
+        return
+    kwargs = {"use_reentrant": False}
+    if ck == "selective":
+        kwargs["context_fn"] = torchtitan_policy()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if case.get("lora"):
+        model.enable_input_require_grads()
+    if isinstance(ck, str) and ck.startswith("every-"):
+        n = int(ck.split("-")[1])
+        for i, layer in enumerate(decoder_layers(model)):
+            layer.gradient_checkpointing = i % n == 0
+
+
+def run_train(model, case, steps=3):
+    b, s = case["batch"], case["seq"]
+    ids = torch.randint(0, model.config.vocab_size, (b, s), device="cuda")
+    model.train()
+    model.config.use_cache = False
+    set_checkpointing(model, case)
+    params = [p for p in model.parameters() if p.requires_grad]
+    in_bwd = case.get("optimizer_in_backward", False)
+    opt = None
+    per_param = {}
+    if in_bwd:
+        per_param = {p: M.make_optimizer(case["optimizer"], [p]) for p in params}
+
+        def hook(p):
+            per_param[p].step()
+            per_param[p].zero_grad(set_to_none=True)
+
+        handles = [p.register_post_accumulate_grad_hook(hook) for p in params]
+    else:
+        opt = M.make_optimizer(case["optimizer"], params)
+    autocast = case.get("autocast")
+    offload = case.get("activation_offload", False)
+    per_step = []
+    for _ in range(steps):
+        torch.cuda.reset_peak_memory_stats()
+        with torch.autocast("cuda", dtype=M.DTYPES[autocast or "bf16"], enabled=autocast is not None):
+            if offload:
+                with torch.autograd.graph.save_on_cpu(pin_memory=True):
+                    loss = forward_loss(model, ids, case.get("loss"))
+            else:
+                loss = forward_loss(model, ids, case.get("loss"))
+        fwd_peak = torch.cuda.max_memory_allocated()
+        after_fwd = torch.cuda.memory_allocated()
+        loss.backward()
+        bwd_peak = torch.cuda.max_memory_allocated()
+        after_bwd = torch.cuda.memory_allocated()
+        if opt is not None:
+            opt.step()
+        opt_peak = torch.cuda.max_memory_allocated()
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
+        del loss
+        torch.cuda.synchronize()
+        per_step.append({
+            "fwd_peak": fwd_peak, "after_fwd": after_fwd,
+            "bwd_peak": bwd_peak, "after_bwd": after_bwd,
+            "opt_peak": opt_peak, "after_step": torch.cuda.memory_allocated(),
+            "reserved_peak": torch.cuda.max_memory_reserved(),
+        })
+    opts = list(per_param.values()) if in_bwd else [opt]
+    state_bytes = sum(t.numel() * t.element_size() for o in opts for st in o.state.values()
+                      for t in st.values() if torch.is_tensor(t) and t.is_cuda)
+    if in_bwd:
+        for h in handles:
+            h.remove()
+    del opt, per_param
+    return {
+        "steps": per_step,
+        "optimizer_state_bytes": state_bytes,
+        "peak_allocated_bytes": max(st["opt_peak"] for st in per_step),
+        "peak_reserved_bytes": max(st["reserved_peak"] for st in per_step),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases")
+    ap.add_argument("out")
+    ap.add_argument("--deadline", type=float, default=540.0)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    t0 = time.time()
+    base = os.path.dirname(os.path.abspath(args.cases))
+    cases = [c for c in json.load(open(args.cases)) if args.only in c["id"] and c.get("gpus", 1) == 1]
+    done = set()
+    if os.path.exists(args.out):
+        for line in open(args.out):
+            if line.strip() and "id" in json.loads(line):
+                done.add(json.loads(line)["id"])
+    out = open(args.out, "a")
+    torch.cuda.init()
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+    (a @ a).sum().item()
+    del a
+    M.sync_reset()
+    if not done:
+        import peft
+        import transformers
+        out.write(json.dumps({
+            "env": True, "torch": torch.__version__, "transformers": transformers.__version__,
+            "peft": peft.__version__, "gpu": torch.cuda.get_device_name(0),
+            "total_bytes": torch.cuda.get_device_properties(0).total_memory,
+            "non_torch_bytes_after_init": M.non_torch_bytes(),
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+        }) + "\n")
+        out.flush()
+    todo = sorted((c for c in cases if c["id"] not in done), key=lambda c: (c.get("priority", 0), c["id"]))
+    for case in todo:
+        if time.time() - t0 > args.deadline:
+            print(f"deadline reached after {time.time() - t0:.0f}s", flush=True)
+            break
+        rec = dict(case)
+        started = time.time()
+        model = None
+        try:
+            M.sync_reset()
+            model = M.build_model(os.path.join(base, case["config"]), M.DTYPES[case["weights_dtype"]],
+                                  case.get("attn", "sdpa"))
+            if case.get("lora"):
+                model = M.wrap_lora(model, case["lora"])
+            M.sync_reset()
+            total, trainable, buffers = M.count_params(model)
+            rec.update(params=total, trainable_params=trainable, buffer_bytes=buffers,
+                       resident_bytes=torch.cuda.memory_allocated())
+            rec.update(run_train(model, case))
+            rec["status"] = "ok"
+        except torch.OutOfMemoryError as e:
+            rec["status"] = "oom"
+            rec["error"] = str(e)[:2000]
+        except Exception as e:  # noqa: BLE001
+            rec["status"] = "error"
+            rec["error"] = f"{type(e).__name__}: {e}"[:2000]
+        model = None
+        M.sync_reset()
+        rec["non_torch_bytes"] = M.non_torch_bytes()
+        rec["seconds"] = round(time.time() - started, 2)
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+        print(f"{rec['status']:5} {rec.get('peak_allocated_bytes', 0) / 2**30:8.2f} GiB {rec['seconds']:6.1f}s  "
+              f"{case['id']} {rec.get('error', '')[:300]}", flush=True)
+    print(f"elapsed {time.time() - t0:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

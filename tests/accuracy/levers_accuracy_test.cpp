@@ -1,0 +1,125 @@
+// The training levers of issue #18 against what they measured on the H200
+// (tests/accuracy/levers: measure_levers.py on one GPU, measure_levers_sharded.py for FSDP2 on
+// 2 ranks sharing it). Regression bounds: the plain loop's (median |error| <= 1%, no case
+// under by more than 5%); `vramfit validate tests/accuracy/levers/results/levers.jsonl` prints
+// the table.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "vramfit/accuracy/truth.hpp"
+#include "vramfit/engine/estimate.hpp"
+#include "vramfit/render/validate.hpp"
+#include "vramfit/spec/parse.hpp"
+
+namespace {
+
+using namespace vramfit;
+
+const std::filesystem::path kDir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/levers";
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct Measured {
+  std::vector<accuracy::TruthCase> cases;
+  std::map<std::string, spec::ModelSpec> specs;
+  std::vector<accuracy::CaseResult> results;
+  std::string text;
+};
+
+const Measured& measured() {
+  static const Measured m = [] {
+    Measured out;
+    for (const char* file : {"results/levers.jsonl", "results/sharded.jsonl"}) {
+      const std::string text = slurp(kDir / file);
+      if (out.text.empty()) out.text = text;
+      for (auto& c : accuracy::parse_truth(text, file)) out.cases.push_back(std::move(c));
+    }
+    for (const auto& c : out.cases)
+      if (!out.specs.count(c.config))
+        out.specs.emplace(c.config, spec::from_config_text(slurp(kDir / c.config), c.config));
+    for (const auto& c : out.cases) out.results.push_back(accuracy::evaluate(c, out.specs.at(c.config)));
+    return out;
+  }();
+  return m;
+}
+
+// The lever a case measures, from its workload.
+std::string lever_of(const spec::Workload& w) {
+  if (w.fsdp_param_dtype) return "fsdp-mixed-precision";
+  if (w.sharding != spec::Sharding::none) return "fsdp + autocast (LoRA)";
+  if (w.loss != spec::Loss::hf) return std::string("loss ") + std::string(spec::name_of(w.loss));
+  if (w.activation_offload) return "activation offload";
+  if (w.optimizer_in_backward) return "optimizer in backward";
+  if (w.checkpoint_selective) return "selective checkpointing";
+  if (w.checkpoint_every > 1) return "checkpointing every-2";
+  if (w.autocast && w.weights == DType::fp32)
+    return std::string(spec::name_of(w.mode)) + " fp32 + autocast" + (w.checkpointing ? " (ckpt)" : "");
+  return "other";
+}
+
+}  // namespace
+
+TEST_CASE("training levers meet the plain loop's bounds on the H200", "[accuracy][levers]") {
+  const auto& m = measured();
+  REQUIRE(m.cases.size() == 60);
+  std::map<std::string, std::vector<const accuracy::CaseResult*>> by_lever;
+  std::vector<const accuracy::CaseResult*> all;
+  for (const auto& r : m.results) {
+    INFO(r.truth->id);
+    REQUIRE(r.truth->status == "ok");
+    by_lever[lever_of(r.truth->workload)].push_back(&r);
+    all.push_back(&r);
+  }
+  std::string table;
+  for (const auto& [lever, rs] : by_lever) {
+    const auto st = accuracy::stats(rs);
+    double worst_under = 0;
+    for (const auto* r : rs) worst_under = std::min(worst_under, r->error);
+    table += lever + ": " + std::to_string(st.cases) + " cases, median " + std::to_string(st.median_abs * 100) +
+             "%, worst under " + std::to_string(worst_under * 100) + "%\n";
+  }
+  const auto st = accuracy::stats(all);
+  WARN(table << "all: " << st.cases << " cases, median |error| " << st.median_abs * 100 << "%");
+  CHECK(by_lever.count("other") == 0);
+  CHECK(by_lever.size() == 12);
+  CHECK(st.median_abs <= 0.01);
+  for (const auto* r : all) {
+    INFO(r->truth->id << ": " << r->error * 100 << "%");
+    CHECK(r->error >= -0.05);  // no unsafe under-estimate
+    CHECK(r->error <= 0.05);
+  }
+  // Every lever on 3 models, except what the run's deadline cut: FSDP2 on 2 ranks (2 models
+  // with mixed precision, 1 with autocast) and plain fp32 + autocast training (2 models).
+  for (const auto& [lever, rs] : by_lever) {
+    INFO(lever);
+    std::map<std::string, int> models;
+    for (const auto* r : rs) ++models[r->truth->config];
+    std::size_t want = 3;
+    if (lever == "fsdp-mixed-precision" || lever == "train fp32 + autocast") want = 2;
+    if (lever == "fsdp + autocast (LoRA)") want = 1;
+    CHECK(models.size() >= want);
+  }
+}
+
+TEST_CASE("parts add up on every levers case", "[accuracy][levers]") {
+  const auto& m = measured();
+  REQUIRE(!m.cases.empty());
+  for (const auto& c : m.cases) {
+    const auto b = engine::estimate(m.specs.at(c.config), c.workload);
+    Bytes sum;
+    for (const auto& comp : b.components)
+      if (comp.in_peak_allocated) sum += comp.bytes;
+    INFO(c.id);
+    CHECK(sum == b.peak_allocated);
+  }
+}
