@@ -338,6 +338,8 @@ void collect(Diagnostics& diags, F&& step) {
 /// Runs the parsed command; returns the exit code. Throws InputError.
 ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istream& in) {
   std::string data_dir = o.data_dir;
+  if (data_dir.empty() && app.get_option("--data-dir")->count() > 0)
+    throw InputError("--data-dir", "an empty path", "give a catalog folder, or leave --data-dir out for the built-in one");
   std::string field = "--data-dir";
   if (data_dir.empty()) {
     if (const char* env = std::getenv("VRAMFIT_DATA_DIR"); env != nullptr && *env != '\0') {
@@ -353,8 +355,20 @@ ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istre
 
   std::string command;
   for (const auto* sub : app.get_subcommands()) command = sub->get_name();
-  for (const auto& [name, opt] : o.flag_options[command])
-    if (opt->count() > 0) o.estimate.given.insert(name);
+  // A flag given with an empty value ('--ctx-size ""') is refused, not read as absent: the
+  // serving engines' flags fell back to their defaults silently (issue #14's adversarial pass).
+  Diagnostics empty;
+  for (const auto& [name, opt] : o.flag_options[command]) {
+    if (opt->count() == 0) continue;
+    o.estimate.given.insert(name);
+    if (opt->get_expected_min() == 0) continue;  // --checkpointing [KIND]
+    for (const std::string& value : opt->results())
+      if (value.find_first_not_of(" \t") == std::string::npos) {
+        empty.add(name, "an empty value", fmt::format("give a value after {}, or leave the flag out", name));
+        break;
+      }
+  }
+  empty.throw_if_any();
 
   if (command == "estimate" || command == "advise" || command == "fit") {
     check_serving_flags(o.estimate, o.serving);

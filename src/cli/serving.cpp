@@ -303,6 +303,14 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   if (!s.tensor_parallel_size.empty()) st.tensor_parallel = count_of(s.tensor_parallel_size, "--tensor-parallel-size", d, false, "2");
   if (!s.pipeline_parallel_size.empty())
     st.pipeline_parallel = count_of(s.pipeline_parallel_size, "--pipeline-parallel-size", d, false, "2");
+  // The cards are listed one by one (cards_of): a world of 10^7 GPUs held memory without end
+  // (issue #14's adversarial pass). The same bound as --gpus x --nodes for transformers.
+  constexpr std::uint64_t kMaxGpus = 4096;
+  if (st.tensor_parallel > kMaxGpus || st.pipeline_parallel > kMaxGpus ||
+      st.tensor_parallel * st.pipeline_parallel > kMaxGpus)
+    d.add(st.tensor_parallel > kMaxGpus || st.pipeline_parallel <= kMaxGpus ? "--tensor-parallel-size" : "--pipeline-parallel-size",
+          fmt::format("{} x {} GPUs is more than vramfit models (at most {})", st.tensor_parallel, st.pipeline_parallel, kMaxGpus),
+          "estimate per GPU: e.g. --tensor-parallel-size 8 --pipeline-parallel-size 2");
   if (!s.kv_cache_dtype.empty()) {
     if (s.kv_cache_dtype == "fp8" || s.kv_cache_dtype == "fp8_e4m3" || s.kv_cache_dtype == "fp8_e5m2") st.kv_fp8 = true;
     else if (s.kv_cache_dtype != "auto" && s.kv_cache_dtype != "bfloat16" && s.kv_cache_dtype != "float16")

@@ -1,5 +1,6 @@
 #include "vramfit/core/error.hpp"
 
+#include <cstddef>
 #include <utility>
 
 #include <fmt/format.h>
@@ -13,6 +14,35 @@ std::string Diagnostic::str() const {
 }
 
 namespace {
+
+/// A value quoted in a message is cut to its first bytes: an error must not echo a 10 MB flag
+/// value or JSON key (issue #14). Cut at a UTF-8 character boundary.
+constexpr std::size_t kMaxPart = 1024;
+constexpr std::size_t kMaxDiagnostics = 64;
+
+std::string bounded(std::string text) {
+  if (text.size() <= kMaxPart) return text;
+  std::size_t cut = kMaxPart - 128;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  const std::size_t total = text.size();
+  text.resize(cut);
+  text += fmt::format("... [cut: {} bytes in all]", total);
+  return text;
+}
+
+std::vector<Diagnostic> bounded(std::vector<Diagnostic> d) {
+  const std::size_t total = d.size();
+  if (total > kMaxDiagnostics) d.resize(kMaxDiagnostics - 1);
+  for (auto& x : d) {
+    x.field = bounded(std::move(x.field));
+    x.problem = bounded(std::move(x.problem));
+    x.fix = bounded(std::move(x.fix));
+  }
+  if (total > kMaxDiagnostics)
+    d.push_back(Diagnostic{"", fmt::format("and {} more problems not shown", total - d.size()), "fix the ones above first"});
+  return d;
+}
+
 std::string join(const std::vector<Diagnostic>& d) {
   std::string s;
   for (const auto& x : d) {
@@ -24,7 +54,10 @@ std::string join(const std::vector<Diagnostic>& d) {
 }  // namespace
 
 InputError::InputError(std::vector<Diagnostic> diagnostics)
-    : std::runtime_error(join(diagnostics)), diags_(std::move(diagnostics)) {}
+    : InputError(bounded(std::move(diagnostics)), 0) {}
+
+InputError::InputError(std::vector<Diagnostic> bounded_diagnostics, int /*already bounded*/)
+    : std::runtime_error(join(bounded_diagnostics)), diags_(std::move(bounded_diagnostics)) {}
 
 InputError::InputError(std::string field, std::string problem, std::string fix)
     : InputError(std::vector<Diagnostic>{Diagnostic{std::move(field), std::move(problem), std::move(fix)}}) {}

@@ -19,8 +19,8 @@ struct Diagnostic {
   [[nodiscard]] std::string str() const;
 };
 
-/// The one error type of the core: input that cannot be used. Carries every diagnostic
-/// collected before giving up. Caught in exactly one place, `cli::run`, which maps it to
+/// The one error type of the core: input that cannot be used. Carries the diagnostics
+/// collected before giving up (the first 63 and a count of the rest; each part cut to 1 KiB). Caught in exactly one place, `cli::run`, which maps it to
 /// exit code 2.
 class InputError : public std::runtime_error {
  public:
@@ -30,6 +30,7 @@ class InputError : public std::runtime_error {
   [[nodiscard]] const std::vector<Diagnostic>& diagnostics() const noexcept { return diags_; }
 
  private:
+  InputError(std::vector<Diagnostic> bounded_diagnostics, int);
   std::vector<Diagnostic> diags_;
 };
 
