@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::advisor {
@@ -20,18 +21,6 @@ constexpr std::uint64_t kMillion = 1'000'000;
 constexpr std::size_t kMaxPercentDecimals = 4;
 
 constexpr std::string_view kHeadroomFix = "give a percentage of the budget like 10% or a size like 2GiB";
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 

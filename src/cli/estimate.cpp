@@ -15,23 +15,13 @@
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::cli {
 
 namespace {
-
-/// Runs `step`, moving any InputError it throws into `diags`; false when it threw.
-bool collect(Diagnostics& diags, const std::function<void()>& step) {
-  try {
-    step();
-    return true;
-  } catch (const InputError& e) {
-    for (const auto& d : e.diagnostics()) diags.add(d.field, d.problem, d.fix);
-    return false;
-  }
-}
 
 /// A positive whole number typed for `flag`; every way it can be wrong gets its own message
 /// (CLI11 would wrap "-1" into a huge unsigned number or print a generic conversion error).
@@ -69,13 +59,9 @@ template <typename Parse, typename Names>
 auto parse_choice(const std::string& text, const std::string& flag, std::string_view what, Parse parse,
                   const Names& names, Diagnostics& diags) -> decltype(parse(text)) {
   if (auto v = parse(text)) return v;
-  std::vector<std::string> known(names.begin(), names.end());
-  const auto close = catalog::did_you_mean(text, known);
-  std::string list;
-  for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-  const std::string fix =
-      close.empty() ? "one of " + list : fmt::format("did you mean '{}'? one of {}", close[0], list);
-  diags.add(flag, fmt::format("unknown {} '{}'", what, text), fix);
+  const std::vector<std::string> known(names.begin(), names.end());
+  const std::string list = "one of " + joined(known);
+  diags.add(flag, fmt::format("unknown {} '{}'", what, text), did_you_mean_fix(text, known, list, list));
   return std::nullopt;
 }
 
@@ -102,19 +88,18 @@ struct ModeFlag {
   std::string_view used_by;
 };
 
-bool trains(spec::Mode m) { return m == spec::Mode::train || spec::uses_lora(m); }
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
 constexpr std::array<ModeFlag, 13> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
-    {"--optimizer", trains, "--mode train, lora and qlora"},
-    {"--grad-accum", trains, "--mode train, lora and qlora"},
-    {"--checkpointing", trains, "--mode train, lora and qlora"},
-    {"--loss", trains, "--mode train, lora and qlora"},
-    {"--activation-offload", trains, "--mode train, lora and qlora"},
-    {"--recipe", trains, "--mode train, lora and qlora"},
-    {"--optimizer-in-backward", trains, "--mode train, lora and qlora"},
-    {"--fsdp-mixed-precision", trains, "--mode train and lora"},
+    {"--optimizer", spec::trains, "--mode train, lora and qlora"},
+    {"--grad-accum", spec::trains, "--mode train, lora and qlora"},
+    {"--checkpointing", spec::trains, "--mode train, lora and qlora"},
+    {"--loss", spec::trains, "--mode train, lora and qlora"},
+    {"--activation-offload", spec::trains, "--mode train, lora and qlora"},
+    {"--recipe", spec::trains, "--mode train, lora and qlora"},
+    {"--optimizer-in-backward", spec::trains, "--mode train, lora and qlora"},
+    {"--fsdp-mixed-precision", spec::trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
     {"--kv-cache", generates, "--mode generate"},
@@ -332,16 +317,16 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   // --- the budget and its margin ---
   advisor::Headroom headroom;
   if (f.has("--headroom"))
-    collect(diags, [&] { headroom = advisor::parse_headroom(f.headroom, "--headroom"); });
+    diags.collect([&] { headroom = advisor::parse_headroom(f.headroom, "--headroom"); });
   if (f.has("--gpu") && f.has("--budget")) {
     diags.add("--budget", "--gpu and --budget were both given", "give one: --gpu ID or --budget SIZE");
   } else if (f.has("--budget")) {
-    collect(diags, [&] {
+    diags.collect([&] {
       report.budget = advisor::budget_of(spec::parse_size(f.budget, "--budget"), headroom);
       report.budget->label = f.budget;
     });
   } else if (f.has("--gpu")) {
-    collect(diags, [&] { report.budget = advisor::budget_for_gpu(catalog.get().gpu(f.gpu, "--gpu"), headroom); });
+    diags.collect([&] { report.budget = advisor::budget_for_gpu(catalog.get().gpu(f.gpu, "--gpu"), headroom); });
   } else if (rule == BudgetRule::required) {
     diags.add("budget", "no budget given",
               "give --gpu ID or --budget SIZE, e.g. --gpu rtx-4090 or --budget 24GiB; 'vramfit gpus' lists "
@@ -351,13 +336,13 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   }
   if (report.budget) {
     if (f.has("--headroom")) report.budget->headroom_label = f.headroom;
-    collect(diags, [&] { advisor::check_budget(*report.budget); });
+    diags.collect([&] { advisor::check_budget(*report.budget); });
   }
 
   // --- the model itself, once the flags are sound (its errors come after theirs) ---
   bool have_model = false;
   if (sources.size() == 1) {
-    have_model = collect(diags, [&] {
+    have_model = diags.collect([&] {
       if (f.has("--params")) {
         report.model = spec::from_param_count(spec::parse_param_count(f.params, "--params"));
         report.model.name = "--params " + f.params;

@@ -16,7 +16,7 @@ using advisor::TierChoice;
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::string human(Bytes b) { return format_bytes(b); }
 
@@ -75,7 +75,7 @@ std::string larger_batch_line(const Advice& a) {
 
 }  // namespace
 
-json advice_json(const Advice& a) {
+nlohmann::ordered_json advice_json(const Advice& a) {
   json steps = json::array();
   for (const auto& s : a.steps) {
     steps.push_back(json{{"id", s.id},
@@ -174,7 +174,7 @@ std::string advice_summary(const Advice& a) {
   return out;
 }
 
-json fit_json(const FitResult& f) {
+nlohmann::ordered_json fit_json(const FitResult& f) {
   return json{{"dimension", advisor::name_of(f.dimension)},
               {"fits_at_one", f.fits_at_one},
               {"value", f.value},
@@ -208,14 +208,14 @@ namespace {
 
 /// {schema_version, model, workload} of the estimate (the workload as given), then every key
 /// of `body` in its order; a body key that clashes with those three gets `rename` prefixed.
-std::string document(const EstimateReport& report, const json& body, const std::string& rename) {
+std::string document(const EstimateReport& report, const nlohmann::ordered_json& body, const std::string& rename) {
   nlohmann::ordered_json doc;
   doc["schema_version"] = kSchemaVersion;
   doc["model"] = model_json(report.model, report.workload);
   doc["workload"] = workload_json(report.workload);
   for (const auto& [key, value] : body.items()) {
     const bool clash = key == "schema_version" || key == "model" || key == "workload";
-    doc[clash ? rename + key : key] = nlohmann::ordered_json(value);
+    doc[clash ? rename + key : key] = value;
   }
   return doc.dump(2) + "\n";
 }

@@ -107,12 +107,12 @@ TEST_CASE("unknown names get did-you-mean", "[cli]") {
                       "(did you mean 'train'? one of inference, generate, train, lora, qlora)\n");
   require_usage_error(
       estimate({"--params", "7B", "--mode", "train", "--optimizer", "adamw8bit"}),
-      "vramfit: error: --optimizer: unknown optimizer 'adamw8bit' (did you mean 'adamw-8bit'? one of "
+      "vramfit: error: --optimizer: unknown optimizer 'adamw8bit' (did you mean 'adamw-8bit', 'adamw' or 'adam'? one of "
       "adamw, adamw-fused, adamw-forloop, adam, sgd, sgd-momentum, adafactor, adamw-8bit, lion, paged-adamw, "
       "paged-adamw-8bit)\n");
   require_usage_error(estimate({"--params", "7B", "--dtype", "int3"}),
                       "vramfit: error: --dtype: unknown dtype 'int3' "
-                      "(did you mean 'int4'? one of fp32, fp16, bf16, fp8, int8, int4, nf4)\n");
+                      "(did you mean 'int4' or 'int8'? one of fp32, fp16, bf16, fp8, int8, int4, nf4)\n");
   require_usage_error(
       estimate({"--params", "7B", "--autocast", "fp32"}),
       "vramfit: error: --autocast: unknown autocast dtype 'fp32' (did you mean 'fp16'? one of bf16, fp16)\n");
@@ -120,7 +120,7 @@ TEST_CASE("unknown names get did-you-mean", "[cli]") {
                       "vramfit: error: --attention: unknown attention 'flash' (one of sdpa, eager)\n");
   require_usage_error(
       estimate({"--params", "7B", "--gpus", "2", "--sharding", "zero4"}),
-      "vramfit: error: --sharding: unknown sharding 'zero4' (did you mean 'zero1'? one of none, ddp, "
+      "vramfit: error: --sharding: unknown sharding 'zero4' (did you mean 'zero1', 'zero2' or 'zero3'? one of none, ddp, "
       "zero1, zero2, zero3, fsdp, fsdp-grad-op, tp, pp, device-map)\n");
 }
 
@@ -396,7 +396,7 @@ TEST_CASE("models and gpus lists", "[cli]") {
   CHECK(models.code == 0);
   CHECK(models.out.find("smollm2-135m") != std::string::npos);
   auto models_json = nlohmann::json::parse(run_cli({"models", "--data-dir", fixture_dir(), "--json"}).out);
-  CHECK(models_json["schema_version"] == 2);
+  CHECK(models_json["schema_version"] == 3);
   CHECK(models_json["models"][0]["id"] == "smollm2-135m");
 
   auto gpus = run_cli({"gpus", "--data-dir", fixture_dir()});

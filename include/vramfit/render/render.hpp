@@ -25,7 +25,7 @@ enum class Format {
 
 /// The version of every JSON document vramfit prints. Bumped only when a key changes
 /// meaning or disappears; new keys may appear within a version.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 /// Everything `vramfit estimate` reports.
 struct EstimateReport {

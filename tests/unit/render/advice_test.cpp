@@ -193,6 +193,30 @@ TEST_CASE("advice_summary lists the applied fixes and the verdict", "[render]") 
             format_bytes(before - after), format_bytes(after), format_bytes(after)));
 }
 
+TEST_CASE("one shape per type: advise and fit print budgets and workloads as estimate does", "[render]") {
+  // Same keys in the same order (schema_version 3): the serializers of estimate, not copies.
+  const Case c = mixed_precision_case();
+  const nlohmann::ordered_json a = advice_json(c.advice);
+  CHECK(a["budget"].dump() == budget_json(c.advice.budget, c.advice.initial_estimate).dump());
+  CHECK(a["budget"].dump().find(R"({"bytes":)") == 0);
+  CHECK(a["final_workload"].dump() == workload_json(c.advice.final_workload).dump());
+  REQUIRE(!c.advice.steps.empty());
+  for (std::size_t i = 0; i < c.advice.steps.size(); ++i)
+    CHECK(a["steps"][i]["workload"].dump() == workload_json(c.advice.steps[i].workload).dump());
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : a.items()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"budget", "fits_initially", "fits", "initial_device_total",
+                                         "final_device_total", "steps", "final_workload", "larger_batch", "tiers"});
+
+  auto w = inference_fp32();
+  w.weights = DType::bf16;
+  const FitResult r = solve(c.model, w, budget_of(GiB(80), parse_headroom("1GiB")), Dimension::batch);
+  REQUIRE(r.fits_at_one);
+  const nlohmann::ordered_json f = fit_json(r);
+  CHECK(f["budget"].dump() == budget_json(r.budget, r.estimate).dump());
+  CHECK(f["workload"].dump() == workload_json(r.workload).dump());
+}
+
 TEST_CASE("fit_json and fit_text", "[render]") {
   const auto m = llama8b();
   auto w = inference_fp32();

@@ -123,7 +123,7 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
                                          "nodes", "sharding", "offload", "master_weights", "kv_cache",
                                          "expandable_segments", "checkpointing_kind", "activation_offload",
                                          "optimizer_in_backward", "loss", "fsdp_mixed_precision"});
-  CHECK(j["schema_version"] == 2);
+  CHECK(j["schema_version"] == 3);
   CHECK(j["model"]["params"] == 8030261248ULL);
   CHECK(j["model"]["dtype"] == "bf16");
   CHECK(j["workload"]["optimizer"] == "adamw");
@@ -194,7 +194,7 @@ TEST_CASE("render_models and render_gpus", "[render]") {
         "\n"
         "Memory is what the driver reports as total. Use one with: vramfit estimate ... --gpu ID\n");
   const auto j = nlohmann::json::parse(render_gpus(c, Format::json));
-  CHECK(j["schema_version"] == 2);
+  CHECK(j["schema_version"] == 3);
   CHECK(j["gpus"][0]["memory_bytes"] == 85520809984ULL);
   CHECK(j["tiers"][0] ==
         nlohmann::json::parse(R"({"provider": "aws", "id": "p5", "gpu": "h100-80gb", "count": 8,
