@@ -159,7 +159,7 @@ class Reader {
 // ---------------------------------------------------------------------------------------
 // The model types we know, and how each one's modules are laid out.
 
-enum class Builder { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2 };
+enum class Builder { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt };
 
 /// How a config.json `model_type` maps onto a builder and its defaults. One row per type;
 /// defaults come from the type's configuration_<type>.py.
@@ -188,6 +188,11 @@ constexpr TypeRow kTypes[] = {
     // hidden / heads; checked with transformers 5.17), attention_bias=False.
     {"qwen3", Builder::llama, "llama", false, false, false, 128},
     {"qwen3_moe", Builder::llama, "llama", false, false, true, 0},
+    // The language models of Qwen2-VL / Qwen2.5-VL (Qwen2VLTextModel: qwen2's layers, q/k/v
+    // biases) and Qwen3-VL (Qwen3VLTextModel: qwen3's, q/k norms, head_dim 128).
+    {"qwen2_vl_text", Builder::llama, "llama", false, true, false, 0},
+    {"qwen2_5_vl_text", Builder::llama, "llama", false, true, false, 0},
+    {"qwen3_vl_text", Builder::llama, "llama", false, false, false, 128},
     // OlmoeAttention: q_norm over hidden_size, k_norm over kv_heads*head_dim.
     {"olmoe", Builder::llama, "llama", false, false, true, 0},
     // Phi3: fused qkv_proj and gate_up_proj, no biases.
@@ -208,7 +213,34 @@ constexpr TypeRow kTypes[] = {
     {"phi", Builder::phi, "phi", false, false, false, 0},
     // Starcoder2Config: use_bias=True, LayerNorm, plain (ungated) MLP.
     {"starcoder2", Builder::starcoder2, "starcoder2", true, false, false, 0},
+    // GptOssConfig (modeling_gpt_oss.py): attention_bias=True, head_dim=64, attention sinks
+    // (one learned logit per head), router with a bias, experts as fused 3-D parameters
+    // gate_up_proj [E, H, 2I] and down_proj [E, I, H] with biases; alternating sliding layers.
+    {"gpt_oss", Builder::llama, "llama", false, false, true, 64},
+    // FalconConfig (modeling_falcon.py): fused query_key_value (multi-query: one k/v head;
+    // new_decoder_architecture: num_kv_heads), ungated MLP of ffn_hidden_size (4 * hidden when
+    // null), LayerNorm with bias, parallel attention, tie_word_embeddings=True, bias=False.
+    {"falcon", Builder::falcon, "falcon", true, false, false, 0},
+    // OPTConfig (modeling_opt.py): q/k/v/out_proj and fc1/fc2 with biases (enable_bias), ffn_dim,
+    // learned positions with an offset of 2, project_in/out when word_embed_proj_dim != hidden.
+    {"opt", Builder::opt, "opt", true, false, false, 0},
 };
+
+/// Encoders and encoder-decoders: not decoder-only language models, whose memory vramfit models.
+/// Their configs look enough like a decoder's to be laid out as one, with a wrong answer.
+constexpr std::string_view kEncoderTypes[] = {
+    "bert",     "roberta", "xlm-roberta", "camembert", "deberta",    "deberta-v2", "distilbert", "albert",
+    "electra",  "mpnet",   "modernbert",  "nomic_bert", "xlm",       "longformer", "big_bird",   "ernie",
+    "t5",       "mt5",     "umt5",        "longt5",    "bart",       "mbart",      "pegasus",    "pegasus_x",
+    "marian",   "blenderbot", "blenderbot-small", "led", "prophetnet", "fsmt",    "whisper",    "speech_to_text",
+    "encoder-decoder", "vision-encoder-decoder", "switch_transformers", "t5gemma", "nllb-moe", "m2m_100",
+    "plbart",   "bigbird_pegasus", "seamless_m4t", "wav2vec2", "hubert", "clip",   "siglip",     "vit"};
+
+/// Config keys that announce a structure the generic decoder does not have.
+constexpr std::string_view kStructureKeys[] = {
+    "num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size", "vision_config",
+    "audio_config",      "is_encoder_decoder", "encoder_layers", "state_size", "ssm_cfg", "mamba_d_state",
+    "d_state",           "linear_num_key_heads", "layers_block_type", "attn_layer_indices"};
 
 const TypeRow* find_type(std::string_view model_type) {
   for (const TypeRow& r : kTypes)
@@ -382,7 +414,21 @@ struct MoeKeys {
 }  // namespace
 
 namespace {
-ModelSpec build(const nlohmann::json& config, std::string_view origin) {
+
+bool is_encoder(std::string_view model_type) {
+  return std::find(std::begin(kEncoderTypes), std::end(kEncoderTypes), model_type) != std::end(kEncoderTypes);
+}
+
+/// The config keys of `obj` that announce a structure a Llama-like decoder lacks, quoted.
+std::string structure_keys(const json& obj) {
+  std::string out;
+  for (std::string_view k : kStructureKeys)
+    if (const auto it = obj.find(k); it != obj.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+      out += fmt::format("{}\"{}\"", out.empty() ? "" : ", ", k);
+  return out;
+}
+
+ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownType unknown) {
   const std::string org(origin);
   Diagnostics diags;
   if (!config.is_object()) {
@@ -432,6 +478,27 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
   }
   spec.model_type = model_type;
 
+  // Encoders and encoder-decoders are refused whatever else the folder holds: their memory is
+  // not a decoder's, and laying them out as one gives a wrong number (bert: 160M for 110M).
+  {
+    std::string outer_type;
+    if (const auto it = config.find("model_type"); it != config.end() && it->is_string())
+      outer_type = it->get<std::string>();
+    const auto ed = config.find("is_encoder_decoder");
+    const bool enc_dec = ed != config.end() && ed->is_boolean() && ed->get<bool>();
+    const std::string& enc = is_encoder(outer_type) ? outer_type : model_type;
+    if (is_encoder(enc) || enc_dec) {
+      diags.add(org + (enc_dec && !is_encoder(enc) ? ": is_encoder_decoder" : ": model_type"),
+                fmt::format("'{}' is {}, not a decoder-only language model: vramfit does not estimate it",
+                            enc.empty() ? "this model" : enc,
+                            enc_dec || enc == "t5" || enc == "bart" || enc == "whisper" ? "an encoder-decoder"
+                                                                                         : "an encoder"),
+                "vramfit estimates decoder-only text-generation models (llama, qwen2, gpt2, ...): see the "
+                "README's list of supported model types");
+      diags.throw_if_any();
+    }
+  }
+
   // Gemma3's config.json files leave most of text_config to Gemma3TextConfig's defaults
   // (configuration_gemma3.py): fill those we need, as transformers would.
   json filled;
@@ -459,12 +526,27 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
 
   const TypeRow* row = find_type(model_type);
   if (row == nullptr) {
+    // Without a layout, the config alone cannot give the size: a Llama-like guess was 9 times
+    // too small for gpt_oss. Only a checkpoint's headers (exact weights) make it estimable.
+    const std::string keys = structure_keys(*root);
+    const std::string what = model_type.empty() ? std::string("the config has no model_type")
+                                                : fmt::format("model_type '{}' is not one vramfit knows", model_type);
+    const auto given = config.find("model_type");
+    const bool bad_type = given != config.end() && !given->is_null() && !given->is_string();  // already reported
+    if (unknown == UnknownType::refuse && !bad_type) {
+      diags.add(
+          org + ": model_type",
+          fmt::format("{}{}: its layout, and so its size, cannot be worked out from the config alone", what,
+                      keys.empty() ? "" : fmt::format(" (and it has {}, a structure a Llama-like decoder lacks)", keys)),
+          "give the checkpoint folder holding config.json and its .safetensors files (their headers give the exact "
+          "weights), or a supported model_type: see the README's list");
+      diags.throw_if_any();
+    }
     spec.family = "generic";
-    spec.notes.push_back(
-        model_type.empty()
-            ? std::string("the config has no model_type: estimated as a generic Llama-like decoder")
-            : fmt::format("model_type '{}' is not known: estimated as a generic Llama-like decoder",
-                          model_type));
+    spec.notes.push_back(fmt::format(
+        "{}: the weights are counted exactly from the checkpoint's headers; activations and KV cache are "
+        "approximated as a Llama-like decoder's{}",
+        what, keys.empty() ? "" : fmt::format(" (its {} are not modelled)", keys)));
   } else {
     spec.family = std::string(row->family);
   }
@@ -474,14 +556,14 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
   // --- MoE keys -----------------------------------------------------------------------
   MoeKeys mk;
   if (moe_type) {
-    if (model_type == "mixtral") {
+    if (model_type == "mixtral" || model_type == "gpt_oss") {
       mk.experts = rr.required({"num_local_experts"});
     } else if (builder == Builder::deepseek) {
       mk.experts = rr.uint("n_routed_experts", true).value_or(0);
     } else {
       mk.experts = rr.required({"num_experts"}, /*zero_ok=*/model_type != "olmoe");
     }
-    mk.top_k = rr.required({"num_experts_per_tok"});
+    mk.top_k = rr.required({"num_experts_per_tok", "experts_per_token"});
     if (mk.experts != 0 && mk.top_k > mk.experts) {
       diags.add(rr.field("num_experts_per_tok"),
                 fmt::format("{} is more than the {} experts", mk.top_k, mk.experts),
@@ -518,18 +600,55 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
 
   // Mixtral and OLMoE keep the expert width in intermediate_size; the others need it for
   // their dense MLPs (qwen*_moe only when some layer is dense, so it is optional there).
-  const bool needs_I = !(model_type == "qwen2_moe" || model_type == "qwen3_moe");
+  const bool needs_I = !(model_type == "qwen2_moe" || model_type == "qwen3_moe" || builder == Builder::falcon ||
+                         builder == Builder::opt);
   Shape s = read_shape(rr, row, needs_I);
-  if (model_type == "mixtral" || model_type == "olmoe") mk.expert_I = s.I;
+  // Falcon: ffn_hidden_size (FalconConfig: 4 * hidden_size when null); k/v heads by layout
+  // (FalconAttention: num_kv_heads with new_decoder_architecture, else 1 when multi_query).
+  const bool falcon_new = builder == Builder::falcon && rr.flag("new_decoder_architecture", false);
+  const bool falcon_parallel = builder == Builder::falcon && rr.flag("parallel_attn", true);
+  const bool falcon_bias = builder == Builder::falcon && rr.flag("bias", false);
+  const std::uint64_t falcon_ln =
+      builder == Builder::falcon ? rr.uint("num_ln_in_parallel_attn").value_or(falcon_new ? 2 : 1) : 0;
+  if (builder == Builder::falcon) {
+    s.I = rr.uint("ffn_hidden_size").value_or(mul(4, s.H));
+    if (falcon_new)
+      s.kv = rr.uint("num_kv_heads").value_or(s.heads);
+    else
+      s.kv = rr.flag("multi_query", true) ? 1 : s.heads;
+    if (s.heads != 0 && s.kv != 0 && s.heads % s.kv != 0)
+      diags.add(rr.field("num_kv_heads"), fmt::format("{} does not divide num_attention_heads {}", s.kv, s.heads),
+                "grouped-query attention needs a whole number of query heads per key/value head: check both values");
+  }
+  // OPT: ffn_dim; embeddings of word_embed_proj_dim (OPTConfig: hidden_size when absent).
+  std::uint64_t opt_proj = 0;
+  const bool opt_affine = builder == Builder::opt && rr.flag("layer_norm_elementwise_affine", true);
+  const bool opt_bias = builder == Builder::opt && rr.flag("enable_bias", true);
+  const bool opt_final_norm = builder == Builder::opt && rr.flag("do_layer_norm_before", true) &&
+                              !rr.flag("_remove_final_layer_norm", false);
+  if (builder == Builder::opt) {
+    s.I = rr.required({"ffn_dim"});
+    opt_proj = rr.uint("word_embed_proj_dim").value_or(s.H);
+    if (!rr.has("max_position_embeddings")) s.max_pos = 2048;  // OPTConfig default
+  }
+  if (builder == Builder::falcon && !rr.has("max_position_embeddings")) s.max_pos = 2048;  // FalconConfig default
+  if (model_type == "mixtral" || model_type == "olmoe" || model_type == "gpt_oss") mk.expert_I = s.I;
 
   // --- flags shared by most builders --------------------------------------------------
-  const bool tied = rr.flag("tie_word_embeddings", row ? row->tied_default : false);
-  const bool attention_bias = rr.flag("attention_bias", builder == Builder::gpt_neox);
+  bool tied = rr.flag("tie_word_embeddings", row ? row->tied_default : false);
+  // A multimodal model ties its language model's head as the outer config says (transformers
+  // 5 reads tie_word_embeddings from the top-level config: internvl and mistral3 tie although
+  // their text_config says false; measured, tests/unit/spec/data/vision.json).
+  if (root != &config)
+    if (const auto t = config.find("tie_word_embeddings"); t != config.end() && t->is_boolean()) tied = t->get<bool>();
+  const bool attention_bias = rr.flag("attention_bias", builder == Builder::gpt_neox || model_type == "gpt_oss");
   const bool mlp_bias = rr.flag("mlp_bias", false);
 
   std::optional<std::string> act_name;
-  if (builder == Builder::gpt2)
+  if (builder == Builder::gpt2 || builder == Builder::opt)
     act_name = rr.string("activation_function");
+  else if (builder == Builder::falcon)
+    act_name = rr.string("activation");
   else if (builder == Builder::gemma)
     act_name = rr.has("hidden_activation") ? rr.string("hidden_activation") : std::nullopt;
   else
@@ -593,6 +712,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
     } else if (builder == Builder::starcoder2) {
       hidden_dropout = probability("residual_dropout", 0.0);
       embedding_dropout = probability("embedding_dropout", 0.0);
+    } else if (builder == Builder::falcon) {
+      hidden_dropout = probability("hidden_dropout", 0.0);
+    } else if (builder == Builder::opt) {
+      hidden_dropout = probability("dropout", 0.1);  // OPTDecoderLayer: after attention and fc2
     }
   }
 
@@ -674,6 +797,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
     case Builder::phi: spec.activation = Activation::gelu_tanh_python; break;     // "gelu_new"
     case Builder::gemma: spec.activation = Activation::gelu_pytorch_tanh; break;  // hidden_activation
     case Builder::starcoder2: spec.activation = Activation::gelu_pytorch_tanh; break;
+    case Builder::falcon: spec.activation = Activation::gelu; break;  // FalconConfig activation="gelu"
+    case Builder::opt: spec.activation = Activation::relu; break;     // OPTConfig activation_function="relu"
     default: spec.activation = Activation::silu; break;
   }
   if (act_name) {
@@ -684,16 +809,20 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
                                        spec.activation == Activation::silu ? "silu" : "gelu"));
   }
 
-  const bool layer_norm = builder == Builder::gpt2 || builder == Builder::gpt_neox ||
-                          builder == Builder::phi || builder == Builder::starcoder2;
+  const bool layer_norm = builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
+                          builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt;
   spec.norm = layer_norm ? Norm::layer : Norm::rms;
-  const std::uint64_t norm_size = layer_norm ? 2 * s.H : s.H;  // weight (+ bias)
+  std::uint64_t norm_size = layer_norm ? 2 * s.H : s.H;  // weight (+ bias)
+  if (builder == Builder::opt && !opt_affine) norm_size = 0;  // LayerNorm(elementwise_affine=False)
 
   spec.gated_mlp = !(builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
-                     builder == Builder::starcoder2);
-  spec.learned_positions = builder == Builder::gpt2;
-  spec.parallel_residual = builder == Builder::phi || parallel_residual_flag;
-  spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "olmoe" ||
+                     builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt);
+  spec.learned_positions = builder == Builder::gpt2 || builder == Builder::opt;
+  // FalconDecoderLayer adds the MLP to the attention output (not to its residual) when
+  // parallel_attn or new_decoder_architecture.
+  spec.parallel_residual =
+      builder == Builder::phi || parallel_residual_flag || (builder == Builder::falcon && (falcon_parallel || falcon_new));
+  spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" || model_type == "olmoe" ||
                  model_type == "gemma3_text";
   spec.scaled_embeddings = builder == Builder::gemma;
   spec.attention_dropout = attn_dropout;
@@ -705,14 +834,15 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
     std::uint64_t sliding = 0;
     if (const auto lt = sliding_from_layer_types(rr)) {
       sliding = *lt;
-    } else if (model_type == "gemma2") {
-      // Gemma2Config.layer_types: "sliding_attention" when (i + 1) % 2, i.e. layers 0, 2, ...
+    } else if (model_type == "gemma2" || model_type == "gpt_oss") {
+      // Gemma2Config / GptOssConfig layer_types: "sliding_attention" when (i + 1) % 2, i.e. layers 0, 2, ...
       sliding = (s.L + 1) / 2;
     } else if (model_type == "gemma3_text") {
       // Gemma3TextConfig: sliding unless (i + 1) % sliding_window_pattern == 0 (pattern 6).
       sliding = s.L - s.L / window_pattern;
     } else if (model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen3" ||
-               model_type == "qwen3_moe") {
+               model_type == "qwen3_moe" || model_type == "qwen2_vl_text" || model_type == "qwen2_5_vl_text" ||
+               model_type == "qwen3_vl_text") {
       // Qwen2Config: the window applies only with use_sliding_window, from layer
       // max_window_layers on.
       if (qwen_sliding) sliding = max_window_layers < s.L ? s.L - max_window_layers : 0;
@@ -788,6 +918,17 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
       case Builder::starcoder2:
         llama_attention(g, s, AttnBias{use_bias, use_bias, use_bias, use_bias});
         break;
+      case Builder::falcon:
+        // FalconAttention: query_key_value (q heads + 2 * kv heads), dense; bias=config.bias.
+        g.linears.push_back(lin("query_key_value", H,
+                                mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), falcon_bias));
+        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, falcon_bias));
+        break;
+      case Builder::opt:
+        // OPTAttention: k_proj, v_proj, q_proj, out_proj, bias=enable_bias.
+        llama_attention(g, s, AttnBias{opt_bias, opt_bias, opt_bias, false});
+        g.linears.back() = lin("out_proj", mul(s.heads, s.hd), H, opt_bias);
+        break;
       case Builder::llama:
       case Builder::gemma: {
         AttnBias b{attention_bias, attention_bias, attention_bias, attention_bias};
@@ -803,7 +944,18 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
     }
 
     // MLP.
-    if (g.moe) {
+    if (g.moe && model_type == "gpt_oss") {
+      // GptOssTopKRouter (weight + bias) and GptOssExperts (fused, with biases); each head's sink.
+      const std::uint64_t E = mk.experts;
+      g.linears.push_back(lin("router", H, E, true));
+      Linear gu = expert("gate_up_proj", H, mul(2, mk.expert_I), E);
+      gu.bias = true;
+      g.linears.push_back(gu);
+      Linear dn = expert("down_proj", mk.expert_I, H, E);
+      dn.bias = true;
+      g.linears.push_back(dn);
+      g.other_params += s.heads;
+    } else if (g.moe) {
       const std::uint64_t E = mk.experts;
       g.linears.push_back(lin("gate", H, E));  // the router
       g.linears.push_back(expert("gate_proj", H, mk.expert_I, E));
@@ -844,6 +996,14 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
           g.linears.push_back(lin("c_fc", H, s.I, use_bias));
           g.linears.push_back(lin("c_proj", s.I, H, use_bias));
           break;
+        case Builder::falcon:
+          g.linears.push_back(lin("dense_h_to_4h", H, s.I, falcon_bias));
+          g.linears.push_back(lin("dense_4h_to_h", s.I, H, falcon_bias));
+          break;
+        case Builder::opt:
+          g.linears.push_back(lin("fc1", H, s.I, opt_bias));
+          g.linears.push_back(lin("fc2", s.I, H, opt_bias));
+          break;
         default: gated_mlp(g, H, s.I, mlp_bias); break;
       }
     }
@@ -851,6 +1011,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
     // Per-layer norms: input + post-attention, except where noted.
     std::uint64_t norms = 2;
     if (builder == Builder::phi) norms = 1;  // PhiDecoderLayer: one input_layernorm
+    // FalconDecoderLayer: input + post-attention norms without parallel_attn; with it, ln_attn
+    // and ln_mlp when num_ln_in_parallel_attn is 2 (the default of new_decoder_architecture),
+    // else one input_layernorm.
+    if (builder == Builder::falcon && falcon_parallel) norms = falcon_ln == 2 ? 2 : 1;
     if (model_type == "gemma2" || model_type == "gemma3_text") norms = 4;  // pre/post attn and ffw
     g.norm_params += norms * norm_size;
     return g;
@@ -874,12 +1038,20 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
   spec.embedding_params = checked_mul(s.V, H, "parameters");
   if (builder == Builder::gpt2)
     spec.embedding_params = checked_add(spec.embedding_params, mul(s.max_pos, H));  // wpe
-  spec.lm_head_params = tied ? 0 : checked_mul(s.V, H, "parameters");
+  if (builder == Builder::opt) {
+    // OPTDecoder: embed_tokens(V, word_embed_proj_dim), OPTLearnedPositionalEmbedding
+    // (max_position_embeddings + 2 rows: positions are offset by 2), and project_in /
+    // project_out (no biases) when word_embed_proj_dim differs from hidden_size.
+    spec.embedding_params = checked_add(mul(s.V, opt_proj), mul(checked_add(s.max_pos, 2, "parameters"), H));
+    if (opt_proj != H) spec.embedding_params = checked_add(spec.embedding_params, mul(2, mul(opt_proj, H)));
+  }
+  spec.lm_head_params = tied ? 0 : checked_mul(s.V, builder == Builder::opt ? opt_proj : H, "parameters");
   if (builder == Builder::phi && !tied)  // PhiForCausalLM: lm_head bias=True
     spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   spec.final_norm_params = norm_size;
+  if (builder == Builder::opt && !opt_final_norm) spec.final_norm_params = 0;  // post-norm OPT (350m)
 
-  if (builder != Builder::gpt2) {
+  if (builder != Builder::gpt2 && builder != Builder::opt) {
     std::uint64_t rot_dim = builder == Builder::deepseek
                                 ? spec.qk_rope_head_dim
                                 : static_cast<std::uint64_t>(static_cast<double>(s.hd) * rotary_fraction);
@@ -921,9 +1093,9 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin) {
 }
 }  // namespace
 
-ModelSpec from_config(const nlohmann::json& config, std::string_view origin) {
+ModelSpec from_config(const nlohmann::json& config, std::string_view origin, UnknownType unknown) {
   try {
-    ModelSpec spec = build(config, origin);
+    ModelSpec spec = build(config, origin, unknown);
     // A vision-language config: count its vision tower and projector too (spec/vision.cpp).
     if (auto vision = vision_from_config(config, origin, spec.hidden_size)) {
       spec.buffer_bytes = checked_add(spec.buffer_bytes, vision->buffer_bytes, "parameters");
@@ -941,8 +1113,18 @@ ModelSpec from_config(const nlohmann::json& config, std::string_view origin) {
                        "check hidden_size, num_hidden_layers, vocab_size and the other sizes against the model's "
                        "config.json");
     // A pre-quantized checkpoint says how its weights are packed (transformers reads the same key).
-    if (const auto qc = config.find("quantization_config"); qc != config.end() && !qc->is_null())
+    if (const auto qc = config.find("quantization_config"); qc != config.end() && !qc->is_null()) {
       spec.quantization = quant_from_config(*qc, origin);
+      // transformers' Mxfp4 integration (replace_with_mxfp4_linear) swaps only the fused experts
+      // (GptOssExperts) for packed ones: attention, router, embeddings and lm_head stay 16-bit
+      // whatever modules_to_not_convert spells (gpt-oss lists "model.layers.*.self_attn").
+      if (spec.quantization->method == QuantMethod::mxfp4)
+        for (const LayerGroup& g : spec.layers)
+          for (const Linear& l : g.linears)
+            if (!l.expert && std::find(spec.quantization->skip_modules.begin(), spec.quantization->skip_modules.end(),
+                                       l.name) == spec.quantization->skip_modules.end())
+              spec.quantization->skip_modules.push_back(l.name);
+    }
     return spec;
   } catch (const InputError& e) {
     // checked_mul/checked_add name the field "parameters": say which file is absurd.
@@ -956,14 +1138,14 @@ ModelSpec from_config(const nlohmann::json& config, std::string_view origin) {
   }
 }
 
-ModelSpec from_config_text(std::string_view text, std::string_view origin) {
+ModelSpec from_config_text(std::string_view text, std::string_view origin, UnknownType unknown) {
   const std::string org(origin);
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     throw InputError(org, "the file is empty",
                      "pass the model's config.json (download it from the model's Hugging Face repo)");
   }
   const json j = parse_json(text, org, "check the file is a complete config.json");
-  return from_config(j, origin);
+  return from_config(j, origin, unknown);
 }
 
 }  // namespace vramfit::spec
