@@ -22,6 +22,7 @@
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/json.hpp"
+#include "vramfit/spec/architectures.hpp"
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/quant.hpp"
@@ -159,94 +160,12 @@ class Reader {
 // ---------------------------------------------------------------------------------------
 // The model types we know, and how each one's modules are laid out.
 
-enum class Builder { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt };
+// The model types and their config-class defaults are a table (spec/architectures.cpp); the
+// layouts below build each one's modules.
+using Builder = Layout;
+using TypeRow = Architecture;
 
-/// How a config.json `model_type` maps onto a builder and its defaults. One row per type;
-/// defaults come from the type's configuration_<type>.py.
-struct TypeRow {
-  std::string_view model_type;
-  Builder builder;
-  std::string_view family;
-  bool tied_default;       // tie_word_embeddings default of the config class
-  bool qkv_bias;           // q, k, v biases regardless of attention_bias (qwen2)
-  bool moe;                // sparse MoE layers
-  std::uint64_t head_dim;  // head_dim default of the config class; 0: hidden / heads
-};
-
-constexpr TypeRow kTypes[] = {
-    // LlamaConfig: tie_word_embeddings=False, attention_bias=False, mlp_bias=False.
-    {"llama", Builder::llama, "llama", false, false, false, 0},
-    // MistralConfig: sliding_window applies to every layer when set.
-    {"mistral", Builder::llama, "llama", false, false, false, 0},
-    // MixtralConfig: num_local_experts routed experts of intermediate_size in every layer.
-    {"mixtral", Builder::llama, "llama", false, false, true, 0},
-    // Qwen2Attention: q_proj, k_proj, v_proj always have biases; o_proj never.
-    {"qwen2", Builder::llama, "llama", false, true, false, 0},
-    // Qwen2MoeConfig: num_experts, moe_intermediate_size, shared_expert (+ gate).
-    {"qwen2_moe", Builder::llama, "llama", false, true, true, 0},
-    // Qwen3Attention: q_norm/k_norm over head_dim; Qwen3Config: head_dim=128 (not
-    // hidden / heads; checked with transformers 5.17), attention_bias=False.
-    {"qwen3", Builder::llama, "llama", false, false, false, 128},
-    {"qwen3_moe", Builder::llama, "llama", false, false, true, 0},
-    // The language models of Qwen2-VL / Qwen2.5-VL (Qwen2VLTextModel: qwen2's layers, q/k/v
-    // biases) and Qwen3-VL (Qwen3VLTextModel: qwen3's, q/k norms, head_dim 128).
-    {"qwen2_vl_text", Builder::llama, "llama", false, true, false, 0},
-    {"qwen2_5_vl_text", Builder::llama, "llama", false, true, false, 0},
-    {"qwen3_vl_text", Builder::llama, "llama", false, false, false, 128},
-    // OlmoeAttention: q_norm over hidden_size, k_norm over kv_heads*head_dim.
-    {"olmoe", Builder::llama, "llama", false, false, true, 0},
-    // Phi3: fused qkv_proj and gate_up_proj, no biases.
-    {"phi3", Builder::phi3, "phi3", false, false, false, 0},
-    // Gemma*Config: tie_word_embeddings=True, head_dim=256 (whatever hidden / heads is);
-    // embeddings scaled by sqrt(hidden).
-    {"gemma", Builder::gemma, "gemma", true, false, false, 256},
-    {"gemma2", Builder::gemma, "gemma", true, false, false, 256},
-    {"gemma3_text", Builder::gemma, "gemma", true, false, false, 256},
-    // GPT2Config does not pass tie_word_embeddings: PretrainedConfig's default True.
-    {"gpt2", Builder::gpt2, "gpt2", true, false, false, 0},
-    // GPTNeoXConfig: tie_word_embeddings=False, attention_bias=True.
-    {"gpt_neox", Builder::gpt_neox, "gpt_neox", false, false, false, 0},
-    // DeepseekV2/V3Config: multi-head latent attention, shared + routed experts.
-    {"deepseek_v2", Builder::deepseek, "deepseek", false, false, true, 0},
-    {"deepseek_v3", Builder::deepseek, "deepseek", false, false, true, 0},
-    // PhiConfig (phi-2): parallel attention and MLP, LayerNorm, lm_head with a bias.
-    {"phi", Builder::phi, "phi", false, false, false, 0},
-    // Starcoder2Config: use_bias=True, LayerNorm, plain (ungated) MLP.
-    {"starcoder2", Builder::starcoder2, "starcoder2", true, false, false, 0},
-    // GptOssConfig (modeling_gpt_oss.py): attention_bias=True, head_dim=64, attention sinks
-    // (one learned logit per head), router with a bias, experts as fused 3-D parameters
-    // gate_up_proj [E, H, 2I] and down_proj [E, I, H] with biases; alternating sliding layers.
-    {"gpt_oss", Builder::llama, "llama", false, false, true, 64},
-    // FalconConfig (modeling_falcon.py): fused query_key_value (multi-query: one k/v head;
-    // new_decoder_architecture: num_kv_heads), ungated MLP of ffn_hidden_size (4 * hidden when
-    // null), LayerNorm with bias, parallel attention, tie_word_embeddings=True, bias=False.
-    {"falcon", Builder::falcon, "falcon", true, false, false, 0},
-    // OPTConfig (modeling_opt.py): q/k/v/out_proj and fc1/fc2 with biases (enable_bias), ffn_dim,
-    // learned positions with an offset of 2, project_in/out when word_embed_proj_dim != hidden.
-    {"opt", Builder::opt, "opt", true, false, false, 0},
-};
-
-/// Encoders and encoder-decoders: not decoder-only language models, whose memory vramfit models.
-/// Their configs look enough like a decoder's to be laid out as one, with a wrong answer.
-constexpr std::string_view kEncoderTypes[] = {
-    "bert",     "roberta", "xlm-roberta", "camembert", "deberta",    "deberta-v2", "distilbert", "albert",
-    "electra",  "mpnet",   "modernbert",  "nomic_bert", "xlm",       "longformer", "big_bird",   "ernie",
-    "t5",       "mt5",     "umt5",        "longt5",    "bart",       "mbart",      "pegasus",    "pegasus_x",
-    "marian",   "blenderbot", "blenderbot-small", "led", "prophetnet", "fsmt",    "whisper",    "speech_to_text",
-    "encoder-decoder", "vision-encoder-decoder", "switch_transformers", "t5gemma", "nllb-moe", "m2m_100",
-    "plbart",   "bigbird_pegasus", "seamless_m4t", "wav2vec2", "hubert", "clip",   "siglip",     "vit"};
-
-/// Config keys that announce a structure the generic decoder does not have.
-constexpr std::string_view kStructureKeys[] = {
-    "num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size", "vision_config",
-    "audio_config",      "is_encoder_decoder", "encoder_layers", "state_size", "ssm_cfg", "mamba_d_state",
-    "d_state",           "linear_num_key_heads", "layers_block_type", "attn_layer_indices"};
-
-const TypeRow* find_type(std::string_view model_type) {
-  for (const TypeRow& r : kTypes)
-    if (r.model_type == model_type) return &r;
-  return nullptr;
-}
+const TypeRow* find_type(std::string_view model_type) { return find_architecture(model_type); }
 
 /// Maps a Hugging Face activation name (ACT2FN's keys) to what the engine distinguishes.
 std::optional<Activation> activation_from(std::string_view s) {
@@ -335,7 +254,7 @@ struct Shape {
 /// Reads the common dimensions, with the type's key spellings, and checks that they agree.
 Shape read_shape(Reader& r, const TypeRow* row, bool needs_intermediate) {
   Shape s;
-  const bool gpt2 = row != nullptr && row->builder == Builder::gpt2;
+  const bool gpt2 = row != nullptr && row->layout == Builder::gpt2;
   if (gpt2) {
     // GPT2Config's attribute_map: hidden_size -> n_embd, num_hidden_layers -> n_layer, ...
     s.H = r.required({"n_embd", "hidden_size"});
@@ -415,14 +334,10 @@ struct MoeKeys {
 
 namespace {
 
-bool is_encoder(std::string_view model_type) {
-  return std::find(std::begin(kEncoderTypes), std::end(kEncoderTypes), model_type) != std::end(kEncoderTypes);
-}
-
 /// The config keys of `obj` that announce a structure a Llama-like decoder lacks, quoted.
-std::string structure_keys(const json& obj) {
+std::string structure_keys_of(const json& obj) {
   std::string out;
-  for (std::string_view k : kStructureKeys)
+  for (std::string_view k : structure_keys())
     if (const auto it = obj.find(k); it != obj.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
       out += fmt::format("{}\"{}\"", out.empty() ? "" : ", ", k);
   return out;
@@ -486,13 +401,13 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
       outer_type = it->get<std::string>();
     const auto ed = config.find("is_encoder_decoder");
     const bool enc_dec = ed != config.end() && ed->is_boolean() && ed->get<bool>();
-    const std::string& enc = is_encoder(outer_type) ? outer_type : model_type;
-    if (is_encoder(enc) || enc_dec) {
-      diags.add(org + (enc_dec && !is_encoder(enc) ? ": is_encoder_decoder" : ": model_type"),
+    const std::string& enc = not_decoder(outer_type) ? outer_type : model_type;
+    const std::optional<NotDecoder> kind = not_decoder(enc);
+    if (kind || enc_dec) {
+      diags.add(org + (enc_dec && !kind ? ": is_encoder_decoder" : ": model_type"),
                 fmt::format("'{}' is {}, not a decoder-only language model: vramfit does not estimate it",
                             enc.empty() ? "this model" : enc,
-                            enc_dec || enc == "t5" || enc == "bart" || enc == "whisper" ? "an encoder-decoder"
-                                                                                         : "an encoder"),
+                            enc_dec || kind == NotDecoder::encoder_decoder ? "an encoder-decoder" : "an encoder"),
                 "vramfit estimates decoder-only text-generation models (llama, qwen2, gpt2, ...): see the "
                 "README's list of supported model types");
       diags.throw_if_any();
@@ -528,7 +443,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   if (row == nullptr) {
     // Without a layout, the config alone cannot give the size: a Llama-like guess was 9 times
     // too small for gpt_oss. Only a checkpoint's headers (exact weights) make it estimable.
-    const std::string keys = structure_keys(*root);
+    const std::string keys = structure_keys_of(*root);
     const std::string what = model_type.empty() ? std::string("the config has no model_type")
                                                 : fmt::format("model_type '{}' is not one vramfit knows", model_type);
     const auto given = config.find("model_type");
@@ -550,7 +465,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   } else {
     spec.family = std::string(row->family);
   }
-  const Builder builder = row ? row->builder : Builder::llama;
+  const Builder builder = row ? row->layout : Builder::llama;
   const bool moe_type = row && row->moe;
 
   // --- MoE keys -----------------------------------------------------------------------
@@ -561,7 +476,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     } else if (builder == Builder::deepseek) {
       mk.experts = rr.uint("n_routed_experts", true).value_or(0);
     } else {
-      mk.experts = rr.required({"num_experts"}, /*zero_ok=*/model_type != "olmoe");
+      // Qwen3MoeConfig (transformers 5) writes num_experts as num_local_experts.
+      mk.experts = rr.required({"num_experts", "num_local_experts"}, /*zero_ok=*/model_type != "olmoe");
     }
     mk.top_k = rr.required({"num_experts_per_tok", "experts_per_token"});
     if (mk.experts != 0 && mk.top_k > mk.experts) {
