@@ -63,6 +63,25 @@ constexpr Architecture kArchitectures[] = {
     // OPTConfig: q/k/v/out_proj and fc1/fc2 with biases (enable_bias), ffn_dim, learned
     // positions offset by 2, project_in/out when word_embed_proj_dim != hidden_size.
     {"opt", L::opt, "opt", true, false, false, 0, "opt/modeling_opt.py"},
+    // Llama's modules, with their own defaults. GraniteConfig: multipliers only (no extra
+    // parameters). HeliumConfig: head_dim=128. SmolLM3Config: tie_word_embeddings=True, no
+    // rotary on some layers (no parameters). SeedOssConfig: head_dim=128, attention_bias=True
+    // (q, k, v), attention_out_bias=False (o). Ernie4_5Config: head_dim=128, tied, use_bias on
+    // every projection.
+    {"granite", L::llama, "llama", false, false, false, 0, "granite/modeling_granite.py"},
+    {"helium", L::llama, "llama", false, false, false, 128, "helium/modeling_helium.py"},
+    {"smollm3", L::llama, "llama", true, false, false, 0, "smollm3/modeling_smollm3.py"},
+    {"seed_oss", L::llama, "llama", false, false, false, 128, "seed_oss/modeling_seed_oss.py"},
+    {"ernie4_5", L::llama, "llama", true, false, false, 128, "ernie4_5/modeling_ernie4_5.py"},
+    // OlmoLayerNorm has no parameters. Olmo2/Olmo3: norms after attention and MLP (not before),
+    // q_norm/k_norm over the whole projection; Olmo3 has sliding layers with their own rotary.
+    {"olmo", L::llama, "llama", false, false, false, 0, "olmo/modeling_olmo.py"},
+    {"olmo2", L::llama, "llama", false, false, false, 0, "olmo2/modeling_olmo2.py"},
+    {"olmo3", L::llama, "llama", false, false, false, 0, "olmo3/modeling_olmo3.py"},
+    // GlmConfig / Glm4Config: fused gate_up_proj, attention_bias=True (q, k, v; not o),
+    // head_dim=128, partial_rotary_factor=0.5; Glm4 adds post_self_attn and post_mlp norms.
+    {"glm", L::llama, "llama", false, false, false, 128, "glm/modeling_glm.py"},
+    {"glm4", L::llama, "llama", false, false, false, 128, "glm4/modeling_glm4.py"},
 };
 
 /// Encoders and encoder-decoders: their configs look enough like a decoder's to be laid out as

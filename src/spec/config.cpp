@@ -557,7 +557,13 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // their text_config says false; measured, tests/unit/spec/data/vision.json).
   if (root != &config)
     if (const auto t = config.find("tie_word_embeddings"); t != config.end() && t->is_boolean()) tied = t->get<bool>();
-  const bool attention_bias = rr.flag("attention_bias", builder == Builder::gpt_neox || model_type == "gpt_oss");
+  const bool glm = model_type == "glm" || model_type == "glm4";
+  const bool olmo2 = model_type == "olmo2" || model_type == "olmo3";
+  const bool attention_bias = rr.flag("attention_bias", builder == Builder::gpt_neox || model_type == "gpt_oss" ||
+                                                            model_type == "seed_oss" || glm);
+  // SeedOssAttention: o_proj's bias is attention_out_bias; GlmAttention: o_proj has none.
+  const bool o_bias = model_type == "seed_oss" ? rr.flag("attention_out_bias", false) : attention_bias && !glm;
+  const bool ernie_bias = model_type == "ernie4_5" && rr.flag("use_bias", false);
   const bool mlp_bias = rr.flag("mlp_bias", false);
 
   std::optional<std::string> act_name;
@@ -575,6 +581,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   double rotary_fraction = 1.0;
   if (builder == Builder::phi) rotary_fraction = 0.5;        // PhiConfig default
   if (builder == Builder::gpt_neox) rotary_fraction = 0.25;  // GPTNeoXConfig default
+  if (glm) rotary_fraction = 0.5;                            // GlmConfig / Glm4Config default
   rotary_fraction = rr.number("partial_rotary_factor", rr.number("rotary_pct", rotary_fraction));
   if (const json* rp = rr.find("rope_parameters"); rp && rp->is_object()) {
     // Read like the top-level key: a negative factor would make the rotary width a negative
@@ -729,6 +736,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
                           builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt;
   spec.norm = layer_norm ? Norm::layer : Norm::rms;
   std::uint64_t norm_size = layer_norm ? 2 * s.H : s.H;  // weight (+ bias)
+  if (model_type == "olmo") {  // OlmoLayerNorm: layer norm without parameters
+    spec.norm = Norm::layer;
+    norm_size = 0;
+  }
   if (builder == Builder::opt && !opt_affine) norm_size = 0;  // LayerNorm(elementwise_affine=False)
 
   spec.gated_mlp = !(builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
@@ -738,8 +749,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // parallel_attn or new_decoder_architecture.
   spec.parallel_residual =
       builder == Builder::phi || parallel_residual_flag || (builder == Builder::falcon && (falcon_parallel || falcon_new));
-  spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" || model_type == "olmoe" ||
-                 model_type == "gemma3_text";
+  spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" ||
+                 model_type == "olmoe" || olmo2 || model_type == "gemma3_text";
   spec.scaled_embeddings = builder == Builder::gemma;
   spec.attention_dropout = attn_dropout;
   spec.hidden_dropout = hidden_dropout;
@@ -847,10 +858,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
         break;
       case Builder::llama:
       case Builder::gemma: {
-        AttnBias b{attention_bias, attention_bias, attention_bias, attention_bias};
+        AttnBias b{attention_bias, attention_bias, attention_bias, o_bias};
         if (row && row->qkv_bias) b = AttnBias{true, true, true, false};
+        if (model_type == "ernie4_5") b = AttnBias{ernie_bias, ernie_bias, ernie_bias, ernie_bias};
         llama_attention(g, s, b);
-        if (model_type == "olmoe") {
+        if (model_type == "olmoe" || olmo2) {
           g.norm_params += H + s.kv * (H / s.heads);  // q_norm(hidden), k_norm(kv * hidden/heads)
         } else if (spec.qk_norm) {
           g.norm_params += 2 * s.hd;  // q_norm, k_norm over head_dim
@@ -920,7 +932,14 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
           g.linears.push_back(lin("fc1", H, s.I, opt_bias));
           g.linears.push_back(lin("fc2", s.I, H, opt_bias));
           break;
-        default: gated_mlp(g, H, s.I, mlp_bias); break;
+        default:
+          if (glm) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases
+            g.linears.push_back(lin("gate_up_proj", H, mul(2, s.I)));
+            g.linears.push_back(lin("down_proj", s.I, H));
+          } else {
+            gated_mlp(g, H, s.I, mlp_bias || ernie_bias);
+          }
+          break;
       }
     }
 
@@ -931,7 +950,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     // and ln_mlp when num_ln_in_parallel_attn is 2 (the default of new_decoder_architecture),
     // else one input_layernorm.
     if (builder == Builder::falcon && falcon_parallel) norms = falcon_ln == 2 ? 2 : 1;
-    if (model_type == "gemma2" || model_type == "gemma3_text") norms = 4;  // pre/post attn and ffw
+    if (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "glm4") norms = 4;  // pre/post attn and ffw
+    if (model_type == "olmo") norms = 0;  // OlmoLayerNorm: no weight, no bias
     g.norm_params += norms * norm_size;
     return g;
   };
@@ -974,7 +994,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     std::uint64_t rotaries = 1;
     // Gemma3RotaryEmbedding keeps one inv_freq pair per layer type (full_attention and
     // sliding_attention, the latter with rope_local_base_freq).
-    if (model_type == "gemma3_text") rotaries = 2;
+    if (model_type == "gemma3_text" || model_type == "olmo3") rotaries = 2;
     buffers += rotaries * rotary_bytes(rot_dim);
   }
   // Gemma*ScaledWordEmbedding registers `embed_scale` (an fp32 scalar): measured with
