@@ -82,6 +82,20 @@ constexpr Architecture kArchitectures[] = {
     // head_dim=128, partial_rotary_factor=0.5; Glm4 adds post_self_attn and post_mlp norms.
     {"glm", L::llama, "llama", false, false, false, 128, "glm/modeling_glm.py"},
     {"glm4", L::llama, "llama", false, false, false, 128, "glm4/modeling_glm4.py"},
+    // GraniteMoeConfig / PhimoeConfig: num_local_experts experts of intermediate_size in every
+    // layer, like mixtral; Phimoe's norms are LayerNorms with biases (lm_head_bias=False).
+    {"granitemoe", L::llama, "llama", false, false, true, 0, "granitemoe/modeling_granitemoe.py"},
+    {"phimoe", L::llama, "llama", false, false, true, 0, "phimoe/modeling_phimoe.py"},
+    // CohereConfig / Cohere2Config: one LayerNorm without bias per layer, attention and MLP in
+    // parallel, tied embeddings; cohere's optional q/k norms over (heads, head_dim); cohere2's
+    // sliding layers (3 of every 4).
+    {"cohere", L::llama, "llama", true, false, false, 0, "cohere/modeling_cohere.py"},
+    {"cohere2", L::llama, "llama", true, false, false, 0, "cohere2/modeling_cohere2.py"},
+    // Exaone4Config: norms after attention and MLP only, q/k norms over head_dim.
+    {"exaone4", L::llama, "llama", false, false, false, 0, "exaone4/modeling_exaone4.py"},
+    // GPTBigCodeConfig: GPT-2's modules; multi_query (default) shrinks c_attn to one k/v head;
+    // a causal-mask buffer of n_positions^2 booleans.
+    {"gpt_bigcode", L::gpt2, "gpt2", true, false, false, 0, "gpt_bigcode/modeling_gpt_bigcode.py"},
 };
 
 /// Encoders and encoder-decoders: their configs look enough like a decoder's to be laid out as

@@ -471,7 +471,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // --- MoE keys -----------------------------------------------------------------------
   MoeKeys mk;
   if (moe_type) {
-    if (model_type == "mixtral" || model_type == "gpt_oss") {
+    if (model_type == "mixtral" || model_type == "gpt_oss" || model_type == "granitemoe" || model_type == "phimoe") {
       mk.experts = rr.required({"num_local_experts"});
     } else if (builder == Builder::deepseek) {
       mk.experts = rr.uint("n_routed_experts", true).value_or(0);
@@ -548,7 +548,14 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (!rr.has("max_position_embeddings")) s.max_pos = 2048;  // OPTConfig default
   }
   if (builder == Builder::falcon && !rr.has("max_position_embeddings")) s.max_pos = 2048;  // FalconConfig default
-  if (model_type == "mixtral" || model_type == "olmoe" || model_type == "gpt_oss") mk.expert_I = s.I;
+  if (model_type == "mixtral" || model_type == "olmoe" || model_type == "gpt_oss" || model_type == "granitemoe" ||
+      model_type == "phimoe")
+    mk.expert_I = s.I;
+  // GPTBigCode: multi_query (default true) keeps one k/v head.
+  const bool bigcode = model_type == "gpt_bigcode";
+  if (bigcode) s.kv = rr.flag("multi_query", true) ? 1 : s.heads;
+  const bool cohere = model_type == "cohere" || model_type == "cohere2";
+  const bool cohere_qk = model_type == "cohere" && rr.flag("use_qk_norm", false);
 
   // --- flags shared by most builders --------------------------------------------------
   bool tied = rr.flag("tie_word_embeddings", row ? row->tied_default : false);
@@ -715,7 +722,9 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
 
   // Activation: each builder's config-class default, then the config's own.
   switch (builder) {
-    case Builder::gpt2: spec.activation = Activation::gelu_tanh_python; break;    // "gelu_new"
+    case Builder::gpt2:  // GPT2Config "gelu_new"; GPTBigCodeConfig "gelu_pytorch_tanh"
+      spec.activation = bigcode ? Activation::gelu_pytorch_tanh : Activation::gelu_tanh_python;
+      break;
     case Builder::gpt_neox: spec.activation = Activation::gelu; break;            // "gelu"
     case Builder::phi: spec.activation = Activation::gelu_tanh_python; break;     // "gelu_new"
     case Builder::gemma: spec.activation = Activation::gelu_pytorch_tanh; break;  // hidden_activation
@@ -736,6 +745,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
                           builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt;
   spec.norm = layer_norm ? Norm::layer : Norm::rms;
   std::uint64_t norm_size = layer_norm ? 2 * s.H : s.H;  // weight (+ bias)
+  if (model_type == "phimoe") {  // PhimoeDecoderLayer: nn.LayerNorm with bias
+    spec.norm = Norm::layer;
+    norm_size = 2 * s.H;
+  }
+  if (cohere) spec.norm = Norm::layer;  // CohereLayerNorm: mean-subtracting, weight only
   if (model_type == "olmo") {  // OlmoLayerNorm: layer norm without parameters
     spec.norm = Norm::layer;
     norm_size = 0;
@@ -748,9 +762,9 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // FalconDecoderLayer adds the MLP to the attention output (not to its residual) when
   // parallel_attn or new_decoder_architecture.
   spec.parallel_residual =
-      builder == Builder::phi || parallel_residual_flag || (builder == Builder::falcon && (falcon_parallel || falcon_new));
+      cohere || builder == Builder::phi || parallel_residual_flag || (builder == Builder::falcon && (falcon_parallel || falcon_new));
   spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" ||
-                 model_type == "olmoe" || olmo2 || model_type == "gemma3_text";
+                 model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk;
   spec.scaled_embeddings = builder == Builder::gemma;
   spec.attention_dropout = attn_dropout;
   spec.hidden_dropout = hidden_dropout;
@@ -767,13 +781,16 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     } else if (model_type == "gemma3_text") {
       // Gemma3TextConfig: sliding unless (i + 1) % sliding_window_pattern == 0 (pattern 6).
       sliding = s.L - s.L / window_pattern;
+    } else if (model_type == "cohere2") {
+      // Cohere2Config: sliding unless (i + 1) % sliding_window_pattern == 0 (pattern 4).
+      sliding = s.L - s.L / (rr.has("sliding_window_pattern") ? window_pattern : 4);
     } else if (model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen3" ||
                model_type == "qwen3_moe" || model_type == "qwen2_vl_text" || model_type == "qwen2_5_vl_text" ||
                model_type == "qwen3_vl_text") {
       // Qwen2Config: the window applies only with use_sliding_window, from layer
       // max_window_layers on.
       if (qwen_sliding) sliding = max_window_layers < s.L ? s.L - max_window_layers : 0;
-    } else if (model_type == "mistral" || model_type == "mixtral" || model_type == "phi3" ||
+    } else if (model_type == "mistral" || model_type == "mixtral" || model_type == "phi3" || model_type == "phimoe" ||
                model_type == "starcoder2" || row == nullptr) {
       sliding = s.L;
     }
@@ -801,7 +818,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     switch (builder) {
       case Builder::gpt2:
         // GPT2Attention: c_attn (Conv1D hidden -> 3*hidden), c_proj; all with biases.
-        g.linears.push_back(lin("c_attn", H, 3 * H, true));
+        g.linears.push_back(lin("c_attn", H, bigcode ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters") : 3 * H, true));
         g.linears.push_back(lin("c_proj", H, H, true));
         break;
       case Builder::gpt_neox:
@@ -862,7 +879,9 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
         if (row && row->qkv_bias) b = AttnBias{true, true, true, false};
         if (model_type == "ernie4_5") b = AttnBias{ernie_bias, ernie_bias, ernie_bias, ernie_bias};
         llama_attention(g, s, b);
-        if (model_type == "olmoe" || olmo2) {
+        if (cohere_qk) {
+          g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd);  // CohereLayerNorm((heads, head_dim))
+        } else if (model_type == "olmoe" || olmo2) {
           g.norm_params += H + s.kv * (H / s.heads);  // q_norm(hidden), k_norm(kv * hidden/heads)
         } else if (spec.qk_norm) {
           g.norm_params += 2 * s.hd;  // q_norm, k_norm over head_dim
@@ -952,6 +971,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (builder == Builder::falcon && falcon_parallel) norms = falcon_ln == 2 ? 2 : 1;
     if (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "glm4") norms = 4;  // pre/post attn and ffw
     if (model_type == "olmo") norms = 0;  // OlmoLayerNorm: no weight, no bias
+    if (cohere) norms = 1;                // CohereDecoderLayer: input_layernorm only
     g.norm_params += norms * norm_size;
     return g;
   };
@@ -982,6 +1002,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (opt_proj != H) spec.embedding_params = checked_add(spec.embedding_params, mul(2, mul(opt_proj, H)));
   }
   spec.lm_head_params = tied ? 0 : checked_mul(s.V, builder == Builder::opt ? opt_proj : H, "parameters");
+  if (model_type == "phimoe" && !tied && rr.flag("lm_head_bias", false))
+    spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   if (builder == Builder::phi && !tied)  // PhiForCausalLM: lm_head bias=True
     spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   spec.final_norm_params = norm_size;
@@ -1000,6 +1022,9 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // Gemma*ScaledWordEmbedding registers `embed_scale` (an fp32 scalar): measured with
   // transformers 5.17 on gemma, gemma2 and gemma3_text.
   if (builder == Builder::gemma) buffers += 4;
+  // GPTBigCodeModel registers `bias`, a causal mask of max_positions^2 booleans (not cast by
+  // .to(dtype)): 1 MiB for 1024 positions, 64 MiB for starcoder's 8192.
+  if (bigcode) buffers = checked_add(buffers, mul(s.max_pos, s.max_pos), "parameters");
   spec.buffer_bytes = buffers;
 
   // --- the MoE summary ----------------------------------------------------------------
