@@ -262,6 +262,35 @@ TEST_CASE("a config file of any name, and a checkpoint folder", "[cli]") {
   CHECK(j["model"]["params"] == elements);
   CHECK(j["model"]["checkpoint_dtype"] == "bf16");
 
+  // An unknown model_type: refused from the config alone (exit 2 naming model_type), estimated
+  // from the headers' exact weights when the folder has them, with a note saying what is approximated.
+  std::string unknown = smollm_config();
+  unknown.replace(unknown.find("\"llama\""), 7, "\"my_llm\"");
+  const auto alone = dir.write("unknown.json", unknown);
+  r = estimate({"--config", alone});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("model_type: model_type 'my_llm' is not one vramfit knows") != std::string::npos);
+  dir.write("unknown/config.json", unknown);
+  const auto st2 = dir.write("unknown/model.safetensors", prefix + header);
+  std::filesystem::resize_file(st2, 8 + header.size() + elements * 2);
+  r = estimate({"--config", dir.str() + "/unknown", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["model"]["exact_from_checkpoint"] == true);
+  CHECK(j["model"]["params"] == elements);
+  CHECK(j.dump().find("activations and KV cache are approximated as a Llama-like decoder") != std::string::npos);
+
+  // An encoder is refused (exit 2), even beside exact weights: it is not a decoder.
+  std::string bert = smollm_config();
+  bert.replace(bert.find("\"llama\""), 7, "\"bert\"");
+  dir.write("bert/config.json", bert);
+  const auto st3 = dir.write("bert/model.safetensors", prefix + header);
+  std::filesystem::resize_file(st3, 8 + header.size() + elements * 2);
+  r = estimate({"--config", dir.str() + "/bert"});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("model_type: 'bert' is an encoder, not a decoder-only language model") != std::string::npos);
+
   // Shards listed in the index must all be there.
   dir.write("sharded/config.json", smollm_config());
   dir.write("sharded/model.safetensors.index.json",
