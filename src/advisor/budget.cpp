@@ -110,6 +110,7 @@ std::string_view name_of(Verdict v) noexcept {
   switch (v) {
     case Verdict::fits: return "fits";
     case Verdict::does_not_fit: return "does_not_fit";
+    case Verdict::tight: return "tight";
   }
   return "does_not_fit";
 }
@@ -117,6 +118,11 @@ std::string_view name_of(Verdict v) noexcept {
 Verdict Budget::verdict(Bytes device_total) const {
   const Bytes margin = headroom_bytes();
   return margin <= bytes && device_total <= bytes - margin ? Verdict::fits : Verdict::does_not_fit;
+}
+
+Verdict Budget::verdict(Bytes device_total, Bytes upper) const {
+  if (verdict(device_total) == Verdict::does_not_fit) return Verdict::does_not_fit;
+  return verdict(std::max(device_total, upper)) == Verdict::fits ? Verdict::fits : Verdict::tight;
 }
 
 std::int64_t Budget::spare(Bytes device_total) const noexcept {

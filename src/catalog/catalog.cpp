@@ -202,6 +202,8 @@ Catalog Catalog::parse(const std::map<std::string, std::string>& files) {
   constexpr std::string_view kJson = ".json";
   for (const auto& [path, text] : files) {
     if (path == "gpus.json") continue;
+    // The engine's measured error table (engine/upper_bound.cpp), embedded from data/ too.
+    if (path == "calibration.json") continue;
     const bool is_model = path.size() > kModels.size() + kJson.size() && path.starts_with(kModels) &&
                           path.ends_with(kJson) && path.find('/', kModels.size()) == std::string::npos;
     if (!is_model) {

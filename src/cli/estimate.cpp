@@ -17,6 +17,7 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/text.hpp"
 #include "vramfit/engine/estimate.hpp"
+#include "vramfit/render/format.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::cli {
@@ -156,6 +157,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   Diagnostics diags;
   Estimate result;
   render::EstimateReport& report = result.report;
+  result.fail_on_tight = f.fail_on_tight;
   spec::Workload& w = report.workload;
 
   // --- the model source: exactly one ---
@@ -390,15 +392,47 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   return result;
 }
 
+/// Under a TIGHT verdict, the fix that buys the missing margin: the advisor's walk against the
+/// budget the upper bound needs (the usable memory divided by the workload's factor), checked
+/// with the three-way verdict on the original budget (a fix may change the workload's group).
+static std::string tight_fix(const render::EstimateReport& report, CatalogSource& catalog) {
+  const advisor::Budget& budget = *report.budget;
+  const engine::Breakdown& b = report.breakdown;
+  if (b.upper_permille <= 1000) return {};
+  const std::uint64_t usable = budget.bytes.value() - budget.headroom_bytes().value();
+  advisor::Budget need = budget;
+  need.headroom = {};
+  need.headroom_label.clear();
+  need.bytes = Bytes{usable / b.upper_permille * 1000 + (usable % b.upper_permille) * 1000 / b.upper_permille};
+  advisor::AdviseOptions options;
+  options.tiers = false;
+  const advisor::Advice a = advisor::advise(report.model, report.workload, need, catalog.get(), options);
+  std::vector<std::string> ids;
+  for (const auto& s : a.steps)
+    if (s.applied) ids.push_back(s.id);
+  const engine::Breakdown& f = a.final_estimate;
+  if (a.fits && !ids.empty() && budget.verdict(f.device_total, f.upper()) == advisor::Verdict::fits) {
+    std::string list;
+    for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
+    return fmt::format("{} buys it ({} upper bound {}; 'vramfit advise' with the same flags for the steps)", list,
+                       ids.size() == 1 ? "its" : "their", render::format_bytes(f.upper()));
+  }
+  return "no fix of the advisor covers the upper bound: a larger GPU does";
+}
+
 ExitCode run_estimate(const Estimate& e, CatalogSource& catalog, render::Format format, std::ostream& out) {
-  const render::EstimateReport& report = e.report;
+  render::EstimateReport report = e.report;
   std::optional<advisor::Advice> advice;
-  if (report.budget && !report.budget->fits(report.breakdown.device_total)) {
+  const engine::Breakdown& b = report.breakdown;
+  if (report.budget && !report.budget->fits(b.device_total)) {
     advisor::AdviseOptions options;
     advice = advisor::advise(report.model, report.workload, *report.budget, catalog.get(), options);
   }
+  const bool tight = report.budget && report.budget->verdict(b.device_total, b.upper()) == advisor::Verdict::tight;
+  if (tight) report.tight_fix = tight_fix(report, catalog);
   // Render first, print after: an error while rendering leaves stdout empty.
   out << render::render_estimate(report, advice, format);
+  if (tight && e.fail_on_tight) return ExitCode::does_not_fit;
   return advice ? advisor::exit_code(*advice) : ExitCode::ok;
 }
 

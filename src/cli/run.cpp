@@ -64,7 +64,8 @@ When the job does not fit the budget, the report ends with the advisor's short a
 )";
 
 constexpr const char* kEstimateExit =
-    "Exit codes: 0 ok or fits, 1 does not fit the budget, 2 usage or input error, 3 internal error.";
+    "Exit codes: 0 ok, fits or tight, 1 does not fit the budget (tight too with --fail-on-tight), 2 usage or "
+    "input error, 3 internal error.";
 
 constexpr const char* kAdviseFooter = R"(Examples:
   vramfit advise --model llama-3.1-8b --mode train --gpu rtx-4090
@@ -76,8 +77,8 @@ quantize steps):
 )";
 
 constexpr const char* kAdviseExit =
-    "Exit codes: 0 the job fits as given (no step is needed), 1 it does not (the advice is printed either\n"
-    "way), 2 usage or input error, 3 internal error.";
+    "Exit codes: 0 the job fits as given (no step is needed; tight too unless --fail-on-tight), 1 it does not\n"
+    "(the advice is printed either way), 2 usage or input error, 3 internal error.";
 
 constexpr const char* kFitFooter = R"(Examples:
   vramfit fit --model llama-3.1-8b --mode lora --seq 2048 --gpu a100-80gb
@@ -85,7 +86,8 @@ constexpr const char* kFitFooter = R"(Examples:
   vramfit fit --params 13B --mode qlora --budget 24GiB --headroom 2GiB
 
 The other flags are the workload as given; the search changes only the --solve dimension.
-Exit codes: 0 some value fits, 1 nothing fits (even 1), 2 usage or input error, 3 internal error.)";
+Exit codes: 0 some value fits, 1 nothing fits (even 1; with --fail-on-tight also when the answer's
+upper bound does not fit), 2 usage or input error, 3 internal error.)";
 
 constexpr const char* kExplainFooter = R"(Examples:
   vramfit explain train.log
@@ -214,6 +216,11 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "keep a margin free on the GPU: 10% of its memory, or a size (2GiB); fits when total + margin <= "
       "budget",
       group);
+  CLI::Option* ft = e->add_flag("--fail-on-tight", f.fail_on_tight,
+                                "exit 1 (does not fit) when the verdict is TIGHT: the estimate fits but its "
+                                "measured upper bound does not (default: TIGHT exits 0)")
+                        ->group(group);
+  o.flag_options[e->get_name()].emplace_back("--fail-on-tight", ft);
 }
 
 /// --engine and the llama.cpp/Ollama and vLLM flags (estimate, advise, fit; see cli/serving).

@@ -94,7 +94,9 @@ nlohmann::ordered_json advice_json(const Advice& a) {
               {"fits_initially", a.fits_initially},
               {"fits", a.fits},
               {"initial_device_total", a.initial_estimate.device_total.value()},
+              {"initial_device_total_upper", a.initial_estimate.upper().value()},
               {"final_device_total", a.final_estimate.device_total.value()},
+              {"final_device_total_upper", a.final_estimate.upper().value()},
               {"steps", std::move(steps)},
               {"final_workload", json(workload_json(a.final_workload))},
               {"larger_batch", a.larger_batch ? json{{"batch", a.larger_batch->batch},
@@ -110,7 +112,12 @@ nlohmann::ordered_json advice_json(const Advice& a) {
 std::string advice_text(const Advice& a) {
   std::string out;
   const Bytes initial = a.initial_estimate.device_total;
-  if (a.fits_initially) {
+  if (a.fits_initially && !a.budget.fits(a.initial_estimate.upper())) {
+    out += fmt::format("Tight: needs {} of {}, but the upper bound {} does not fit (short by {}); "
+                       "'vramfit estimate' with the same flags names the fix that covers it.\n",
+                       human(initial), budget_words(a), human(a.initial_estimate.upper()),
+                       human(a.budget.short_by(a.initial_estimate.upper())));
+  } else if (a.fits_initially) {
     out += fmt::format("Fits: needs {} of {}; nothing to fix.\n", human(initial), budget_words(a));
   } else {
     out += fmt::format("Does not fit: needs {} on {}.\n", human(initial), budget_words(a));
@@ -181,6 +188,7 @@ nlohmann::ordered_json fit_json(const FitResult& f) {
               {"capped", f.capped},
               {"cap", advisor::search_cap(f.dimension)},
               {"device_total", f.estimate.device_total.value()},
+              {"device_total_upper", f.estimate.upper().value()},
               {"budget", json(budget_json(f.budget, f.estimate))},
               {"estimates", f.estimates},
               {"notes", f.notes},
@@ -198,8 +206,12 @@ std::string fit_text(const FitResult& f) {
     out += "Run 'vramfit advise' with the same flags for fixes and GPU tiers.\n";
     return out;
   }
-  out += fmt::format("Largest {} that fits: {}{} (needs {} of {}).\n", dim, f.value,
-                     f.capped ? " or more" : "", human(f.estimate.device_total), budget);
+  std::string upper;
+  if (f.estimate.upper_permille != 0)
+    upper = fmt::format("; upper bound {}{}", human(f.estimate.upper()),
+                        f.budget.fits(f.estimate.upper()) ? "" : ", TIGHT");
+  out += fmt::format("Largest {} that fits: {}{} (needs {} of {}{}).\n", dim, f.value, f.capped ? " or more" : "",
+                     human(f.estimate.device_total), budget, upper);
   for (const auto& n : f.notes) out += fmt::format("note: {}\n", n);
   return out;
 }

@@ -107,7 +107,8 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);
   CHECK(keys == std::vector<std::string>{"schema_version", "model", "workload", "components", "phases",
-                                         "peak_phase", "peak_allocated_bytes", "device_total_bytes", "budget",
+                                         "peak_phase", "peak_allocated_bytes", "device_total_bytes",
+                                         "device_total_upper_bytes", "upper_bound", "budget", "tight_fix",
                                          "notes"});
   keys.clear();
   for (const auto& [k, v] : j["model"].items()) keys.push_back(k);
@@ -142,7 +143,11 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   CHECK(j["budget"] ==
         nlohmann::ordered_json::parse(
             R"({"bytes": 25769803776, "gpu": "rtx-4090", "headroom_bytes": 0, "fits": false,
-                "spare_bytes": -10306469888})"));
+                "spare_bytes": -10306469888, "verdict": "does_not_fit", "upper_spare_bytes": -10306469888})"));
+  // A hand-built breakdown has no calibration: the bound is the device total, upper_bound null.
+  CHECK(j["device_total_upper_bytes"] == 36076273664ULL);
+  CHECK(j["upper_bound"].is_null());
+  CHECK(j["tight_fix"].is_null());
   CHECK(j["notes"].size() == 3);
   CHECK(text.back() == '\n');
 }
