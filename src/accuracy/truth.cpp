@@ -239,6 +239,7 @@ CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model) {
   const auto b = engine::estimate(model, truth.workload);
   r.estimate_peak = b.peak_allocated;
   r.estimate_device_total = b.device_total;
+  r.estimate_device_upper = b.upper();
   r.estimate_params = model.params;
   if (truth.status == "ok" && truth.peak_allocated.value() > 0) {
     r.error = static_cast<double>(b.peak_allocated.value()) / static_cast<double>(truth.peak_allocated.value()) - 1;

@@ -10,6 +10,7 @@
 
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/fixes.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/engine/estimate.hpp"
 
 namespace vramfit::advisor {
@@ -426,21 +427,6 @@ constexpr std::array<FixInfo, kSteps.size()> kFixInfos = [] {
 /// Why a fix may not run, or empty when it may.
 using Rules = std::array<std::string, kSteps.size()>;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string quoted_list(const std::vector<std::string>& names) {
-  std::string s;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) s += i + 1 == names.size() ? " or " : ", ";
-    s += "'" + names[i] + "'";
-  }
-  return s;
-}
-
 /// The fix indexes named by the entries (comma-separated ids or aliases); unknown names go to `diags`.
 std::vector<bool> named(const std::vector<std::string>& entries, std::string_view field, Diagnostics& diags) {
   std::vector<bool> on(kSteps.size(), false);
@@ -454,8 +440,7 @@ std::vector<bool> named(const std::vector<std::string>& entries, std::string_vie
       const std::size_t comma = rest.find(',');
       const std::string_view name = trim(rest.substr(0, comma));
       if (!name.empty()) {
-        std::string lowered(name);
-        for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::string lowered = lower(name);
         std::replace(lowered.begin(), lowered.end(), '-', '_');
         bool found = false;
         for (std::size_t i = 0; i < kSteps.size(); ++i)
@@ -469,12 +454,8 @@ std::vector<bool> named(const std::vector<std::string>& entries, std::string_vie
             if (std::find(r.stands_for.begin(), r.stands_for.end(), kSteps[i].fix) != r.stands_for.end()) on[i] = true;
         }
         if (!found) {
-          const auto close = catalog::did_you_mean(lowered, known);
-          std::string all;
-          for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
-          diags.add(
-              std::string(field), fmt::format("unknown fix '{}'", name),
-              close.empty() ? "known fixes: " + all : fmt::format("did you mean {}?", quoted_list(close)));
+          diags.add(std::string(field), fmt::format("unknown fix '{}'", name),
+                    did_you_mean_fix(lowered, known, "", "known fixes: " + joined(known)));
         }
       }
       if (comma == std::string_view::npos) break;
@@ -712,13 +693,10 @@ std::vector<catalog::Tier> candidate_tiers(const catalog::Catalog& catalog,
       if (std::find(known.begin(), known.end(), t.provider) == known.end()) known.push_back(t.provider);
     }
     if (out.empty()) {
-      const auto close = catalog::did_you_mean(*provider, known);
-      std::string all;
-      for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
       throw InputError("--provider", fmt::format("unknown provider '{}'", *provider),
-                       close.empty()
-                           ? (known.empty() ? "the catalog lists no provider" : "known providers: " + all)
-                           : fmt::format("did you mean {}?", quoted_list(close)));
+                       did_you_mean_fix(*provider, known, "",
+                                        known.empty() ? "the catalog lists no provider"
+                                                      : "known providers: " + joined(known)));
     }
   } else {
     out = catalog.tiers();

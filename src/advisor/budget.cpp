@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::advisor {
@@ -20,18 +21,6 @@ constexpr std::uint64_t kMillion = 1'000'000;
 constexpr std::size_t kMaxPercentDecimals = 4;
 
 constexpr std::string_view kHeadroomFix = "give a percentage of the budget like 10% or a size like 2GiB";
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -121,6 +110,7 @@ std::string_view name_of(Verdict v) noexcept {
   switch (v) {
     case Verdict::fits: return "fits";
     case Verdict::does_not_fit: return "does_not_fit";
+    case Verdict::tight: return "tight";
   }
   return "does_not_fit";
 }
@@ -128,6 +118,11 @@ std::string_view name_of(Verdict v) noexcept {
 Verdict Budget::verdict(Bytes device_total) const {
   const Bytes margin = headroom_bytes();
   return margin <= bytes && device_total <= bytes - margin ? Verdict::fits : Verdict::does_not_fit;
+}
+
+Verdict Budget::verdict(Bytes device_total, Bytes upper) const {
+  if (verdict(device_total) == Verdict::does_not_fit) return Verdict::does_not_fit;
+  return verdict(std::max(device_total, upper)) == Verdict::fits ? Verdict::fits : Verdict::tight;
 }
 
 std::int64_t Budget::spare(Bytes device_total) const noexcept {

@@ -31,12 +31,18 @@ ExitCode run_advise(const Estimate& e, const AdviseFlags& flags, CatalogSource& 
       advisor::advise(e.report.model, e.report.workload, budget_of(e), catalog.get(), options);
   // Render first, print after: an error while rendering leaves stdout empty.
   out << render::render_advice(e.report, advice, format);
+  const engine::Breakdown& b = advice.initial_estimate;
+  if (e.fail_on_tight && advice.budget.verdict(b.device_total, b.upper()) == advisor::Verdict::tight)
+    return ExitCode::does_not_fit;
   return advisor::exit_code(advice);
 }
 
 ExitCode run_fit(const Estimate& e, advisor::Dimension dimension, render::Format format, std::ostream& out) {
   const advisor::FitResult fit = advisor::solve(e.report.model, e.report.workload, budget_of(e), dimension);
   out << render::render_fit(e.report, fit, format);
+  const engine::Breakdown& b = fit.estimate;
+  if (e.fail_on_tight && fit.fits_at_one && fit.budget.verdict(b.device_total, b.upper()) == advisor::Verdict::tight)
+    return ExitCode::does_not_fit;
   return advisor::exit_code(fit);
 }
 

@@ -15,23 +15,14 @@
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/engine/estimate.hpp"
+#include "vramfit/render/format.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::cli {
 
 namespace {
-
-/// Runs `step`, moving any InputError it throws into `diags`; false when it threw.
-bool collect(Diagnostics& diags, const std::function<void()>& step) {
-  try {
-    step();
-    return true;
-  } catch (const InputError& e) {
-    for (const auto& d : e.diagnostics()) diags.add(d.field, d.problem, d.fix);
-    return false;
-  }
-}
 
 /// A positive whole number typed for `flag`; every way it can be wrong gets its own message
 /// (CLI11 would wrap "-1" into a huge unsigned number or print a generic conversion error).
@@ -69,13 +60,9 @@ template <typename Parse, typename Names>
 auto parse_choice(const std::string& text, const std::string& flag, std::string_view what, Parse parse,
                   const Names& names, Diagnostics& diags) -> decltype(parse(text)) {
   if (auto v = parse(text)) return v;
-  std::vector<std::string> known(names.begin(), names.end());
-  const auto close = catalog::did_you_mean(text, known);
-  std::string list;
-  for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-  const std::string fix =
-      close.empty() ? "one of " + list : fmt::format("did you mean '{}'? one of {}", close[0], list);
-  diags.add(flag, fmt::format("unknown {} '{}'", what, text), fix);
+  const std::vector<std::string> known(names.begin(), names.end());
+  const std::string list = "one of " + joined(known);
+  diags.add(flag, fmt::format("unknown {} '{}'", what, text), did_you_mean_fix(text, known, list, list));
   return std::nullopt;
 }
 
@@ -102,19 +89,18 @@ struct ModeFlag {
   std::string_view used_by;
 };
 
-bool trains(spec::Mode m) { return m == spec::Mode::train || spec::uses_lora(m); }
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
 constexpr std::array<ModeFlag, 13> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
-    {"--optimizer", trains, "--mode train, lora and qlora"},
-    {"--grad-accum", trains, "--mode train, lora and qlora"},
-    {"--checkpointing", trains, "--mode train, lora and qlora"},
-    {"--loss", trains, "--mode train, lora and qlora"},
-    {"--activation-offload", trains, "--mode train, lora and qlora"},
-    {"--recipe", trains, "--mode train, lora and qlora"},
-    {"--optimizer-in-backward", trains, "--mode train, lora and qlora"},
-    {"--fsdp-mixed-precision", trains, "--mode train and lora"},
+    {"--optimizer", spec::trains, "--mode train, lora and qlora"},
+    {"--grad-accum", spec::trains, "--mode train, lora and qlora"},
+    {"--checkpointing", spec::trains, "--mode train, lora and qlora"},
+    {"--loss", spec::trains, "--mode train, lora and qlora"},
+    {"--activation-offload", spec::trains, "--mode train, lora and qlora"},
+    {"--recipe", spec::trains, "--mode train, lora and qlora"},
+    {"--optimizer-in-backward", spec::trains, "--mode train, lora and qlora"},
+    {"--fsdp-mixed-precision", spec::trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
     {"--kv-cache", generates, "--mode generate"},
@@ -171,6 +157,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   Diagnostics diags;
   Estimate result;
   render::EstimateReport& report = result.report;
+  result.fail_on_tight = f.fail_on_tight;
   spec::Workload& w = report.workload;
 
   // --- the model source: exactly one ---
@@ -332,16 +319,16 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   // --- the budget and its margin ---
   advisor::Headroom headroom;
   if (f.has("--headroom"))
-    collect(diags, [&] { headroom = advisor::parse_headroom(f.headroom, "--headroom"); });
+    diags.collect([&] { headroom = advisor::parse_headroom(f.headroom, "--headroom"); });
   if (f.has("--gpu") && f.has("--budget")) {
     diags.add("--budget", "--gpu and --budget were both given", "give one: --gpu ID or --budget SIZE");
   } else if (f.has("--budget")) {
-    collect(diags, [&] {
+    diags.collect([&] {
       report.budget = advisor::budget_of(spec::parse_size(f.budget, "--budget"), headroom);
       report.budget->label = f.budget;
     });
   } else if (f.has("--gpu")) {
-    collect(diags, [&] { report.budget = advisor::budget_for_gpu(catalog.get().gpu(f.gpu, "--gpu"), headroom); });
+    diags.collect([&] { report.budget = advisor::budget_for_gpu(catalog.get().gpu(f.gpu, "--gpu"), headroom); });
   } else if (rule == BudgetRule::required) {
     diags.add("budget", "no budget given",
               "give --gpu ID or --budget SIZE, e.g. --gpu rtx-4090 or --budget 24GiB; 'vramfit gpus' lists "
@@ -351,13 +338,13 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   }
   if (report.budget) {
     if (f.has("--headroom")) report.budget->headroom_label = f.headroom;
-    collect(diags, [&] { advisor::check_budget(*report.budget); });
+    diags.collect([&] { advisor::check_budget(*report.budget); });
   }
 
   // --- the model itself, once the flags are sound (its errors come after theirs) ---
   bool have_model = false;
   if (sources.size() == 1) {
-    have_model = collect(diags, [&] {
+    have_model = diags.collect([&] {
       if (f.has("--params")) {
         report.model = spec::from_param_count(spec::parse_param_count(f.params, "--params"));
         report.model.name = "--params " + f.params;
@@ -405,15 +392,47 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   return result;
 }
 
+/// Under a TIGHT verdict, the fix that buys the missing margin: the advisor's walk against the
+/// budget the upper bound needs (the usable memory divided by the workload's factor), checked
+/// with the three-way verdict on the original budget (a fix may change the workload's group).
+static std::string tight_fix(const render::EstimateReport& report, CatalogSource& catalog) {
+  const advisor::Budget& budget = *report.budget;
+  const engine::Breakdown& b = report.breakdown;
+  if (b.upper_permille <= 1000) return {};
+  const std::uint64_t usable = budget.bytes.value() - budget.headroom_bytes().value();
+  advisor::Budget need = budget;
+  need.headroom = {};
+  need.headroom_label.clear();
+  need.bytes = Bytes{usable / b.upper_permille * 1000 + (usable % b.upper_permille) * 1000 / b.upper_permille};
+  advisor::AdviseOptions options;
+  options.tiers = false;
+  const advisor::Advice a = advisor::advise(report.model, report.workload, need, catalog.get(), options);
+  std::vector<std::string> ids;
+  for (const auto& s : a.steps)
+    if (s.applied) ids.push_back(s.id);
+  const engine::Breakdown& f = a.final_estimate;
+  if (a.fits && !ids.empty() && budget.verdict(f.device_total, f.upper()) == advisor::Verdict::fits) {
+    std::string list;
+    for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
+    return fmt::format("{} buys it ({} upper bound {}; 'vramfit advise' with the same flags for the steps)", list,
+                       ids.size() == 1 ? "its" : "their", render::format_bytes(f.upper()));
+  }
+  return "no fix of the advisor covers the upper bound: a larger GPU does";
+}
+
 ExitCode run_estimate(const Estimate& e, CatalogSource& catalog, render::Format format, std::ostream& out) {
-  const render::EstimateReport& report = e.report;
+  render::EstimateReport report = e.report;
   std::optional<advisor::Advice> advice;
-  if (report.budget && !report.budget->fits(report.breakdown.device_total)) {
+  const engine::Breakdown& b = report.breakdown;
+  if (report.budget && !report.budget->fits(b.device_total)) {
     advisor::AdviseOptions options;
     advice = advisor::advise(report.model, report.workload, *report.budget, catalog.get(), options);
   }
+  const bool tight = report.budget && report.budget->verdict(b.device_total, b.upper()) == advisor::Verdict::tight;
+  if (tight) report.tight_fix = tight_fix(report, catalog);
   // Render first, print after: an error while rendering leaves stdout empty.
   out << render::render_estimate(report, advice, format);
+  if (tight && e.fail_on_tight) return ExitCode::does_not_fit;
   return advice ? advisor::exit_code(*advice) : ExitCode::ok;
 }
 

@@ -283,10 +283,13 @@ spec::ModelSpec load_config(const fs::path& path, std::string_view field) {
                      "give the folder of a Hugging Face checkpoint, or the config file itself");
   }
 
-  spec::ModelSpec spec = spec::from_config_text(read_file(config, field), config.string());
+  // An unknown model_type is estimable only from the checkpoint's exact weights.
+  const std::vector<fs::path> shards = folder ? safetensors_files(path, field) : std::vector<fs::path>{};
+  spec::ModelSpec spec = spec::from_config_text(read_file(config, field), config.string(),
+                                                shards.empty() ? spec::UnknownType::refuse : spec::UnknownType::generic);
   if (folder) {
     std::vector<spec::TensorInfo> tensors;
-    for (const auto& file : safetensors_files(path, field)) {
+    for (const auto& file : shards) {
       const std::string origin = file.string();
       const std::uint64_t size = file_size(file, field);
       const std::string head = read_prefix(file, 8, field);
@@ -303,6 +306,12 @@ spec::ModelSpec load_config(const fs::path& path, std::string_view field) {
                      std::make_move_iterator(part.end()));
     }
     if (!tensors.empty()) spec::apply_checkpoint(spec, tensors);
+    if (spec.family == "generic" && !spec.exact_from_checkpoint)
+      throw InputError(config.string() + ": model_type",
+                       fmt::format("model_type '{}' is not one vramfit knows, and the checkpoint is quantized: its "
+                                   "headers do not give the exact weights either",
+                                   spec.model_type),
+                       "give a supported model_type (see the README's list), or the unquantized checkpoint");
   }
   spec.name = path.string();
   spec.source = "config";

@@ -25,6 +25,8 @@
 #include "vramfit/cli/validate.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/exit_code.hpp"
+#include "vramfit/core/text.hpp"
+#include "vramfit/render/explain.hpp"
 #include "vramfit/render/render.hpp"
 #include "vramfit/spec/parse.hpp"
 
@@ -62,7 +64,8 @@ When the job does not fit the budget, the report ends with the advisor's short a
 )";
 
 constexpr const char* kEstimateExit =
-    "Exit codes: 0 ok or fits, 1 does not fit the budget, 2 usage or input error, 3 internal error.";
+    "Exit codes: 0 ok, fits or tight, 1 does not fit the budget (tight too with --fail-on-tight), 2 usage or "
+    "input error, 3 internal error.";
 
 constexpr const char* kAdviseFooter = R"(Examples:
   vramfit advise --model llama-3.1-8b --mode train --gpu rtx-4090
@@ -74,8 +77,8 @@ quantize steps):
 )";
 
 constexpr const char* kAdviseExit =
-    "Exit codes: 0 the job fits as given (no step is needed), 1 it does not (the advice is printed either\n"
-    "way), 2 usage or input error, 3 internal error.";
+    "Exit codes: 0 the job fits as given (no step is needed; tight too unless --fail-on-tight), 1 it does not\n"
+    "(the advice is printed either way), 2 usage or input error, 3 internal error.";
 
 constexpr const char* kFitFooter = R"(Examples:
   vramfit fit --model llama-3.1-8b --mode lora --seq 2048 --gpu a100-80gb
@@ -83,7 +86,8 @@ constexpr const char* kFitFooter = R"(Examples:
   vramfit fit --params 13B --mode qlora --budget 24GiB --headroom 2GiB
 
 The other flags are the workload as given; the search changes only the --solve dimension.
-Exit codes: 0 some value fits, 1 nothing fits (even 1), 2 usage or input error, 3 internal error.)";
+Exit codes: 0 some value fits, 1 nothing fits (even 1; with --fail-on-tight also when the answer's
+upper bound does not fit), 2 usage or input error, 3 internal error.)";
 
 constexpr const char* kExplainFooter = R"(Examples:
   vramfit explain train.log
@@ -212,6 +216,11 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "keep a margin free on the GPU: 10% of its memory, or a size (2GiB); fits when total + margin <= "
       "budget",
       group);
+  CLI::Option* ft = e->add_flag("--fail-on-tight", f.fail_on_tight,
+                                "exit 1 (does not fit) when the verdict is TIGHT: the estimate fits but its "
+                                "measured upper bound does not (default: TIGHT exits 0)")
+                        ->group(group);
+  o.flag_options[e->get_name()].emplace_back("--fail-on-tight", ft);
 }
 
 /// --engine and the llama.cpp/Ollama and vLLM flags (estimate, advise, fit; see cli/serving).
@@ -275,7 +284,7 @@ void add_commands(CLI::App& app, Options& o) {
                   std::string(kEstimateFooter) + "\n" + kCatalogNote + "\n" + kEstimateExit);
   add_estimate_flags(e, o, true, "Model (exactly one)");
   add_serving_flags(e, o);
-  add_json(e, o, "print JSON (schema_version 1) on stdout");
+  add_json(e, o, fmt::format("print JSON (schema_version {}) on stdout", render::kSchemaVersion));
 
   CLI::App* a = add_command(
       app, "advise", "Say what to change, in order, so that a job fits a GPU, and the smallest cloud tier",
@@ -296,7 +305,7 @@ void add_commands(CLI::App& app, Options& o) {
                 "look for tiers of this cloud provider only (see 'vramfit gpus')")
       ->type_name("ID")
       ->group("Advice");
-  add_json(a, o, "print JSON (schema_version 1) on stdout");
+  add_json(a, o, fmt::format("print JSON (schema_version {}) on stdout", render::kSchemaVersion));
 
   CLI::App* f =
       add_command(app, "fit", "Find the largest batch (or sequence length) that fits a GPU", kFitFooter);
@@ -305,34 +314,24 @@ void add_commands(CLI::App& app, Options& o) {
   f->add_option("--solve", o.solve, "the dimension to maximise: batch or seq (default batch); with --engine: gpu-layers, ctx, concurrency (llama.cpp) or max-model-len, concurrency (vllm)")
       ->type_name("WHAT")
       ->group("Search");
-  add_json(f, o, "print JSON (schema_version 1) on stdout");
+  add_json(f, o, fmt::format("print JSON (schema_version {}) on stdout", render::kSchemaVersion));
 
   CLI::App* x = add_command(
       app, "explain", "Explain a PyTorch out-of-memory message from a log, and what to do", kExplainFooter);
   x->add_option("FILE", o.path, "the log to read; '-' or nothing reads standard input")->type_name("");
   add_estimate_flags(x, o, false, "Model (optional: estimates the job beside the message)");
-  add_json(x, o, "print JSON (schema_version 1) on stdout");
+  add_json(x, o, fmt::format("print JSON (schema_version {}) on stdout", render::kExplainSchemaVersion));
 
   CLI::App* v =
       add_command(app, "validate", "Compare the estimates with measured peaks from a truth file (JSONL)",
                   kValidateFooter);
   v->add_option("PATH", o.path, "a truth file written by measure.py (*.jsonl)")->type_name("")->required();
-  add_json(v, o, "print JSON (schema_version 1) on stdout");
+  add_json(v, o, fmt::format("print JSON (schema_version {}) on stdout", render::kSchemaVersion));
 
   CLI::App* models = add_command(app, "models", "List the model presets", "");
   add_json(models, o, "print JSON on stdout");
   CLI::App* gpus = add_command(app, "gpus", "List the GPU catalog and the cloud providers' tiers", "");
   add_json(gpus, o, "print JSON on stdout");
-}
-
-/// Runs `step`, moving any InputError it throws into `diags`.
-template <typename F>
-void collect(Diagnostics& diags, F&& step) {
-  try {
-    step();
-  } catch (const InputError& e) {
-    for (const auto& d : e.diagnostics()) diags.add(d.field, d.problem, d.fix);
-  }
 }
 
 /// Runs the parsed command; returns the exit code. Throws InputError.
@@ -384,8 +383,8 @@ ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istre
     Diagnostics diags;
     std::optional<Estimate> e;
     std::optional<advisor::Dimension> dimension;
-    collect(diags, [&] { e = build_estimate(o.estimate, catalog, BudgetRule::required); });
-    collect(diags, [&] { dimension = advisor::parse_dimension(o.solve, "--solve"); });
+    diags.collect([&] { e = build_estimate(o.estimate, catalog, BudgetRule::required); });
+    diags.collect([&] { dimension = advisor::parse_dimension(o.solve, "--solve"); });
     diags.throw_if_any();
     return run_fit(*e, *dimension, format, out);
   }
@@ -394,8 +393,8 @@ ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istre
     std::optional<Estimate> e;
     Diagnostics diags;
     std::string log;
-    collect(diags, [&] { log = read_log(o.path, in); });
-    if (!o.estimate.given.empty()) collect(diags, [&] { e = build_estimate(o.estimate, catalog); });
+    diags.collect([&] { log = read_log(o.path, in); });
+    if (!o.estimate.given.empty()) diags.collect([&] { e = build_estimate(o.estimate, catalog); });
     diags.throw_if_any();
     return run_explain(log, e, format, out);
   }
@@ -471,10 +470,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
         // No command was recognised: name the word that was meant to be one, if any.
         for (const auto& word : app.remaining()) {
           if (word.empty() || word.front() == '-') continue;
-          const auto close = catalog::did_you_mean(word, kCommands);
-          err << "vramfit: error: unknown command '" << word << "' ("
-              << (close.empty() ? std::string() : "did you mean '" + close.front() + "'? ")
-              << "the commands are " << command_list(" and ") << ")\n";
+          const std::string list = "the commands are " + command_list(" and ");
+          err << "vramfit: error: unknown command '" << word << "' (" << did_you_mean_fix(word, kCommands, list, list)
+              << ")\n";
           return to_int(ExitCode::usage);
         }
         err << "vramfit: error: a command is required: " << command_list(" or ")

@@ -17,6 +17,7 @@
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/engine/llamacpp.hpp"
 #include "vramfit/engine/vllm.hpp"
 #include "vramfit/render/serving.hpp"
@@ -440,8 +441,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       render::EstimateReport rep = report_of(j.model.spec, lc::breakdown_of(x, st), mem,
                                              j.cards ? j.cards->headroom : Bytes{}, label, st.parallel, x.n_ctx);
       {
-        std::string ft;
-        for (const char c : j.file_type) ft += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        const std::string ft = lower(j.file_type);
         if (const auto q = spec::parse_quant(ft)) spec::set_packing(rep.workload, *q);
         else if (ft == "f16" || ft == "bf16" || ft == "f32")
           rep.workload.weights = ft == "f16" ? DType::fp16 : ft == "bf16" ? DType::bf16 : DType::fp32;

@@ -66,6 +66,16 @@ void Diagnostics::add(std::string field, std::string problem, std::string fix) {
   diags_.push_back(Diagnostic{std::move(field), std::move(problem), std::move(fix)});
 }
 
+bool Diagnostics::collect(const std::function<void()>& step) {
+  try {
+    step();
+    return true;
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics()) diags_.push_back(d);
+    return false;
+  }
+}
+
 void Diagnostics::throw_if_any() const {
   if (!diags_.empty()) throw InputError(diags_);
 }

@@ -16,6 +16,7 @@
 // last decode step (the whole cache + torch.cat's copy of one layer's keys + logits).
 
 #include "vramfit/engine/estimate.hpp"
+#include "vramfit/engine/upper_bound.hpp"
 
 #include <algorithm>
 #include <array>
@@ -788,8 +789,17 @@ Breakdown estimate(const ModelSpec& m, const Workload& w) {
                                     ? "parameters, gradients and optimizer state live in"
                                     : "optimizer state and gradient partitions live in"));
 
-  if (w.mode == Mode::inference || w.mode == Mode::generate) return estimate_inference(m, w, p, base, notes);
-  return estimate_training(m, w, p, base, adapters, notes);
+  Breakdown b = (w.mode == Mode::inference || w.mode == Mode::generate)
+                    ? estimate_inference(m, w, p, base, notes)
+                    : estimate_training(m, w, p, base, adapters, notes);
+  // The upper bound: the measured error of the device total for this kind of workload.
+  const UpperFactor f = upper_factor(w);
+  b.upper_group = f.group;
+  b.upper_from = f.from;
+  b.upper_permille = f.permille;
+  b.upper_cases = f.cases;
+  b.device_total_upper = apply_upper(b.device_total, f.permille);
+  return b;
 }
 
 }  // namespace vramfit::engine

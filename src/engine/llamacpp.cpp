@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 
 namespace vramfit::engine::llamacpp {
 
@@ -56,10 +57,10 @@ const GgmlType& type_named(std::string_view name, std::string_view flag) {
   for (const std::string_view c : kCacheTypes)
     if (t != nullptr && spec::ggml_type_by_name(c) == t) allowed = true;
   if (t == nullptr || !allowed) {
-    std::string known;
-    for (const char* n : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
-      known += (known.empty() ? "" : ", ") + std::string(n);
-    throw InputError(std::string(flag), fmt::format("unknown cache type '{}'", name), "one of " + known);
+    const std::vector<std::string> known(kCacheTypes.begin(), kCacheTypes.end());
+    const std::string list = "one of " + joined(known);
+    throw InputError(std::string(flag), fmt::format("unknown cache type '{}'", name),
+                     did_you_mean_fix(name, known, list, list));
   }
   return *t;
 }

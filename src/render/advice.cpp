@@ -16,7 +16,7 @@ using advisor::TierChoice;
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::string human(Bytes b) { return format_bytes(b); }
 
@@ -75,7 +75,7 @@ std::string larger_batch_line(const Advice& a) {
 
 }  // namespace
 
-json advice_json(const Advice& a) {
+nlohmann::ordered_json advice_json(const Advice& a) {
   json steps = json::array();
   for (const auto& s : a.steps) {
     steps.push_back(json{{"id", s.id},
@@ -94,7 +94,9 @@ json advice_json(const Advice& a) {
               {"fits_initially", a.fits_initially},
               {"fits", a.fits},
               {"initial_device_total", a.initial_estimate.device_total.value()},
+              {"initial_device_total_upper", a.initial_estimate.upper().value()},
               {"final_device_total", a.final_estimate.device_total.value()},
+              {"final_device_total_upper", a.final_estimate.upper().value()},
               {"steps", std::move(steps)},
               {"final_workload", json(workload_json(a.final_workload))},
               {"larger_batch", a.larger_batch ? json{{"batch", a.larger_batch->batch},
@@ -110,7 +112,12 @@ json advice_json(const Advice& a) {
 std::string advice_text(const Advice& a) {
   std::string out;
   const Bytes initial = a.initial_estimate.device_total;
-  if (a.fits_initially) {
+  if (a.fits_initially && !a.budget.fits(a.initial_estimate.upper())) {
+    out += fmt::format("Tight: needs {} of {}, but the upper bound {} does not fit (short by {}); "
+                       "'vramfit estimate' with the same flags names the fix that covers it.\n",
+                       human(initial), budget_words(a), human(a.initial_estimate.upper()),
+                       human(a.budget.short_by(a.initial_estimate.upper())));
+  } else if (a.fits_initially) {
     out += fmt::format("Fits: needs {} of {}; nothing to fix.\n", human(initial), budget_words(a));
   } else {
     out += fmt::format("Does not fit: needs {} on {}.\n", human(initial), budget_words(a));
@@ -174,13 +181,14 @@ std::string advice_summary(const Advice& a) {
   return out;
 }
 
-json fit_json(const FitResult& f) {
+nlohmann::ordered_json fit_json(const FitResult& f) {
   return json{{"dimension", advisor::name_of(f.dimension)},
               {"fits_at_one", f.fits_at_one},
               {"value", f.value},
               {"capped", f.capped},
               {"cap", advisor::search_cap(f.dimension)},
               {"device_total", f.estimate.device_total.value()},
+              {"device_total_upper", f.estimate.upper().value()},
               {"budget", json(budget_json(f.budget, f.estimate))},
               {"estimates", f.estimates},
               {"notes", f.notes},
@@ -198,8 +206,12 @@ std::string fit_text(const FitResult& f) {
     out += "Run 'vramfit advise' with the same flags for fixes and GPU tiers.\n";
     return out;
   }
-  out += fmt::format("Largest {} that fits: {}{} (needs {} of {}).\n", dim, f.value,
-                     f.capped ? " or more" : "", human(f.estimate.device_total), budget);
+  std::string upper;
+  if (f.estimate.upper_permille != 0)
+    upper = fmt::format("; upper bound {}{}", human(f.estimate.upper()),
+                        f.budget.fits(f.estimate.upper()) ? "" : ", TIGHT");
+  out += fmt::format("Largest {} that fits: {}{} (needs {} of {}{}).\n", dim, f.value, f.capped ? " or more" : "",
+                     human(f.estimate.device_total), budget, upper);
   for (const auto& n : f.notes) out += fmt::format("note: {}\n", n);
   return out;
 }
@@ -208,14 +220,14 @@ namespace {
 
 /// {schema_version, model, workload} of the estimate (the workload as given), then every key
 /// of `body` in its order; a body key that clashes with those three gets `rename` prefixed.
-std::string document(const EstimateReport& report, const json& body, const std::string& rename) {
+std::string document(const EstimateReport& report, const nlohmann::ordered_json& body, const std::string& rename) {
   nlohmann::ordered_json doc;
   doc["schema_version"] = kSchemaVersion;
   doc["model"] = model_json(report.model, report.workload);
   doc["workload"] = workload_json(report.workload);
   for (const auto& [key, value] : body.items()) {
     const bool clash = key == "schema_version" || key == "model" || key == "workload";
-    doc[clash ? rename + key : key] = nlohmann::ordered_json(value);
+    doc[clash ? rename + key : key] = value;
   }
   return doc.dump(2) + "\n";
 }

@@ -107,12 +107,20 @@ std::string budget_label(const advisor::Budget& budget) {
   return label;
 }
 
-// "FITS, headroom 1.20 GiB" / "DOES NOT FIT, short by 3.00 GiB [with 2.40 GiB kept free]".
-std::string verdict_text(const advisor::Budget& budget, const engine::Breakdown& b) {
+// "FITS, headroom 1.20 GiB" / "TIGHT, ..." / "DOES NOT FIT, short by 3.00 GiB [with 2.40 GiB kept free]".
+std::string verdict_text(const advisor::Budget& budget, const engine::Breakdown& b, const std::string& tight_fix) {
   const Bytes keep_free = budget.headroom_bytes();
-  switch (budget.verdict(b.device_total)) {
+  switch (budget.verdict(b.device_total, b.upper())) {
     case advisor::Verdict::fits:
       return fmt::format("FITS, headroom {}", format_signed_bytes(budget.spare(b.device_total)));
+    case advisor::Verdict::tight: {
+      std::string s = fmt::format("TIGHT, headroom {}, but the upper bound {} is short by {}",
+                                  format_signed_bytes(budget.spare(b.device_total)), format_bytes(b.upper()),
+                                  format_bytes(budget.short_by(b.upper())));
+      if (keep_free.value() > 0) s += fmt::format(" with {} kept free", format_bytes(keep_free));
+      if (!tight_fix.empty()) s += "; " + tight_fix;
+      return s;
+    }
     case advisor::Verdict::does_not_fit:
       if (keep_free.value() == 0)
         return fmt::format("DOES NOT FIT, short by {}", format_bytes(budget.short_by(b.device_total)));
@@ -120,6 +128,15 @@ std::string verdict_text(const advisor::Budget& budget, const engine::Breakdown&
                          format_bytes(keep_free));
   }
   return {};
+}
+
+// "x1.234 over 311 measured train/single cases (95th percentile)".
+std::string upper_words(const engine::Breakdown& b) {
+  if (b.upper_permille == 0) return "no measured error for this engine";
+  std::string s = fmt::format("x{}.{:03} from {} measured {} cases (95th percentile)", b.upper_permille / 1000,
+                              b.upper_permille % 1000, b.upper_cases, b.upper_from);
+  if (b.upper_from != b.upper_group) s += fmt::format("; {} has fewer than 20", b.upper_group);
+  return s;
 }
 
 // The Model and Workload lines.
@@ -167,11 +184,12 @@ std::string estimate_text(const EstimateReport& r) {
     rows.push_back({c.id, format_bytes(c.bytes), "-", c.description});
   }
   rows.push_back({"device total", format_bytes(b.device_total), "", "what the GPU must have"});
+  if (b.upper_permille != 0) rows.push_back({"upper bound", format_bytes(b.upper()), "", upper_words(b)});
   out += table(rows, {Align::left, Align::right, Align::right, Align::left});
 
   if (r.budget) {
     out += '\n';
-    out += table({{"Budget", budget_label(*r.budget)}, {"Verdict", verdict_text(*r.budget, b)}}, {});
+    out += table({{"Budget", budget_label(*r.budget)}, {"Verdict", verdict_text(*r.budget, b, r.tight_fix)}}, {});
   }
 
   const auto notes = all_notes(r);
@@ -298,9 +316,22 @@ ojson estimate_json(const EstimateReport& r) {
   j["peak_phase"] = b.peak_phase;
   j["peak_allocated_bytes"] = b.peak_allocated.value();
   j["device_total_bytes"] = b.device_total.value();
+  j["device_total_upper_bytes"] = b.upper().value();
+  j["upper_bound"] = upper_json(b);
   j["budget"] = r.budget ? budget_json(*r.budget, b) : ojson(nullptr);
+  j["tight_fix"] = r.tight_fix.empty() ? ojson(nullptr) : ojson(r.tight_fix);
   j["notes"] = all_notes(r);
   return j;
+}
+
+ojson upper_json(const engine::Breakdown& b) {
+  if (b.upper_permille == 0) return ojson(nullptr);
+  ojson o;
+  o["group"] = b.upper_group;
+  o["from"] = b.upper_from;
+  o["cases"] = b.upper_cases;
+  o["factor_permille"] = b.upper_permille;
+  return o;
 }
 
 ojson budget_json(const advisor::Budget& budget, const engine::Breakdown& b) {
@@ -310,6 +341,8 @@ ojson budget_json(const advisor::Budget& budget, const engine::Breakdown& b) {
   o["headroom_bytes"] = budget.headroom_bytes().value();
   o["fits"] = budget.fits(b.device_total);
   o["spare_bytes"] = budget.spare(b.device_total);
+  o["verdict"] = advisor::name_of(budget.verdict(b.device_total, b.upper()));
+  o["upper_spare_bytes"] = budget.spare(b.upper());
   return o;
 }
 

@@ -311,7 +311,7 @@ nlohmann::json reconcile_json(const Reconcile& rec, const std::optional<Diagnosi
       total ? nlohmann::json(over_card(r.breakdown.device_total, *d->total)) : nlohmann::json();
   j["fits_card"] = total ? nlohmann::json(advisor::budget_of(*d->total).fits(r.breakdown.device_total)) : nlohmann::json();
   // The advisor's walk against the card's total when the estimate does not fit it.
-  j["advice"] = rec.advice ? advice_json(*rec.advice) : nlohmann::json();
+  j["advice"] = rec.advice ? nlohmann::json(advice_json(*rec.advice)) : nlohmann::json();
   nlohmann::json candidates = nlohmann::json::array();
   for (const auto& c : rec.candidates)
     candidates.push_back({{"name", c.name}, {"bytes", c.size.value()}});

@@ -906,7 +906,7 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
       throw InputError(org, fmt::format("tensor '{}' has a dimension of 0: it holds no data", shown(t.name)),
                        std::string(kFixDamaged));
 
-  ModelSpec spec = from_config(cfg, origin);
+  ModelSpec spec = from_config(cfg, origin, UnknownType::generic);  // the tensors give the weights
 
   std::uint64_t elements = 0, bytes = 0;
   for (const GgufTensor& t : h.tensors) {

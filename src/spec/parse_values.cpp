@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::spec {
@@ -29,18 +30,6 @@ struct Decimal {
   std::string digits;  // significant digits; empty means zero
   std::int64_t exp10 = 0;
 };
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 /// Parses `[+-] digits [. digits] [(e|E) [+-] digits]` at the start of `s`; `rest` gets what
 /// follows. nullopt when no digit starts the text.

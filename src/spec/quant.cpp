@@ -12,18 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 
 namespace vramfit::spec {
 
 namespace {
 
 using nlohmann::json;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string upper(std::string_view s) {
   std::string out(s);

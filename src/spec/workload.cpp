@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "vramfit/core/text.hpp"
+
 namespace vramfit::spec {
 
 namespace {
@@ -88,11 +90,8 @@ constexpr std::array<std::pair<std::string_view, Recipe>, 5> kRecipes{{
 
 /// Lower case, '_' as '-': `adamw_fused`, `ADAMW-FUSED` and `adamw-fused` are one name.
 std::string normalize(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (c == '_') c = '-';
-  }
+  std::string out = lower(s);
+  std::replace(out.begin(), out.end(), '_', '-');
   return out;
 }
 
@@ -122,22 +121,6 @@ std::optional<E> parse_in(const std::array<std::pair<std::string_view, E>, N>& t
   for (const auto& [name, v] : table)
     if (name == n) return v;
   return std::nullopt;
-}
-
-/// Edit distance, for "did you mean".
-std::size_t distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string_view last_component(std::string_view s) {
@@ -325,26 +308,14 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
     }
     if (!l.all_linear) {
       const std::vector<std::string> names = linear_names(m);
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      const std::string list = joined(names);
       if (l.targets.empty()) {
         out.add("--lora-targets", "no modules given", "name linear modules (" + list + ") or use all-linear");
       }
       for (const std::string& t : l.targets) {
         if (t == "all-linear" || target_exists(t, names)) continue;
-        std::string best;
-        std::size_t best_d = SIZE_MAX;
-        for (const auto& n : names) {
-          const std::size_t d = distance(t, n);
-          if (d < best_d) {
-            best_d = d;
-            best = n;
-          }
-        }
-        std::string fix = "modules: " + list;
-        if (!best.empty() && best_d <= std::max<std::size_t>(2, best.size() / 3))
-          fix = fmt::format("did you mean '{}'? {}", best, fix);
-        out.add("--lora-targets", fmt::format("'{}' is not a linear module of this model", t), fix);
+        out.add("--lora-targets", fmt::format("'{}' is not a linear module of this model", t),
+                did_you_mean_fix(t, names, "modules: " + list, "modules: " + list));
       }
     }
   }

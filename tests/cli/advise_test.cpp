@@ -81,7 +81,7 @@ TEST_CASE("advise: a 7B full fine-tune on a 24 GB card does not fit; the steps a
   REQUIRE(keys.size() > 3);
   CHECK(std::vector<std::string>(keys.begin(), keys.begin() + 3) ==
         std::vector<std::string>{"schema_version", "model", "workload"});
-  CHECK(j["schema_version"] == 2);
+  CHECK(j["schema_version"] == 3);
   CHECK(j["model"]["name"] == "mistral-7b-v0.3");
   CHECK(j["workload"]["mode"] == "train");
   CHECK(j["fits_initially"] == false);
@@ -241,7 +241,7 @@ TEST_CASE("fit: the largest batch that fits, and nothing when even 1 does not", 
   INFO(r.err);
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);
-  CHECK(j["schema_version"] == 2);
+  CHECK(j["schema_version"] == 3);
   CHECK(j["dimension"] == "batch");
   CHECK(j["fits_at_one"] == true);
   const auto value = j["value"].get<std::uint64_t>();

@@ -107,12 +107,12 @@ TEST_CASE("unknown names get did-you-mean", "[cli]") {
                       "(did you mean 'train'? one of inference, generate, train, lora, qlora)\n");
   require_usage_error(
       estimate({"--params", "7B", "--mode", "train", "--optimizer", "adamw8bit"}),
-      "vramfit: error: --optimizer: unknown optimizer 'adamw8bit' (did you mean 'adamw-8bit'? one of "
+      "vramfit: error: --optimizer: unknown optimizer 'adamw8bit' (did you mean 'adamw-8bit', 'adamw' or 'adam'? one of "
       "adamw, adamw-fused, adamw-forloop, adam, sgd, sgd-momentum, adafactor, adamw-8bit, lion, paged-adamw, "
       "paged-adamw-8bit)\n");
   require_usage_error(estimate({"--params", "7B", "--dtype", "int3"}),
                       "vramfit: error: --dtype: unknown dtype 'int3' "
-                      "(did you mean 'int4'? one of fp32, fp16, bf16, fp8, int8, int4, nf4)\n");
+                      "(did you mean 'int4' or 'int8'? one of fp32, fp16, bf16, fp8, int8, int4, nf4)\n");
   require_usage_error(
       estimate({"--params", "7B", "--autocast", "fp32"}),
       "vramfit: error: --autocast: unknown autocast dtype 'fp32' (did you mean 'fp16'? one of bf16, fp16)\n");
@@ -120,7 +120,7 @@ TEST_CASE("unknown names get did-you-mean", "[cli]") {
                       "vramfit: error: --attention: unknown attention 'flash' (one of sdpa, eager)\n");
   require_usage_error(
       estimate({"--params", "7B", "--gpus", "2", "--sharding", "zero4"}),
-      "vramfit: error: --sharding: unknown sharding 'zero4' (did you mean 'zero1'? one of none, ddp, "
+      "vramfit: error: --sharding: unknown sharding 'zero4' (did you mean 'zero1', 'zero2' or 'zero3'? one of none, ddp, "
       "zero1, zero2, zero3, fsdp, fsdp-grad-op, tp, pp, device-map)\n");
 }
 
@@ -262,6 +262,35 @@ TEST_CASE("a config file of any name, and a checkpoint folder", "[cli]") {
   CHECK(j["model"]["params"] == elements);
   CHECK(j["model"]["checkpoint_dtype"] == "bf16");
 
+  // An unknown model_type: refused from the config alone (exit 2 naming model_type), estimated
+  // from the headers' exact weights when the folder has them, with a note saying what is approximated.
+  std::string unknown = smollm_config();
+  unknown.replace(unknown.find("\"llama\""), 7, "\"my_llm\"");
+  const auto alone = dir.write("unknown.json", unknown);
+  r = estimate({"--config", alone});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("model_type: model_type 'my_llm' is not one vramfit knows") != std::string::npos);
+  dir.write("unknown/config.json", unknown);
+  const auto st2 = dir.write("unknown/model.safetensors", prefix + header);
+  std::filesystem::resize_file(st2, 8 + header.size() + elements * 2);
+  r = estimate({"--config", dir.str() + "/unknown", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["model"]["exact_from_checkpoint"] == true);
+  CHECK(j["model"]["params"] == elements);
+  CHECK(j.dump().find("activations and KV cache are approximated as a Llama-like decoder") != std::string::npos);
+
+  // An encoder is refused (exit 2), even beside exact weights: it is not a decoder.
+  std::string bert = smollm_config();
+  bert.replace(bert.find("\"llama\""), 7, "\"bert\"");
+  dir.write("bert/config.json", bert);
+  const auto st3 = dir.write("bert/model.safetensors", prefix + header);
+  std::filesystem::resize_file(st3, 8 + header.size() + elements * 2);
+  r = estimate({"--config", dir.str() + "/bert"});
+  require_usage_error_prefix(r, "");
+  CHECK(r.err.find("model_type: 'bert' is an encoder, not a decoder-only language model") != std::string::npos);
+
   // Shards listed in the index must all be there.
   dir.write("sharded/config.json", smollm_config());
   dir.write("sharded/model.safetensors.index.json",
@@ -396,7 +425,7 @@ TEST_CASE("models and gpus lists", "[cli]") {
   CHECK(models.code == 0);
   CHECK(models.out.find("smollm2-135m") != std::string::npos);
   auto models_json = nlohmann::json::parse(run_cli({"models", "--data-dir", fixture_dir(), "--json"}).out);
-  CHECK(models_json["schema_version"] == 2);
+  CHECK(models_json["schema_version"] == 3);
   CHECK(models_json["models"][0]["id"] == "smollm2-135m");
 
   auto gpus = run_cli({"gpus", "--data-dir", fixture_dir()});

@@ -13,7 +13,7 @@ namespace {
 
 void check_estimate_json(const std::string& text) {
   const auto j = nlohmann::json::parse(text);  // throws, failing the test, on invalid JSON
-  REQUIRE(j["schema_version"] == 2);
+  REQUIRE(j["schema_version"] == 3);
   std::uint64_t in_peak = 0;
   std::uint64_t all = 0;
   bool reserve = false;
@@ -81,6 +81,6 @@ TEST_CASE("models --json and gpus --json parse", "[cli][json]") {
     const auto r = run_cli({cmd, "--json", "--data-dir", fixture_dir()});
     REQUIRE(r.code == 0);
     const auto j = nlohmann::json::parse(r.out);
-    CHECK(j["schema_version"] == 2);
+    CHECK(j["schema_version"] == 3);
   }
 }

@@ -37,7 +37,7 @@ TEST_CASE("quant flag: schemes, their details, and every wrong combination", "[c
   CHECK(json_of(estimate(with({"--dtype", "bf16", "--json"})))["model"]["quantization"].is_null());
 
   require_usage_error(estimate(with({"--quant", "q4_k_x"})),
-                      "vramfit: error: --quant: unknown scheme 'q4_k_x' (did you mean 'q4_k_m'? one of nf4, fp4, "
+                      "vramfit: error: --quant: unknown scheme 'q4_k_x' (did you mean 'q4_k_m' or 'q4_k_s'? one of nf4, fp4, "
                       "bnb-int8, gptq-int2, gptq-int3, gptq-int4, gptq-int8, awq-int4, fp8, fp8-channel, fp8-block, "
                       "mxfp4, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, "
                       "q5_k_m, q6_k)\n");

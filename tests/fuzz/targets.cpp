@@ -21,6 +21,7 @@
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/cli/run.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/doctor/diagnose.hpp"
 #include "vramfit/doctor/oom.hpp"
 #include "vramfit/engine/estimate.hpp"
@@ -350,7 +351,7 @@ int fuzz_catalog(const std::uint8_t* data, std::size_t size) {
     }
     // Users type names of a few words; a quadratic edit distance over 30 KB ids would only time out.
     for (const std::string& id : ids)
-      if (id.size() < 100) (void)catalog::did_you_mean(id + "x", ids);
+      if (id.size() < 100) (void)vramfit::did_you_mean(id + "x", ids);
   });
   return 0;
 }

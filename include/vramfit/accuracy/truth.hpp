@@ -37,6 +37,7 @@ struct CaseResult {
   const TruthCase* truth = nullptr;
   Bytes estimate_peak;
   Bytes estimate_device_total;
+  Bytes estimate_device_upper;    ///< Breakdown::upper(): the device total's upper bound
   std::uint64_t estimate_params = 0;
   double error = 0;          ///< estimate / measured - 1 (peak allocated), ok cases only
   double device_error = 0;   ///< device total against peak_reserved + non_torch

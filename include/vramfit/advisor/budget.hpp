@@ -37,11 +37,12 @@ Headroom parse_headroom(std::string_view text, std::string_view field = "--headr
 /// Whether a job fits a budget. Decided in one place, Budget::verdict; everything that prints
 /// or returns "fits" (estimate, advise, fit, the exit codes) asks it.
 enum class Verdict {
-  fits,          ///< device_total + margin <= bytes
+  fits,          ///< device_total + margin <= bytes (with an upper bound: the bound fits too)
   does_not_fit,  ///< it does not
+  tight,         ///< the estimate fits, the device total's upper bound does not
 };
 
-/// Stable spellings: "fits", "does_not_fit".
+/// Stable spellings: "fits", "does_not_fit", "tight".
 std::string_view name_of(Verdict v) noexcept;
 
 /// The memory a job may use on one GPU, and the margin to keep free on it. The one budget of
@@ -62,6 +63,9 @@ struct Budget {
   /// The verdict for a job needing `device_total` bytes on the GPU (no overflow: compared by
   /// subtraction).
   [[nodiscard]] Verdict verdict(Bytes device_total) const;
+  /// The three-way verdict: fits when the upper bound of the device total fits, tight when only
+  /// the estimate does, does_not_fit otherwise (engine::Breakdown::upper()).
+  [[nodiscard]] Verdict verdict(Bytes device_total, Bytes upper) const;
   /// verdict(device_total) == Verdict::fits.
   [[nodiscard]] bool fits(Bytes device_total) const { return verdict(device_total) == Verdict::fits; }
   /// bytes - device_total, the margin not counted: what is left on the GPU, negative when the

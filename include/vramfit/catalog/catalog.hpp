@@ -71,7 +71,4 @@ class Catalog {
   std::vector<Preset> presets_;
 };
 
-/// Up to three known names closest to `name` (edit distance), best first.
-std::vector<std::string> did_you_mean(std::string_view name, const std::vector<std::string>& known);
-
 }  // namespace vramfit::catalog

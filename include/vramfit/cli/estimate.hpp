@@ -45,6 +45,9 @@ struct EstimateFlags {
   bool double_quant = false;
   bool master_weights = false;
   std::string gpu, budget, headroom;
+  /// `--fail-on-tight`: a TIGHT verdict (the estimate fits, its upper bound does not) exits with
+  /// the does-not-fit code instead of 0.
+  bool fail_on_tight = false;
   /// Long names of the flags given on the command line ("--optimizer", ...), from CLI11's
   /// option->count(): a flag given with its default value still counts as given.
   std::set<std::string> given;
@@ -61,6 +64,7 @@ enum class BudgetRule { optional, required };
 /// --headroom margin and the GPU's bf16 support included).
 struct Estimate {
   render::EstimateReport report;
+  bool fail_on_tight = false;  ///< EstimateFlags::fail_on_tight
 };
 
 /// Checks the flags, builds the model and the workload, runs the engine. Collects every
@@ -72,7 +76,10 @@ Estimate build_estimate(const EstimateFlags& flags, CatalogSource& catalog,
 
 /// `vramfit estimate`: the report, and under an exceeded budget the advisor's short advice
 /// (text: advice_summary after the report; JSON: the `advice` key, null when the job fits or
-/// there is no budget). Returns ok, or does_not_fit when the budget is exceeded.
+/// there is no budget). Returns ok, or does_not_fit when the budget is exceeded (or, with
+/// --fail-on-tight, when only the estimate fits and not its upper bound). Under a TIGHT verdict
+/// the advisor walks again against the budget the upper bound needs, and the report names the
+/// fix that buys the missing margin.
 ExitCode run_estimate(const Estimate& estimate, CatalogSource& catalog, render::Format format,
                       std::ostream& out);
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -42,6 +43,8 @@ class Diagnostics {
   [[nodiscard]] const std::vector<Diagnostic>& items() const noexcept { return diags_; }
   /// Throws InputError with everything collected, if anything was.
   void throw_if_any() const;
+  /// Runs `step`, moving the diagnostics of any InputError it throws here; false when it threw.
+  bool collect(const std::function<void()>& step);
 
  private:
   std::vector<Diagnostic> diags_;

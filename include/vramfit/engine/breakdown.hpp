@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,8 +38,20 @@ struct Breakdown {
   Bytes allocator_reserve;       ///< reserved by the caching allocator beyond the peak
   Bytes cuda_context;            ///< CUDA context, cuBLAS workspace, kernel images
   Bytes device_total;            ///< what the GPU must have free before the job starts
+  /// device_total times the 95th percentile of measured / estimated device totals over the
+  /// measured cases of this kind of workload (data/calibration.json; engine::upper_factor).
+  /// Zero when no calibration applies (serving engines): upper() is then device_total.
+  Bytes device_total_upper;
+  std::string upper_group;       ///< the workload's calibration group ("train/single/ckpt")
+  std::string upper_from;        ///< the group whose measured cases set the factor
+  std::uint64_t upper_permille = 0;  ///< the factor in thousandths (0 without calibration)
+  std::size_t upper_cases = 0;   ///< measured cases behind upper_from
   std::vector<std::string> notes;  ///< assumptions and what is not modelled
 
+  /// The upper bound of the device total: device_total_upper, never below device_total.
+  [[nodiscard]] Bytes upper() const noexcept {
+    return device_total_upper > device_total ? device_total_upper : device_total;
+  }
   /// The component with this id, or nullptr.
   [[nodiscard]] const Component* find(std::string_view id) const noexcept;
 };

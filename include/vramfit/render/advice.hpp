@@ -13,14 +13,14 @@
 
 namespace vramfit::render {
 
-/// The advice as JSON (keys sorted; integer bytes; stable fix ids). See the README section
+/// The advice as JSON (keys in the order below; integer bytes; stable fix ids). See the README section
 /// "JSON output" for `vramfit advise`: {budget (budget_json of the workload as given), fits_initially, fits,
 /// initial_device_total, final_device_total, steps: [{id, title, status ("applied",
 /// "skipped", "ruled_out"), reason, how, warning, before, after, saves, fits, workload}],
 /// final_workload (workloads as workload_json), larger_batch ({batch, grad_accum, device_total} or null),
 /// tiers: {provider, considered, unchanged, with_fixes}}. Without `schema_version`:
 /// render_advice wraps it in its document.
-nlohmann::json advice_json(const advisor::Advice& advice);
+nlohmann::ordered_json advice_json(const advisor::Advice& advice);
 
 /// The advice for a human: the verdict, the fixes with before/after/saving, the tiers.
 /// Ends with a newline.
@@ -34,7 +34,7 @@ std::string advice_summary(const advisor::Advice& advice);
 
 /// The fit result as JSON: {dimension, fits_at_one, value, capped, cap, device_total,
 /// budget (budget_json at the answer), estimates, notes, workload}.
-nlohmann::json fit_json(const advisor::FitResult& fit);
+nlohmann::ordered_json fit_json(const advisor::FitResult& fit);
 
 /// The fit result for a human ("largest batch that fits: 12 (device total 71.20 GiB of
 /// 80.00 GiB)" or "nothing fits: even batch 1 needs ..."). Ends with a newline.

@@ -25,7 +25,7 @@ enum class Format {
 
 /// The version of every JSON document vramfit prints. Bumped only when a key changes
 /// meaning or disappears; new keys may appear within a version.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 /// Everything `vramfit estimate` reports.
 struct EstimateReport {
@@ -34,6 +34,9 @@ struct EstimateReport {
   engine::Breakdown breakdown;
   std::optional<advisor::Budget> budget;  ///< the one budget type; its verdict decides "fits"
   std::vector<std::string> notes;  ///< the command's own notes, printed after the spec's and engine's
+  /// Under a TIGHT verdict: the fix that makes the upper bound fit too ("the fix that buys it"),
+  /// or why none does; empty otherwise.
+  std::string tight_fix;
 };
 
 /// The notes of a report in print order: the model's, the engine's, the command's; duplicates dropped.
@@ -60,6 +63,9 @@ nlohmann::ordered_json workload_json(const spec::Workload& w);
 /// advisor::Budget: bytes, gpu, headroom_bytes (the --headroom margin), fits (the budget's
 /// verdict), spare_bytes (bytes - device_total, negative when the GPU has less).
 nlohmann::ordered_json budget_json(const advisor::Budget& budget, const engine::Breakdown& b);
+/// The `upper_bound` object: {group, from, cases, factor_permille} of Breakdown's upper bound, or
+/// null when no calibration applies.
+nlohmann::ordered_json upper_json(const engine::Breakdown& b);
 /// The whole estimate document (schema_version first), as render_estimate prints it.
 nlohmann::ordered_json estimate_json(const EstimateReport& r);
 /// The heading of `advise` and `fit`: the estimate's Model and Workload lines, and the Budget

@@ -26,13 +26,22 @@ std::uint64_t parse_param_count(std::string_view text, std::string_view field = 
 /// Throws InputError naming `field` for anything else, zero or overflow.
 Bytes parse_size(std::string_view text, std::string_view field = "--budget");
 
+/// What from_config does with a model_type it has no layout for.
+enum class UnknownType {
+  refuse,   ///< InputError naming model_type (and any key announcing experts, vision, state space...)
+  generic,  ///< a Llama-like layout with a note: only when the caller then takes the exact
+            ///< weights from the checkpoint (safetensors headers, GGUF tensors)
+};
+
 /// Builds a spec from a Hugging Face config.json object. `origin` prefixes field names in
 /// diagnostics (e.g. "config.json" or the file's path). Collects every problem, then
-/// throws InputError. Unknown model_type: a generic decoder and a note.
-ModelSpec from_config(const nlohmann::json& config, std::string_view origin);
+/// throws InputError. Encoders and encoder-decoders (bert, t5, whisper, ...) are always refused.
+ModelSpec from_config(const nlohmann::json& config, std::string_view origin,
+                      UnknownType unknown = UnknownType::refuse);
 
 /// Parses config.json text (any file name); malformed JSON is an InputError naming `origin`.
-ModelSpec from_config_text(std::string_view text, std::string_view origin);
+ModelSpec from_config_text(std::string_view text, std::string_view origin,
+                           UnknownType unknown = UnknownType::refuse);
 
 /// A plausible Llama-like shape whose parameter count is close to `params` (say so in notes).
 ModelSpec from_param_count(std::uint64_t params);

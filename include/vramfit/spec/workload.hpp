@@ -24,6 +24,8 @@ enum class Mode {
 
 /// True for the modes that train LoRA adapters on a frozen base (lora, qlora).
 constexpr bool uses_lora(Mode m) noexcept { return m == Mode::lora || m == Mode::qlora; }
+/// The mode runs a backward pass and an optimizer step (train, lora, qlora).
+constexpr bool trains(Mode m) noexcept { return m == Mode::train || uses_lora(m); }
 
 /// torch.optim optimizers and the lean ones people use; see engine/optimizers for sizes.
 enum class Optimizer {
@@ -120,7 +122,7 @@ struct Workload {
   /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (changes the allocator's reserve only).
   bool expandable_segments = false;
 
-  [[nodiscard]] bool trains() const noexcept { return mode == Mode::train || uses_lora(mode); }
+  [[nodiscard]] bool trains() const noexcept { return spec::trains(mode); }
   /// GPUs over all nodes (the data-parallel world for ZeRO/FSDP).
   [[nodiscard]] std::uint64_t world() const noexcept { return gpus * nodes; }
 };

@@ -140,3 +140,16 @@ TEST_CASE("check_budget refuses a margin that leaves nothing", "[advisor]") {
         "smaller "
         "margin or a larger budget)");
 }
+
+TEST_CASE("the three-way verdict: fits, tight, does not fit", "[advisor]") {
+  Budget b = budget_of(GiB(10));
+  CHECK(b.verdict(GiB(9), GiB(10)) == Verdict::fits);                 // the bound fits exactly
+  CHECK(b.verdict(GiB(9), GiB(10) + Bytes{1}) == Verdict::tight);     // only the estimate fits
+  CHECK(b.verdict(GiB(10), GiB(12)) == Verdict::tight);
+  CHECK(b.verdict(GiB(10) + Bytes{1}, GiB(12)) == Verdict::does_not_fit);
+  CHECK(b.verdict(GiB(9), GiB(1)) == Verdict::fits);                  // a bound under the estimate counts as it
+  CHECK(name_of(Verdict::tight) == "tight");
+  b.headroom = parse_headroom("1GiB");                                // the margin counts for the bound too
+  CHECK(b.verdict(GiB(8), GiB(9)) == Verdict::fits);
+  CHECK(b.verdict(GiB(8), GiB(9) + Bytes{1}) == Verdict::tight);
+}

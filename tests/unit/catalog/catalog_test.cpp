@@ -4,10 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 
 using vramfit::InputError;
 using vramfit::catalog::Catalog;
-using vramfit::catalog::did_you_mean;
+using vramfit::did_you_mean;
 
 namespace {
 

@@ -75,9 +75,14 @@ TEST_CASE("advice_json: stable ids, statuses and integer bytes", "[render]") {
   const json j = advice_json(c.advice);
   const std::uint64_t before = total_of(c.model, c.fp32).value();
   const std::uint64_t after = total_of(c.model, c.bf16).value();
+  const std::uint64_t upper_before = c.advice.initial_estimate.upper().value();
+  CHECK(upper_before > before);  // the measured error of the workload's group
   CHECK(j["budget"] == json::parse(fmt::format(
-                          R"({{"bytes": {}, "gpu": null, "headroom_bytes": 0, "fits": false, "spare_bytes": {}}})",
-                          after, static_cast<std::int64_t>(after) - static_cast<std::int64_t>(before))));
+                          R"({{"bytes": {}, "gpu": null, "headroom_bytes": 0, "fits": false, "spare_bytes": {},
+                               "verdict": "does_not_fit", "upper_spare_bytes": {}}})",
+                          after, static_cast<std::int64_t>(after) - static_cast<std::int64_t>(before),
+                          static_cast<std::int64_t>(after) - static_cast<std::int64_t>(upper_before))));
+  CHECK(j["initial_device_total_upper"] == upper_before);
   CHECK_FALSE(j.contains("headroom"));
   CHECK(j["fits_initially"] == false);
   CHECK(j["fits"] == true);
@@ -193,6 +198,31 @@ TEST_CASE("advice_summary lists the applied fixes and the verdict", "[render]") 
             format_bytes(before - after), format_bytes(after), format_bytes(after)));
 }
 
+TEST_CASE("one shape per type: advise and fit print budgets and workloads as estimate does", "[render]") {
+  // Same keys in the same order (schema_version 3): the serializers of estimate, not copies.
+  const Case c = mixed_precision_case();
+  const nlohmann::ordered_json a = advice_json(c.advice);
+  CHECK(a["budget"].dump() == budget_json(c.advice.budget, c.advice.initial_estimate).dump());
+  CHECK(a["budget"].dump().find(R"({"bytes":)") == 0);
+  CHECK(a["final_workload"].dump() == workload_json(c.advice.final_workload).dump());
+  REQUIRE(!c.advice.steps.empty());
+  for (std::size_t i = 0; i < c.advice.steps.size(); ++i)
+    CHECK(a["steps"][i]["workload"].dump() == workload_json(c.advice.steps[i].workload).dump());
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : a.items()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"budget", "fits_initially", "fits", "initial_device_total",
+                                         "initial_device_total_upper", "final_device_total",
+                                         "final_device_total_upper", "steps", "final_workload", "larger_batch", "tiers"});
+
+  auto w = inference_fp32();
+  w.weights = DType::bf16;
+  const FitResult r = solve(c.model, w, budget_of(GiB(80), parse_headroom("1GiB")), Dimension::batch);
+  REQUIRE(r.fits_at_one);
+  const nlohmann::ordered_json f = fit_json(r);
+  CHECK(f["budget"].dump() == budget_json(r.budget, r.estimate).dump());
+  CHECK(f["workload"].dump() == workload_json(r.workload).dump());
+}
+
 TEST_CASE("fit_json and fit_text", "[render]") {
   const auto m = llama8b();
   auto w = inference_fp32();
@@ -216,8 +246,9 @@ TEST_CASE("fit_json and fit_text", "[render]") {
   const FitResult r = solve(m, w, budget_of(GiB(80), parse_headroom("1GiB")), Dimension::batch);
   REQUIRE(r.fits_at_one);
   const std::string first =
-      fmt::format("Largest batch that fits: {}{} (needs {} of 80.00 GiB (1.00 GiB kept free)).\n", r.value,
-                  r.capped ? " or more" : "", format_bytes(r.estimate.device_total));
+      fmt::format("Largest batch that fits: {}{} (needs {} of 80.00 GiB (1.00 GiB kept free); upper bound {}{}).\n",
+                  r.value, r.capped ? " or more" : "", format_bytes(r.estimate.device_total),
+                  format_bytes(r.estimate.upper()), r.budget.fits(r.estimate.upper()) ? "" : ", TIGHT");
   CHECK(fit_text(r).rfind(first, 0) == 0);
   CHECK(fit_json(r)["budget"]["headroom_bytes"] == GiB(1).value());
   CHECK(fit_json(r)["budget"]["fits"] == true);

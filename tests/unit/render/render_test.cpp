@@ -107,7 +107,8 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);
   CHECK(keys == std::vector<std::string>{"schema_version", "model", "workload", "components", "phases",
-                                         "peak_phase", "peak_allocated_bytes", "device_total_bytes", "budget",
+                                         "peak_phase", "peak_allocated_bytes", "device_total_bytes",
+                                         "device_total_upper_bytes", "upper_bound", "budget", "tight_fix",
                                          "notes"});
   keys.clear();
   for (const auto& [k, v] : j["model"].items()) keys.push_back(k);
@@ -123,7 +124,7 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
                                          "nodes", "sharding", "offload", "master_weights", "kv_cache",
                                          "expandable_segments", "checkpointing_kind", "activation_offload",
                                          "optimizer_in_backward", "loss", "fsdp_mixed_precision"});
-  CHECK(j["schema_version"] == 2);
+  CHECK(j["schema_version"] == 3);
   CHECK(j["model"]["params"] == 8030261248ULL);
   CHECK(j["model"]["dtype"] == "bf16");
   CHECK(j["workload"]["optimizer"] == "adamw");
@@ -142,7 +143,11 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   CHECK(j["budget"] ==
         nlohmann::ordered_json::parse(
             R"({"bytes": 25769803776, "gpu": "rtx-4090", "headroom_bytes": 0, "fits": false,
-                "spare_bytes": -10306469888})"));
+                "spare_bytes": -10306469888, "verdict": "does_not_fit", "upper_spare_bytes": -10306469888})"));
+  // A hand-built breakdown has no calibration: the bound is the device total, upper_bound null.
+  CHECK(j["device_total_upper_bytes"] == 36076273664ULL);
+  CHECK(j["upper_bound"].is_null());
+  CHECK(j["tight_fix"].is_null());
   CHECK(j["notes"].size() == 3);
   CHECK(text.back() == '\n');
 }
@@ -194,7 +199,7 @@ TEST_CASE("render_models and render_gpus", "[render]") {
         "\n"
         "Memory is what the driver reports as total. Use one with: vramfit estimate ... --gpu ID\n");
   const auto j = nlohmann::json::parse(render_gpus(c, Format::json));
-  CHECK(j["schema_version"] == 2);
+  CHECK(j["schema_version"] == 3);
   CHECK(j["gpus"][0]["memory_bytes"] == 85520809984ULL);
   CHECK(j["tiers"][0] ==
         nlohmann::json::parse(R"({"provider": "aws", "id": "p5", "gpu": "h100-80gb", "count": 8,

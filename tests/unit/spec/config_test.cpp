@@ -1,4 +1,5 @@
 // Tests of from_config / from_config_text: exact parameter counts and every diagnostic.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -588,15 +589,121 @@ TEST_CASE("config: multimodal configs use text_config, with a note", "[spec]") {
   CHECK(d[0].field == "config.json: text_config.hidden_size");
 }
 
-TEST_CASE("config: unknown model types are generic Llama-like decoders, with a note", "[spec]") {
-  const ModelSpec s = parse(llama_with("model_type", "\"granite\""));
-  CHECK(s.family == "generic");
-  CHECK(s.model_type == "granite");
-  CHECK(s.params == parse(kLlama).params);
-  CHECK(has_note(s, "model_type 'granite' is not known: estimated as a generic Llama-like decoder"));
-  const ModelSpec none = parse(llama_without("model_type"));
-  CHECK(none.family == "generic");
-  CHECK(has_note(none, "no model_type"));
+TEST_CASE("config: unknown model types are refused naming model_type, unless the caller has exact weights",
+          "[spec]") {
+  const auto d = diags_of(llama_with("model_type", "\"my_llm\""));
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "config.json: model_type");
+  CHECK(d[0].problem ==
+        "model_type 'my_llm' is not one vramfit knows: its layout, and so its size, cannot be worked out from the "
+        "config alone");
+  CHECK(d[0].fix.find(".safetensors files") != std::string::npos);
+  const auto none = diags_of(llama_without("model_type"));
+  REQUIRE(none.size() == 1);
+  CHECK(none[0].problem.rfind("the config has no model_type: ", 0) == 0);
+  // Keys that announce another structure are named.
+  const auto moe = diags_of(llama_with("model_type", "\"my_moe\"").insert(1, R"("num_experts":8,)"));
+  REQUIRE(moe.size() == 1);
+  CHECK(moe[0].problem.find(R"((and it has "num_experts", a structure a Llama-like decoder lacks))") !=
+        std::string::npos);
+  // With exact weights to come (safetensors headers, GGUF tensors): a Llama-like layout and a note.
+  const ModelSpec g = from_config_text(llama_with("model_type", "\"my_llm\""), "config.json", UnknownType::generic);
+  CHECK(g.family == "generic");
+  CHECK(g.params == parse(kLlama).params);
+  CHECK(has_note(g, "model_type 'my_llm' is not one vramfit knows: the weights are counted exactly from the "
+                    "checkpoint's headers; activations and KV cache are approximated"));
+}
+
+TEST_CASE("config: encoders and encoder-decoders are refused, never laid out as decoders", "[spec]") {
+  // bert-base-uncased's config: it used to come out as a 160M-parameter gated decoder.
+  const char* bert = R"({"model_type":"bert","hidden_size":768,"intermediate_size":3072,"num_hidden_layers":12,
+    "num_attention_heads":12,"vocab_size":30522,"max_position_embeddings":512,"type_vocab_size":2})";
+  for (const auto& text : {std::string(bert), llama_with("model_type", "\"t5\""),
+                           llama_with("model_type", "\"whisper\"")}) {
+    const auto d = diags_of(text);
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].field == "config.json: model_type");
+    CHECK(d[0].problem.find("not a decoder-only language model: vramfit does not estimate it") != std::string::npos);
+    // Not even with a checkpoint.
+    CHECK_THROWS_AS(from_config_text(text, "config.json", UnknownType::generic), InputError);
+  }
+  CHECK(diags_of(bert)[0].problem ==
+        "'bert' is an encoder, not a decoder-only language model: vramfit does not estimate it");
+  const auto ed = diags_of(llama_with("is_encoder_decoder", "true"));
+  REQUIRE(ed.size() == 1);
+  CHECK(ed[0].field == "config.json: is_encoder_decoder");
+}
+
+TEST_CASE("config: gpt_oss has its experts, sinks and biases (was 2.39B as a generic decoder)", "[spec]") {
+  // openai/gpt-oss-20b's config.json; 20914757184 is GptOssForCausalLM built from it by
+  // transformers 5.17 (tests/unit/spec/data/arch/transformers_counts.json).
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
+  const ModelSpec s = parse(read_file(dir / "gpt-oss-20b.json"));
+  CHECK(s.params == 20914757184ULL);
+  CHECK(s.moe.num_experts == 32);
+  CHECK(s.moe.experts_per_token == 4);
+  CHECK(s.sliding_window == 128);
+  CHECK(s.sliding_layers == 12);
+  CHECK(s.buffer_bytes == 256);
+  CHECK(parse(read_file(dir / "gpt-oss-120b.json")).params == 116829156672ULL);
+}
+
+TEST_CASE("config: gpt_oss's MXFP4 checkpoint packs only the experts, at 4.25 bits", "[spec]") {
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
+  std::string text = read_file(dir / "gpt-oss-20b.json");
+  // openai/gpt-oss-20b's quantization_config.
+  text.insert(1, R"("quantization_config":{"modules_to_not_convert":["model.layers.*.self_attn",
+    "model.layers.*.mlp.router","model.embed_tokens","lm_head"],"quant_method":"mxfp4"},)");
+  const ModelSpec s = parse(text);
+  REQUIRE(s.quantization);
+  CHECK(s.quantization->method == QuantMethod::mxfp4);
+  // transformers' replace_with_mxfp4_linear swaps only GptOssExperts: every other linear is kept.
+  for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj", "router"})
+    CHECK(std::find(s.quantization->skip_modules.begin(), s.quantization->skip_modules.end(), name) !=
+          s.quantization->skip_modules.end());
+  CHECK(std::find(s.quantization->skip_modules.begin(), s.quantization->skip_modules.end(), "gate_up_proj") ==
+        s.quantization->skip_modules.end());
+}
+
+TEST_CASE("config: falcon counts exactly (multi-query, new decoder architecture)", "[spec]") {
+  // Counts from FalconForCausalLM built by transformers 5.17 (data/arch/transformers_counts.json).
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
+  const ModelSpec f7 = parse(read_file(dir / "falcon-7b.json"));
+  CHECK(f7.params == 6921720704ULL);
+  CHECK(f7.family == "falcon");
+  CHECK(f7.num_kv_heads == 1);  // multi_query: one k/v head (query_key_value 4544 -> 4672)
+  CHECK(f7.intermediate_size == 4 * 4544);
+  CHECK(f7.parallel_residual);
+  CHECK_FALSE(f7.gated_mlp);
+  CHECK(f7.norm == Norm::layer);
+  CHECK(f7.tied_embeddings);
+  CHECK(f7.buffer_bytes == 256);
+  const ModelSpec f40 = parse(read_file(dir / "falcon-40b.json"));
+  CHECK(f40.params == 41303293952ULL);  // ln_attn + ln_mlp, 8 k/v heads
+  CHECK(f40.num_kv_heads == 8);
+  // Without parallel attention: input and post-attention norms; a separate lm_head.
+  std::string seq = read_file(dir / "falcon-7b.json");
+  seq.replace(seq.find("\"parallel_attn\": true"), 21, "\"parallel_attn\": false");
+  seq.insert(1, R"("tie_word_embeddings":false,)");
+  CHECK(parse(seq).params == 6921720704ULL + 32 * 2 * 4544 + 65024ULL * 4544);
+}
+
+TEST_CASE("config: opt counts exactly (ffn_dim, positions offset by 2, project_in/out)", "[spec]") {
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
+  const ModelSpec o125 = parse(read_file(dir / "opt-125m.json"));
+  CHECK(o125.params == 125239296ULL);
+  CHECK(o125.family == "opt");
+  CHECK(o125.intermediate_size == 3072);
+  CHECK(o125.activation == Activation::relu);
+  CHECK(o125.learned_positions);
+  CHECK(o125.hidden_dropout == 0.1);
+  CHECK(o125.buffer_bytes == 0);
+  const ModelSpec o350 = parse(read_file(dir / "opt-350m.json"));
+  CHECK(o350.params == 331196416ULL);  // word_embed_proj_dim 512, post-norm: no final norm
+  const auto d = diags_of(R"({"model_type":"opt","hidden_size":768,"num_attention_heads":12,"num_hidden_layers":12,
+    "vocab_size":50272})");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "config.json: ffn_dim");
 }
 
 TEST_CASE("config: absurd but well-typed sizes overflow into one clear error", "[spec]") {

@@ -1,0 +1,50 @@
+#pragma once
+// The model types vramfit lays out, as data: one row per config.json `model_type`, with the
+// transformers modeling file its layout follows. src/spec/config.cpp builds a ModelSpec from a
+// row and the config's keys; tests/unit/spec/architectures_test.cpp checks that every row's
+// default config (the config class's own defaults) counts what transformers builds.
+//
+// Adding a type: a row here (and, when its modules differ from every existing layout, a
+// layout in config.cpp), its transformers count in tests/unit/spec/data/arch/, and its name in
+// the README's list of model types.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace vramfit::spec {
+
+/// How a type's decoder layer is built (which modules, in which order).
+enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt };
+
+/// One model type: how a config of that `model_type` is laid out, and the defaults of its
+/// config class (configuration_<type>.py) that decide its size.
+struct Architecture {
+  std::string_view model_type;
+  Layout layout;
+  std::string_view family;  ///< ModelSpec::family
+  bool tied_default;        ///< tie_word_embeddings default of the config class
+  bool qkv_bias;            ///< q, k, v biases regardless of attention_bias (qwen2)
+  bool moe;                 ///< sparse MoE layers
+  std::uint64_t head_dim;   ///< head_dim default of the config class; 0: hidden / heads
+  std::string_view source;  ///< the transformers modeling file the layout follows
+};
+
+/// Every supported model type, in the README's order.
+std::span<const Architecture> architectures() noexcept;
+
+/// The row of `model_type`, or nullptr when vramfit has none.
+const Architecture* find_architecture(std::string_view model_type) noexcept;
+
+/// Model types that are not decoder-only language models: refused, never laid out as decoders.
+enum class NotDecoder { encoder, encoder_decoder };
+
+/// What `model_type` is when it is an encoder or an encoder-decoder; nullopt otherwise.
+std::optional<NotDecoder> not_decoder(std::string_view model_type) noexcept;
+
+/// Config keys that announce a structure a Llama-like decoder lacks (experts, a vision tower,
+/// an encoder, state-space layers): named when an unknown model_type is refused.
+std::span<const std::string_view> structure_keys() noexcept;
+
+}  // namespace vramfit::spec

@@ -1,0 +1,121 @@
+// The device total's upper bound (issue #17 step 1): data/calibration.json is what the measured
+// cases give, and the bound covers at least 95% of them in every group.
+// Regenerate: VRAMFIT_UPDATE_CALIBRATION=1 ./build/tests/vramfit_tests "[calibration]", rebuild.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "vramfit/accuracy/calibration.hpp"
+#include "vramfit/accuracy/truth.hpp"
+#include "vramfit/engine/estimate.hpp"
+#include "vramfit/engine/upper_bound.hpp"
+#include "vramfit/spec/parse.hpp"
+
+namespace {
+
+using namespace vramfit;
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Every measured case of the project: shared/truth and tests/accuracy (configs beside results/).
+const std::vector<std::string>& sources() {
+  static const std::vector<std::string> s{
+      "../shared/truth/results/public.jsonl",           "../shared/truth/results/expandable-segments.jsonl",
+      "tests/accuracy/h200/results/architectures.jsonl", "tests/accuracy/sharded/results/sharded.jsonl",
+      "tests/accuracy/levers/results/levers.jsonl",      "tests/accuracy/levers/results/sharded.jsonl"};
+  return s;
+}
+
+struct All {
+  std::vector<std::vector<accuracy::TruthCase>> cases;  // per source, kept alive for the results
+  std::map<std::string, spec::ModelSpec> specs;
+  std::vector<accuracy::CaseResult> results;
+};
+
+const All& all() {
+  static const All a = [] {
+    All out;
+    const fs::path root = VRAMFIT_SOURCE_DIR;
+    out.cases.reserve(sources().size());
+    for (const auto& src : sources()) {
+      const fs::path file = root / src;
+      REQUIRE(fs::exists(file));
+      out.cases.push_back(accuracy::parse_truth(slurp(file), src));
+      const fs::path dir = file.parent_path().parent_path();
+      for (const auto& c : out.cases.back()) {
+        const std::string key = (dir / c.config).lexically_normal().string();
+        if (!out.specs.count(key)) out.specs.emplace(key, spec::from_config_text(slurp(dir / c.config), c.config));
+        out.results.push_back(accuracy::evaluate(c, out.specs.at(key)));
+      }
+    }
+    return out;
+  }();
+  return a;
+}
+
+std::vector<const accuracy::CaseResult*> pointers() {
+  std::vector<const accuracy::CaseResult*> p;
+  for (const auto& r : all().results) p.push_back(&r);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("data/calibration.json is what the measured cases give", "[calibration]") {
+  const auto groups = accuracy::calibrate(pointers());
+  const std::string text = accuracy::calibration_json(groups, sources());
+  const fs::path file = fs::path(VRAMFIT_SOURCE_DIR) / "data/calibration.json";
+  if (std::getenv("VRAMFIT_UPDATE_CALIBRATION") != nullptr) {
+    std::ofstream(file, std::ios::binary) << text;
+    WARN("wrote " << file.string() << ": rebuild to embed it");
+  }
+  INFO("estimates or measured cases changed: regenerate with VRAMFIT_UPDATE_CALIBRATION=1 "
+       "./build/tests/vramfit_tests \"[calibration]\", rebuild, and commit data/calibration.json");
+  CHECK(slurp(file) == text);
+}
+
+TEST_CASE("the device total's upper bound covers at least 95% of measured cases per group", "[calibration]") {
+  std::map<std::string, std::pair<std::size_t, std::size_t>> cover;  // group -> (covered, cases)
+  for (const auto& r : all().results) {
+    if (r.truth->status != "ok") continue;
+    const Bytes measured = r.truth->peak_reserved + r.truth->non_torch;
+    const bool in = measured <= r.estimate_device_upper;
+    for (const std::string& g : {engine::calibration_group(r.truth->workload),
+                                 engine::calibration_mode(r.truth->workload), std::string("all")}) {
+      cover[g].second += 1;
+      cover[g].first += in ? 1 : 0;
+    }
+  }
+  REQUIRE(cover.count("all") == 1);
+  CHECK(cover["all"].second >= 300);
+  for (const auto& [g, c] : cover) {
+    INFO(g << ": " << c.first << " of " << c.second << " covered");
+    CHECK(c.first * 100 >= c.second * 95);
+  }
+}
+
+TEST_CASE("the upper bound applies its group's factor and never lies under the estimate", "[calibration]") {
+  CHECK(engine::apply_upper(Bytes{1000}, 1234) == Bytes{1234});
+  CHECK(engine::apply_upper(Bytes{1001}, 1500) == Bytes{1502});  // 1501.5 rounded up
+  CHECK(engine::apply_upper(Bytes{~0ULL}, 1001) == Bytes{~0ULL});
+  spec::Workload w;
+  w.mode = spec::Mode::train;
+  w.checkpointing = true;
+  CHECK(engine::calibration_group(w) == "train/single/ckpt");
+  w.mode = spec::Mode::qlora;
+  w.sharding = spec::Sharding::fsdp;
+  CHECK(engine::calibration_group(w) == "lora/sharded/ckpt");
+  w.mode = spec::Mode::generate;
+  CHECK(engine::calibration_group(w) == "generate/sharded");
+  for (const auto& r : all().results) CHECK(r.estimate_device_upper >= r.estimate_device_total);
+}
