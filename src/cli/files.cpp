@@ -160,7 +160,14 @@ std::vector<fs::path> safetensors_files(const fs::path& dir, std::string_view fi
       if (!shard.is_string())
         throw InputError(index.string() + ": weight_map." + text_excerpt(tensor), "must be a file name",
                          "download the file again");
-      shards.insert(shard.get<std::string>());
+      // A shard is a file beside the index (huggingface_hub writes plain names): a path that
+      // leaves the folder ('../../etc/passwd', '/dev/zero') is refused, not read (issue #14).
+      const std::string name = shard.get<std::string>();
+      if (name.empty() || name == "." || name == ".." || name.find_first_of(std::string("/\\\0", 3)) != std::string::npos)
+        throw InputError(index.string() + ": weight_map." + text_excerpt(tensor),
+                         fmt::format("shard {} is not a file name in the model's folder", quote(name)),
+                         "download the file again: shards are listed by plain file name");
+      shards.insert(name);
     }
     std::vector<fs::path> out;
     for (const auto& s : shards) {
@@ -305,6 +312,12 @@ spec::ModelSpec load_config(const fs::path& path, std::string_view field) {
       tensors.insert(tensors.end(), std::make_move_iterator(part.begin()),
                      std::make_move_iterator(part.end()));
     }
+    // Safetensors files with no tensor at all are damaged downloads (or placeholders): their
+    // weights cannot be checked against the config, so they are refused as empty ones are.
+    if (!shards.empty() && tensors.empty())
+      throw InputError(std::string(field),
+                       fmt::format("the safetensors file(s) in {} hold no tensors", quote(path)),
+                       "download the weights again, or give the config file alone");
     if (!tensors.empty()) spec::apply_checkpoint(spec, tensors);
     if (spec.family == "generic" && !spec.exact_from_checkpoint)
       throw InputError(config.string() + ": model_type",

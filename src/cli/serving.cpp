@@ -82,6 +82,15 @@ std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnos
           fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
     return 0;
   }
+  // llama.cpp keeps these counts in 32-bit ints (common_params: n_ctx, n_batch, n_ubatch, n_parallel,
+  // n_gpu_layers) and vLLM's would not fit a GPU long before: a larger value wrapped round (a
+  // --ctx-size of 2^64-1 became a context of 0 with exit 0; issue #14's adversarial pass).
+  constexpr std::uint64_t kMaxCount = 2147483647;
+  if (v > kMaxCount) {
+    d.add(flag, fmt::format("{} is more than the engines take (at most {}, a 32-bit count)", v, kMaxCount),
+          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
+    return 0;
+  }
   return v;
 }
 

@@ -101,7 +101,16 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
   };
   std::vector<Span> spans;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;  // free-form strings: format, quantization, ...
+    if (name == "__metadata__") {
+      // Free-form strings (format, quantization, ...): the safetensors crate reads a map of
+      // string to string and refuses anything else; so does vramfit (issue #14).
+      bool strings = entry.is_object();
+      if (strings)
+        for (const auto& [key, value] : entry.items()) strings = strings && value.is_string();
+      if (!strings)
+        diags.add(org + ": __metadata__", fmt::format("expected an object of strings, got {}", show(entry)), fix_file);
+      continue;
+    }
     const std::string field = org + ": " + name;
     if (!entry.is_object()) {
       diags.add(field,

@@ -295,6 +295,13 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
     }
   }
 
+  // Tensor parallelism splits the attention heads over the GPUs (Megatron's and transformers'
+  // tp_plan views [batch, seq, heads / tp, head_dim]): an uneven split does not run, so it is
+  // refused rather than estimated (issue #14's adversarial pass: 32 heads over 3 GPUs).
+  if (w.sharding == Sharding::tp && w.gpus > 1 && m.num_heads != 0 && m.num_heads % w.gpus != 0)
+    out.add("--gpus", fmt::format("{} attention heads cannot be split evenly over {} GPUs with --sharding tp", m.num_heads, w.gpus),
+            "use a number of GPUs that divides the head count (e.g. 2, 4 or 8), or --sharding fsdp");
+
   if (w.mode == Mode::lora || w.mode == Mode::qlora) {
     const Lora& l = w.lora;
     if (l.rank < 1) {
