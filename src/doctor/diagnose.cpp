@@ -307,27 +307,10 @@ std::optional<CandidateMatch> find_match(Bytes requested, const std::vector<Name
   return best;
 }
 
-}  // namespace
-
-Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates,
-                   const std::optional<MemorySummary>& summary) {
-  Diagnosis d;
-  Facts f;
-  f.m = &m;
-  f.d = &d;
-  d.format = m.format;
-  d.backend = m.backend;
-  d.gpu = m.gpu;
-  d.requested = m.requested;
-  d.total = m.total;
-  d.free = m.free;
-  d.allocated_by_pytorch = m.allocated_by_pytorch;
-  d.process_in_use = m.process_in_use;
-  f.conf_var = !m.alloc_conf_var.empty() ? m.alloc_conf_var
-               : m.backend == "HIP"      ? std::string("PYTORCH_HIP_ALLOC_CONF")
-                                         : std::string("PYTORCH_CUDA_ALLOC_CONF");
-
-  // PyTorch's own split of what it holds: the message gives two of the three terms.
+/// PyTorch's own split of what it holds: the message gives two of the three terms.
+void split_reserved(Facts& f) {
+  const OomMessage& m = *f.m;
+  Diagnosis& d = *f.d;
   d.reserved_unallocated = m.reserved_unallocated;
   d.reserved_total = m.reserved_total;
   if (!d.reserved_total && m.allocated_by_pytorch && m.reserved_unallocated) {
@@ -341,6 +324,12 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
   // under the high watermark.
   if (m.format == "mps") d.process_non_pytorch = m.other_allocations;
 
+}
+
+/// The other processes on the card, and this process among them when NVML hid its pid.
+void attribute_processes(Facts& f) {
+  const OomMessage& m = *f.m;
+  Diagnosis& d = *f.d;
   // Other processes. Inside a container NVML reports host pids, so PyTorch cannot recognize
   // its own process and lists it as "Process N" (PyTorch 2.1+ prints "this process" only when
   // the pid matches). When no "this process" line exists and exactly one listed process holds
@@ -373,16 +362,12 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
     d.other_processes = Bytes{};  // the process list was printed and holds no one else
   }
 
-  f.R = d.requested;
-  f.T = d.total;
-  f.F = d.free;
-  f.A = d.allocated_by_pytorch;
-  f.U = d.reserved_unallocated;
-  f.Rs = d.reserved_total;
-  f.O = d.other_processes;
-  f.free_known = d.free.has_value();
+}
 
-  // The accounting.
+/// The accounting: what is outside PyTorch, what the job needs, what the card offers.
+void account(Facts& f) {
+  const OomMessage& m = *f.m;
+  Diagnosis& d = *f.d;
   if (d.process_in_use && d.reserved_total && m.format != "mps") {
     d.process_non_pytorch = sat_sub(*d.process_in_use, *d.reserved_total);
   }
@@ -406,6 +391,12 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
     d.over_card = sat_sub(*d.job_needs, *d.card_available);
   }
 
+}
+
+/// The classification: the primary kind (what to fix first) and every kind that applies.
+void classify(Facts& f) {
+  const OomMessage& m = *f.m;
+  Diagnosis& d = *f.d;
   const bool numbers = m.has_numbers();
   if (numbers) {
     const Bytes R = *f.R;
@@ -470,9 +461,15 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
     add_kind(d, "no_numbers");
   }
 
-  if (numbers && candidates.size() > 0) d.match = find_match(*f.R, candidates);
+}
 
-  // --- findings ------------------------------------------------------------------------------
+/// The findings, in sentences: the figures and what they mean.
+void add_findings(Facts& f, const std::optional<MemorySummary>& summary) {
+  const OomMessage& m = *f.m;
+  Diagnosis& d = *f.d;
+  const bool numbers = m.has_numbers();
+  // This process's memory outside PyTorch, as the accounting takes it.
+  const OptBytes own_outside = d.process_non_pytorch ? d.process_non_pytorch : d.outside_pytorch;
   std::vector<std::string>& out = d.findings;
   const std::string where = (d.backend.empty() ? std::string("the GPU") : d.backend + " GPU") +
                             (d.gpu ? fmt::format(" {}", *d.gpu) : std::string());
@@ -667,7 +664,12 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
     }
   }
 
-  // --- fixes, ordered for the classification ---------------------------------------------------
+}
+
+/// The fixes, ordered for the classification, then the seed's list in its order.
+void add_fixes(Facts& f) {
+  const OomMessage& m = *f.m;
+  Diagnosis& d = *f.d;
   const bool cuda_like = m.format != "mps";
   const auto key_fixes = [&](std::string_view kind) {
     if (kind == "fragmentation" && cuda_like) {
@@ -709,6 +711,45 @@ Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates
       !(f.huge && f.R && f.T && *f.R > *f.T)) {
     add_fix(d, "larger_gpu", f);
   }
+}
+
+}  // namespace
+
+Diagnosis diagnose(const OomMessage& m, const std::vector<NamedSize>& candidates,
+                   const std::optional<MemorySummary>& summary) {
+  Diagnosis d;
+  Facts f;
+  f.m = &m;
+  f.d = &d;
+  d.format = m.format;
+  d.backend = m.backend;
+  d.gpu = m.gpu;
+  d.requested = m.requested;
+  d.total = m.total;
+  d.free = m.free;
+  d.allocated_by_pytorch = m.allocated_by_pytorch;
+  d.process_in_use = m.process_in_use;
+  f.conf_var = !m.alloc_conf_var.empty() ? m.alloc_conf_var
+               : m.backend == "HIP"      ? std::string("PYTORCH_HIP_ALLOC_CONF")
+                                         : std::string("PYTORCH_CUDA_ALLOC_CONF");
+
+  split_reserved(f);
+  attribute_processes(f);
+
+  f.R = d.requested;
+  f.T = d.total;
+  f.F = d.free;
+  f.A = d.allocated_by_pytorch;
+  f.U = d.reserved_unallocated;
+  f.Rs = d.reserved_total;
+  f.O = d.other_processes;
+  f.free_known = d.free.has_value();
+
+  account(f);
+  classify(f);
+  if (m.has_numbers() && !candidates.empty()) d.match = find_match(*f.R, candidates);
+  add_findings(f, summary);
+  add_fixes(f);
   return d;
 }
 
