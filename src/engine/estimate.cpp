@@ -308,8 +308,9 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
     attn_pos = std::max(attn_pos, ip.attn_per_token_position);
   }
   const std::uint64_t vocab_bytes = mul(m.vocab_size, p.compute);
-  // Soft-capped logits (gemma2): divide, tanh and multiply each make a logits-sized tensor.
-  const std::uint64_t logit_copies = m.final_logit_softcap > 0 ? 2 : 1;
+  // Soft-capped logits (gemma2): divide, tanh and multiply each make a logits-sized tensor;
+  // cohere's `logits * logit_scale` makes one more (measured, tests/accuracy/arch).
+  const std::uint64_t logit_copies = m.final_logit_softcap > 0 || m.scaled_logits ? 2 : 1;
 
   if (w.mode == Mode::inference) {
     Acc logits = base;

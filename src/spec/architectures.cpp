@@ -89,8 +89,9 @@ constexpr Architecture kArchitectures[] = {
     // CohereConfig / Cohere2Config: one LayerNorm without bias per layer, attention and MLP in
     // parallel, tied embeddings; cohere's optional q/k norms over (heads, head_dim); cohere2's
     // sliding layers (3 of every 4).
-    {"cohere", L::llama, "llama", true, false, false, 0, "cohere/modeling_cohere.py"},
-    {"cohere2", L::llama, "llama", true, false, false, 0, "cohere2/modeling_cohere2.py"},
+    // Both multiply the logits by logit_scale in CohereForCausalLM.forward: scaled_logits.
+    {"cohere", L::llama, "llama", true, false, false, 0, "cohere/modeling_cohere.py", true},
+    {"cohere2", L::llama, "llama", true, false, false, 0, "cohere2/modeling_cohere2.py", true},
     // Exaone4Config: norms after attention and MLP only, q/k norms over head_dim.
     {"exaone4", L::llama, "llama", false, false, false, 0, "exaone4/modeling_exaone4.py"},
     // GPTBigCodeConfig: GPT-2's modules; multi_query (default) shrinks c_attn to one k/v head;

@@ -799,6 +799,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
       spec.sliding_layers = std::min(sliding, s.L);
     }
   }
+  spec.scaled_logits = row != nullptr && row->scaled_logits;
   if (builder == Builder::gemma) {
     spec.final_logit_softcap = final_softcap;
     spec.attn_logit_softcap = attn_softcap;
@@ -1053,10 +1054,6 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     spec.notes.push_back(
         "falcon with new_decoder_architecture: a generate of 4096 tokens measured 16% above this estimate; "
         "treat the activations as a lower bound");
-  if (model_type == "cohere" || model_type == "cohere2")
-    spec.notes.push_back(
-        "cohere's logit_scale makes another logits-sized tensor that is not modelled: a forward pass measured "
-        "31% above this estimate; treat the activations as a lower bound");
   spec.params = count_params(spec);
   diags.throw_if_any();
   return spec;

@@ -1,7 +1,7 @@
 // Text architectures added by #16, measured on an H200 (tests/accuracy/arch: cases.json, models/,
 // results.jsonl; `python3 measure.py cases.json results.jsonl` with ../shared/truth/measure.py,
 // torch 2.11, transformers 5.17). `vramfit validate tests/accuracy/arch/results.jsonl` prints
-// the table. falcon with new_decoder_architecture and cohere are under-estimated (see the README's accuracy section): this
+// the table. falcon with new_decoder_architecture is under-estimated (see the README's accuracy section): this
 // test pins the families that meet the targets and every parameter count.
 #include <catch2/catch.hpp>
 
@@ -27,7 +27,7 @@ std::string slurp_file(const std::filesystem::path& p) {
 
 }  // namespace
 
-TEST_CASE("text architectures measured on the H200: exact parameters, opt/olmo2/glm4/falcon-mq within bounds",
+TEST_CASE("text architectures measured on the H200: exact parameters, opt/olmo2/glm4/cohere/falcon-mq within bounds",
           "[accuracy][arch]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = slurp_file(dir / "results.jsonl");
@@ -45,7 +45,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, opt/olmo2/
   CHECK(r.params_exact == 24);
   for (const auto& [model, st] : r.by_model) {
     INFO(model);
-    if (model == "opt-125m" || model == "olmo2-mini" || model == "glm4-mini") {
+    if (model == "opt-125m" || model == "olmo2-mini" || model == "glm4-mini" || model == "cohere-mini") {
       CHECK(st.median_abs <= 0.03);
       CHECK(st.max_abs <= 0.06);
       CHECK(st.unsafe_share == 0);

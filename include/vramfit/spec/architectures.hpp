@@ -29,6 +29,9 @@ struct Architecture {
   bool moe;                 ///< sparse MoE layers
   std::uint64_t head_dim;   ///< head_dim default of the config class; 0: hidden / heads
   std::string_view source;  ///< the transformers modeling file the layout follows
+  /// The head's logits are multiplied by a scale in the forward (`logits * logit_scale`,
+  /// cohere): one more logits-sized tensor alive with them.
+  bool scaled_logits = false;
 };
 
 /// Every supported model type, in the README's order.

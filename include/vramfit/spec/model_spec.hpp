@@ -91,6 +91,7 @@ struct ModelSpec {
   std::uint64_t sliding_window = 0;       ///< 0 = full attention everywhere
   std::uint64_t sliding_layers = 0;       ///< how many layers use the window
   double final_logit_softcap = 0;         ///< gemma2: tanh soft-capping of the logits
+  bool scaled_logits = false;             ///< logits * logit_scale (cohere): one more logits-sized tensor
   double attn_logit_softcap = 0;          ///< gemma2: soft-capping of attention scores
   bool scaled_embeddings = false;         ///< gemma: embeddings multiplied by sqrt(hidden)
   /// Dropout probabilities active in training (gpt2: attn_pdrop, resid_pdrop, embd_pdrop;
