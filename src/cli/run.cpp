@@ -240,6 +240,10 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--batch-size", s.batch_size, "N", "llama.cpp: logical batch (default 2048)", g);
   add(e, o, "--ubatch-size", s.ubatch_size, "N", "llama.cpp: physical batch, sizes the compute buffers (default 512)", g);
   add(e, o, "--flash-attn", s.flash_attn, "on|off", "llama.cpp: flash attention (default off)", g);
+  add(e, o, "--mmproj", s.mmproj, "FILE",
+      "llama.cpp: a multimodal projector (mmproj-*.gguf), its weights counted on the first GPU; found by itself "
+      "in a --config folder",
+      g);
   CLI::Option* nm = e->add_flag("--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them")->group(g);
   o.flag_options[e->get_name()].emplace_back("--no-mmap", nm);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
