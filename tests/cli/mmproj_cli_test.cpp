@@ -38,7 +38,7 @@ json engine_of(const CliResult& r) {
 
 }  // namespace
 
-TEST_CASE("--mmproj: the projector's tensor bytes on CUDA0 (llama.cpp)", "[cli][serving][mmproj]") {
+TEST_CASE("mmproj: the projector's tensor bytes on CUDA0 (llama.cpp)", "[cli][serving][mmproj]") {
   const TempDir dir;
   const std::string model = dir.write("tiny.gguf", gguf_file(vramfit::test::tiny_llama_gguf()));
   const std::string proj = dir.write("mmproj-tiny-f16.gguf", gguf_file(tiny_mmproj()));
@@ -69,7 +69,7 @@ TEST_CASE("--mmproj: the projector's tensor bytes on CUDA0 (llama.cpp)", "[cli][
   CHECK(folder["devices"][0]["total_bytes"] == total + 108544);
 }
 
-TEST_CASE("--mmproj: misuse exits 2 naming the flag", "[cli][serving][mmproj]") {
+TEST_CASE("mmproj: misuse exits 2 naming the flag", "[cli][serving][mmproj]") {
   const TempDir dir;
   const std::string model = dir.write("tiny.gguf", gguf_file(vramfit::test::tiny_llama_gguf()));
   const std::string proj = dir.write("mmproj-a.gguf", gguf_file(tiny_mmproj()));
