@@ -85,7 +85,7 @@ nlohmann::json run_json(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("--model org/name reads config.json from the Hugging Face cache", "[cli][hub]") {
+TEST_CASE("hub cache: --model org/name reads config.json from the Hugging Face cache", "[cli][hub]") {
   HubEnv env;
   TempDir dir;
   env.set("HF_HUB_CACHE", dir.str());
@@ -112,7 +112,7 @@ TEST_CASE("--model org/name reads config.json from the Hugging Face cache", "[cl
   CHECK(j["model"]["checkpoint_dtype"] == "bf16");
 }
 
-TEST_CASE("--model org/name@revision: a branch or tag in refs/, or a commit hash", "[cli][hub]") {
+TEST_CASE("hub cache: --model org/name@revision: a branch or tag in refs/, or a commit hash", "[cli][hub]") {
   HubEnv env;
   TempDir dir;
   env.set("HF_HUB_CACHE", dir.str());
@@ -147,7 +147,7 @@ TEST_CASE("--model org/name@revision: a branch or tag in refs/, or a commit hash
   CHECK(r.err.find("refs/evil: does not hold a 40-character commit hash") != std::string::npos);
 }
 
-TEST_CASE("--model org/name with a sharded checkpoint in the cache", "[cli][hub]") {
+TEST_CASE("hub cache: --model org/name with a sharded checkpoint in the cache", "[cli][hub]") {
   HubEnv env;
   TempDir dir;
   env.set("HF_HUB_CACHE", dir.str());
@@ -175,7 +175,7 @@ TEST_CASE("--model org/name with a sharded checkpoint in the cache", "[cli][hub]
   CHECK(j["model"]["params"] == 1024 * 576);
 }
 
-TEST_CASE("the cache folder follows huggingface_hub: HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME, HOME", "[cli][hub]") {
+TEST_CASE("hub cache: the cache folder follows huggingface_hub: HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME, HOME", "[cli][hub]") {
   HubEnv env;
   CHECK(vramfit::cli::hub_cache_dir().empty());
   env.set("HOME", "/home/u");
@@ -209,7 +209,7 @@ TEST_CASE("the cache folder follows huggingface_hub: HF_HUB_CACHE, HF_HOME, XDG_
         std::string::npos);
 }
 
-TEST_CASE("--model org/name: a preset with that repo comes first", "[cli][hub]") {
+TEST_CASE("hub cache: --model org/name: a preset with that repo comes first", "[cli][hub]") {
   HubEnv env;
   TempDir dir;
   env.set("HF_HUB_CACHE", dir.str());  // empty cache
@@ -229,7 +229,7 @@ TEST_CASE("--model org/name: a preset with that repo comes first", "[cli][hub]")
   CHECK(j["model"]["params"] == 134515008);
 }
 
-TEST_CASE("--model org/name not in the cache: exit 2 with the paths looked at and the fix", "[cli][hub]") {
+TEST_CASE("hub cache: --model org/name not in the cache: exit 2 with the paths looked at and the fix", "[cli][hub]") {
   HubEnv env;
   TempDir dir;
   env.set("HF_HUB_CACHE", dir.str());
@@ -264,7 +264,7 @@ TEST_CASE("--model org/name not in the cache: exit 2 with the paths looked at an
   CHECK(r.err.find("there is no Hugging Face cache to look in") != std::string::npos);
 }
 
-TEST_CASE("--model: invalid repo ids are refused with exit 2", "[cli][hub]") {
+TEST_CASE("hub cache: --model: invalid repo ids are refused with exit 2", "[cli][hub]") {
   HubEnv env;
   TempDir dir;
   env.set("HF_HUB_CACHE", dir.str());
