@@ -188,6 +188,9 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     if (auto a =
             parse_choice(f.attention, "--attention", "attention", spec::parse_attention, spec::attention_names(), diags))
       w.attention = *a;
+  if (f.has("--alloc-conf")) spec::parse_alloc_conf(f.alloc_conf, w, diags);
+  if (f.has("--cuda-context"))
+    diags.collect([&] { w.cuda_context = spec::parse_size(f.cuda_context, "--cuda-context"); });
   if (f.has("--sharding"))
     if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, spec::sharding_names(), diags))
       w.sharding = *s;

@@ -188,6 +188,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
                                 "16-bit weights with an fp32 master copy in the optimizer (DeepSpeed, Megatron)")
                         ->group(work);
   o.flag_options[e->get_name()].emplace_back("--master-weights", mw);
+  add(e, o, "--alloc-conf", f.alloc_conf, "CONF",
+      "PYTORCH_CUDA_ALLOC_CONF for the job: expandable_segments:True,max_split_size_mb:512,...", work);
+  add(e, o, "--cuda-context", f.cuda_context, "SIZE",
+      "memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS, kernels), when you measured it: 700MiB", work);
   const std::string levers = "Training levers";
   add(e, o, "--loss", f.loss, "KIND",
       "hf (transformers: full fp32 logits, the default), chunked (torchtune) or fused-linear (Liger, Unsloth)",
