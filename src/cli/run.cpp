@@ -137,7 +137,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   auto& f = o.estimate;
   add(e, o, "--params", f.params, "N", "parameter count: 7e9, 7B, 1.5b, 350M (a Llama-like shape is assumed)",
       model_group);
-  add(e, o, "--model", f.model, "ID", "a preset (list them with 'vramfit models')", model_group);
+  add(e, o, "--model", f.model, "ID",
+      "a preset (list them with 'vramfit models'), or a Hugging Face repo org/name[@revision] found in the "
+      "local Hugging Face cache",
+      model_group);
   add(e, o, "--config", f.config, "PATH",
       "a Hugging Face config.json, or a folder holding it (and safetensors files, read for exact sizes)",
       model_group);

@@ -16,6 +16,7 @@
 
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/cli/files.hpp"
+#include "vramfit/cli/hub_cache.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/text.hpp"
 #include "vramfit/engine/llamacpp.hpp"
@@ -141,10 +142,7 @@ Model load_model(const EstimateFlags& f, CatalogSource& catalog) {
     m.spec.name = "--params " + f.params;
     m.spec.source = "params";
   } else if (f.has("--model")) {
-    const auto& preset = catalog.get().preset(f.model, "--model");
-    m.spec = spec::from_config(preset.config, "models/" + preset.id + ".json: config");
-    m.spec.name = preset.id;
-    m.spec.source = "preset";
+    m.spec = load_model_arg(f.model, catalog.get(), "--model");
   } else {
     fs::path path = f.config;
     std::error_code ec;
