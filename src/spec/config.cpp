@@ -1049,11 +1049,6 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   if (row == nullptr && !rr.has("tie_word_embeddings"))
     spec.notes.push_back("tie_word_embeddings is absent: assumed false (a separate lm_head)");
 
-  // Measured on an H200 (tests/accuracy/arch): what the engine does not model yet for these.
-  if (builder == Builder::falcon && falcon_new)
-    spec.notes.push_back(
-        "falcon with new_decoder_architecture: a generate of 4096 tokens measured 16% above this estimate; "
-        "treat the activations as a lower bound");
   spec.params = count_params(spec);
   diags.throw_if_any();
   return spec;
