@@ -99,6 +99,12 @@ constexpr Architecture kArchitectures[] = {
     {"cohere2", L::llama, "llama", true, false, false, 0, "cohere2/modeling_cohere2.py", true},
     // Exaone4Config: norms after attention and MLP only, q/k norms over head_dim.
     {"exaone4", L::llama, "llama", false, false, false, 0, "exaone4/modeling_exaone4.py"},
+    // StableLmConfig: LayerNorms with biases, partial_rotary_factor=0.25, q/k/v biases with
+    // use_qkv_bias, per-head LayerNorms (no bias) with qk_layernorm, one norm and parallel
+    // attention and MLP with use_parallel_residual.
+    {"stablelm", L::llama, "llama", false, false, false, 0, "stablelm/modeling_stablelm.py"},
+    // HunYuanDenseV1Attention: query_layernorm / key_layernorm (RMSNorm over head_dim) always.
+    {"hunyuan_v1_dense", L::llama, "llama", false, false, false, 0, "hunyuan_v1_dense/modeling_hunyuan_v1_dense.py"},
     // GPTBigCodeConfig: GPT-2's modules; multi_query (default) shrinks c_attn to one k/v head;
     // a causal-mask buffer of n_positions^2 booleans.
     {"gpt_bigcode", L::gpt2, "gpt2", true, false, false, 0, "gpt_bigcode/modeling_gpt_bigcode.py"},

@@ -44,7 +44,7 @@ struct Bound {
 constexpr Bound kBounds[] = {
     {"opt-125m", 0.02, 0.06, false},
     {"olmo2-mini", 0.01, 0.02, false},
-    {"glm4-mini", 0.01, 0.02, false},
+    {"glm4-mini", 0.01, 0.01, false},
     // cohere/cohere2: logits * logit_scale is one more logits-sized tensor (was 30.53% under).
     {"cohere-mini", 0.01, 0.05, false},
     {"cohere2-mini", 0.01, 0.03, false},
@@ -57,7 +57,7 @@ constexpr Bound kBounds[] = {
     {"exaone4-mini", 0.01, 0.01, false},
     {"gemma2-mini", 0.01, 0.02, false},
     {"gemma3-mini", 0.01, 0.04, false},
-    {"glm-mini", 0.01, 0.03, false},
+    {"glm-mini", 0.01, 0.01, false},
     {"gpt-neox-mini", 0.01, 0.04, false},
     // eager attention (transformers 5.17 refuses SDPA for gpt_oss) with sinks (was 30.51% over).
     {"gpt-oss-mini", 0.01, 0.02, false},
@@ -71,10 +71,13 @@ constexpr Bound kBounds[] = {
     {"qwen2moe-mini", 0.01, 0.01, false},
     {"qwen3moe-mini", 0.01, 0.01, false},
     {"phi-mini", 0.01, 0.04, false},
-    {"phi3-mini", 0.01, 0.03, false},
+    {"phi3-mini", 0.01, 0.01, false},
     {"seed-oss-mini", 0.01, 0.01, false},
     {"smollm3-mini", 0.01, 0.01, false},
     {"starcoder2-mini", 0.01, 0.06, false},
+    {"hunyuan-mini", 0.01, 0.01, false},
+    // stablelm: every case under (generate 3.21%); partial rotary's torch.cat is not modelled.
+    {"stablelm-mini", 0.03, 0.04, false},
 };
 
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
@@ -82,7 +85,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = slurp_file(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 106);
+  REQUIRE(cases.size() == 114);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -91,8 +94,8 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 106);
-  CHECK(r.params_exact == 106);
+  CHECK(r.params_checked == 114);
+  CHECK(r.params_exact == 114);
   CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);
@@ -131,18 +134,24 @@ TEST_CASE("the README's model-type table is generated from src/spec/architecture
       "tests/accuracy/arch (median / worst \\|error\\|) |\n| --- | --- | --- | --- |\n";
   for (const spec::Architecture& a : spec::architectures()) {
     bool counted = false;
-    for (const auto& c : counts["results"]) counted = counted || c["id"] == std::string(a.model_type) + ":default";
+    for (const auto& c : counts["results"])
+      counted = counted || (c["id"] == std::string(a.model_type) + ":default" && c.contains("params"));
     std::string measured;
+    bool measured_config = false;
     for (const auto& [model, st] : r.by_model) {
       const auto t = type_of.find(model);
       if (t == type_of.end() || t->second != a.model_type) continue;
+      measured_config = true;
       char buf[160];
       std::snprintf(buf, sizeof buf, "%s%s: %.2f%% / %.2f%%", measured.empty() ? "" : "; ", model.c_str(),
                     st.median_abs * 100, st.max_abs * 100);
       measured += buf;
     }
     table += "| " + std::string(a.model_type) + " | `" + std::string(a.source) + "` | " +
-             (counted ? "yes (default config)" : "yes (vision.json, the whole model)") + " | " +
+             (counted            ? "yes (default config)"
+              : measured_config ? "yes (the measured config)"
+                                : "yes (vision.json, the whole model)") +
+             " | " +
              (measured.empty() ? "-" : measured) + " |\n";
   }
 

@@ -1,5 +1,10 @@
-# Small configs (0.3-0.8B) of the families in tests/accuracy/arch, written with real checkpoints' key names.
-import json, os
+# Small configs (0.2-0.8B) of the families in tests/accuracy/arch, written with real checkpoints' key names.
+#   python3 gen_families.py OUTDIR   (writes OUTDIR/models/*.json, cases.json, cases_extra.json,
+#   cases_falcon.json; never this folder, whose cases.json holds every case)
+import json, os, sys
+out_dir = sys.argv[1]
+os.makedirs(os.path.join(out_dir, "models"), exist_ok=True)
+os.chdir(out_dir)
 M = {}
 M["gemma3-mini"] = dict(model_type="gemma3_text", hidden_size=1152, intermediate_size=6912, num_attention_heads=4,
     num_key_value_heads=1, head_dim=256, num_hidden_layers=12, vocab_size=262144, sliding_window=512,
