@@ -139,7 +139,11 @@ std::uint64_t extra_norms(const ModelSpec& m, const spec::LayerGroup& g) {
 // scores as eager attention does (measured, tests/accuracy/arch: a 4096-token prefill of a
 // 32-head falcon took 5.05 GB of transient memory, about 10 bytes a score).
 bool math_attention(const ModelSpec& m, const Workload& w) {
-  return w.attention == spec::Attention::eager || (m.family == "falcon" && m.num_kv_heads == 1 && m.num_heads > 1);
+  if (w.attention == spec::Attention::eager || (m.family == "falcon" && m.num_kv_heads == 1 && m.num_heads > 1))
+    return true;
+  // A row's eager_only (gptj, bloom, mpt): transformers has no SDPA path for the type.
+  const spec::Architecture* row = spec::find_architecture(m.model_type);
+  return row != nullptr && row->eager_only;
 }
 
 // Sliding-window layers need an explicit boolean mask once the sequence exceeds the window.
@@ -436,6 +440,8 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
       // 4 bytes; then the cast back: 5 score-sized buffers in 16-bit units at the peak, plus
       // the 4-D additive mask (one value per token and key position).
       s.attn_per_token_position = add(mul(m.num_heads, c == kFp32 ? 12 : 10), c);
+      if (row != nullptr && row->eager_scores != 0 && c != kFp32)
+        s.attn_per_token_position = add(mul(m.num_heads, row->eager_scores, kHalf), c);
       s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
     }
   }
