@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "vramfit/core/bytes.hpp"
+#include "vramfit/spec/architectures.hpp"
 
 namespace vramfit::engine::detail {
 
@@ -361,7 +362,37 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
   // norm output and two more hidden-sized buffers (measured: qwen2.5/llama prefill on H200,
   // 3*I + 4*h per token within 2%).
   s.mlp_per_token = add(mul(3, mlp_width(m, g), c), mul(4, h, c));
-  if (math_attention(m, w)) {
+  // A fused gate_up_proj (Phi3MLP, GlmMLP): `gate, up = gate_up.chunk(2)` keeps the whole
+  // 2I output alive while act(gate) and the product are made: 4I, not 3I (measured, tests/
+  // accuracy/arch: phi3 and glm generates were 3.0% and 2.6% under with 3I).
+  if (!g.moe && has_linear(g, "gate_up_proj")) s.mlp_per_token = add(mul(4, m.intermediate_size, c), mul(4, h, c));
+  const spec::Architecture* row = spec::find_architecture(m.model_type);
+  if (g.moe && row != nullptr && row->grouped_experts) {
+    // integrations/moe.py, grouped_mm_experts_forward, per top-k slot: the gathered hidden
+    // state and its copy sorted by expert (2h), the gate_up output (2I), act(gate) and the
+    // product (2I) while the product is made; then act(gate) freed, the down output (h): the
+    // larger of 2h + 4I and 3h + 3I. Per token beside them: the layer input, the norm output
+    // and the zeroed output (3h), and a shared expert's output waiting for the routed ones (h);
+    // the shared expert itself runs first as a dense MLP. Measured (tests/accuracy/arch,
+    // generate of 4096 tokens): olmoe/qwen3_moe/granitemoe were 6-8% under with 3kI + 4h.
+    const std::uint64_t k = m.moe.experts_per_token;
+    const std::uint64_t ie = m.moe.expert_intermediate;
+    const std::uint64_t si = m.moe.shared_intermediate;
+    const std::uint64_t slot = std::max(add(mul(2, h), mul(4, ie)), add(mul(3, h), mul(3, ie)));
+    const std::uint64_t routed = add(mul(k, slot), mul(si > 0 ? 4 : 3, h));
+    const std::uint64_t shared = si > 0 ? add(mul(3, si), mul(4, h)) : 0;
+    s.mlp_per_token = mul(std::max(routed, shared), c);
+  }
+  if (math_attention(m, w) && row != nullptr && row->attention_sinks && !gpt2_style(m)) {
+    // gpt_oss eager_attention_forward: scores (scaled, masked), their concatenation with the
+    // sinks, the max-shifted logits and softmax in the compute dtype: three score-sized
+    // buffers at the peak, plus the 4-D additive mask. Measured: 5 (llama's fp32 softmax
+    // rule) was 30.5% over on a 4096-token prefill.
+    const std::uint64_t qw = mul(m.num_heads, m.head_dim);
+    const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
+    s.attn_per_token_position = add(mul(m.num_heads, 3, c), c);
+    s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
+  } else if (math_attention(m, w)) {
     const std::uint64_t qw = mul(m.num_heads, m.head_dim);
     const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
     if (gpt2_style(m)) {

@@ -572,6 +572,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // SeedOssAttention: o_proj's bias is attention_out_bias; GlmAttention: o_proj has none.
   const bool o_bias = model_type == "seed_oss" ? rr.flag("attention_out_bias", false) : attention_bias && !glm;
   const bool ernie_bias = model_type == "ernie4_5" && rr.flag("use_bias", false);
+  // StableLmConfig: use_qkv_bias, qk_layernorm, use_parallel_residual, all false by default.
+  const bool stablelm = model_type == "stablelm";
+  const bool stablelm_qkv_bias = stablelm && rr.flag("use_qkv_bias", false);
+  const bool stablelm_qk_norm = stablelm && rr.flag("qk_layernorm", false);
+  const bool stablelm_parallel = stablelm && rr.flag("use_parallel_residual", false);
   const bool mlp_bias = rr.flag("mlp_bias", false);
 
   std::optional<std::string> act_name;
@@ -590,6 +595,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   if (builder == Builder::phi) rotary_fraction = 0.5;        // PhiConfig default
   if (builder == Builder::gpt_neox) rotary_fraction = 0.25;  // GPTNeoXConfig default
   if (glm) rotary_fraction = 0.5;                            // GlmConfig / Glm4Config default
+  if (stablelm) rotary_fraction = 0.25;                      // StableLmConfig default
   rotary_fraction = rr.number("partial_rotary_factor", rr.number("rotary_pct", rotary_fraction));
   if (const json* rp = rr.find("rope_parameters"); rp && rp->is_object()) {
     // Read like the top-level key: a negative factor would make the rotary width a negative
@@ -751,6 +757,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     norm_size = 2 * s.H;
   }
   if (cohere) spec.norm = Norm::layer;  // CohereLayerNorm: mean-subtracting, weight only
+  if (stablelm) {  // StableLmDecoderLayer: nn.LayerNorm with bias
+    spec.norm = Norm::layer;
+    norm_size = 2 * s.H;
+  }
   if (model_type == "olmo") {  // OlmoLayerNorm: layer norm without parameters
     spec.norm = Norm::layer;
     norm_size = 0;
@@ -763,9 +773,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // FalconDecoderLayer adds the MLP to the attention output (not to its residual) when
   // parallel_attn or new_decoder_architecture.
   spec.parallel_residual =
-      cohere || builder == Builder::phi || parallel_residual_flag || (builder == Builder::falcon && (falcon_parallel || falcon_new));
+      cohere || builder == Builder::phi || parallel_residual_flag || stablelm_parallel || (builder == Builder::falcon && (falcon_parallel || falcon_new));
   spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" ||
-                 model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk;
+                 model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk ||
+                 stablelm_qk_norm || model_type == "hunyuan_v1_dense";
   spec.scaled_embeddings = builder == Builder::gemma;
   spec.norm_fp32_scale = builder == Builder::gemma;
   spec.attention_dropout = attn_dropout;
@@ -881,9 +892,13 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
         AttnBias b{attention_bias, attention_bias, attention_bias, o_bias};
         if (row && row->qkv_bias) b = AttnBias{true, true, true, false};
         if (model_type == "ernie4_5") b = AttnBias{ernie_bias, ernie_bias, ernie_bias, ernie_bias};
+        if (stablelm) b = AttnBias{stablelm_qkv_bias, stablelm_qkv_bias, stablelm_qkv_bias, false};
         llama_attention(g, s, b);
         if (cohere_qk) {
           g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd);  // CohereLayerNorm((heads, head_dim))
+        } else if (stablelm_qk_norm) {
+          // StableLmLayerNormPerHead: one LayerNorm(head_dim, bias=False) per q head and per k/v head.
+          g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd);
         } else if (model_type == "olmoe" || olmo2) {
           g.norm_params += H + s.kv * (H / s.heads);  // q_norm(hidden), k_norm(kv * hidden/heads)
         } else if (spec.qk_norm) {
@@ -975,6 +990,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "glm4") norms = 4;  // pre/post attn and ffw
     if (model_type == "olmo") norms = 0;  // OlmoLayerNorm: no weight, no bias
     if (cohere) norms = 1;                // CohereDecoderLayer: input_layernorm only
+    if (stablelm_parallel) norms = 1;     // StableLmDecoderLayer: no post_attention_layernorm
     g.norm_params += norms * norm_size;
     return g;
   };
@@ -1051,11 +1067,6 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   if (row == nullptr && !rr.has("tie_word_embeddings"))
     spec.notes.push_back("tie_word_embeddings is absent: assumed false (a separate lm_head)");
 
-  // Measured on an H200 (tests/accuracy/arch): what the engine does not model yet for these.
-  if (builder == Builder::falcon && falcon_new)
-    spec.notes.push_back(
-        "falcon with new_decoder_architecture: a generate of 4096 tokens measured 16% above this estimate; "
-        "treat the activations as a lower bound");
   spec.params = count_params(spec);
   diags.throw_if_any();
   return spec;

@@ -46,7 +46,16 @@ TEST_CASE("architectures: every row counts what transformers builds from its def
       CHECK(in_vision);
       continue;
     }
-    REQUIRE(found->contains("params"));
+    if (!found->contains("params")) {
+      // The config class's defaults do not build in transformers 5.17 (hunyuan_v1_dense: a null
+      // head_dim meets the rope scaling's alpha): the type's parameters are checked on a
+      // measured config instead (tests/accuracy/arch, exact against the model built on the H200).
+      bool measured = false;
+      for (const auto& f : std::filesystem::directory_iterator(kSource / "tests/accuracy/arch/models"))
+        measured = measured || nlohmann::json::parse(read_text(f.path())).value("model_type", "") == a.model_type;
+      CHECK(measured);
+      continue;
+    }
     nlohmann::json config = (*found)["config"];
     // DeepseekV2Config leaves num_experts_per_tok null (parameters do not depend on it); every
     // real config sets it (DeepSeek-V2: 6).
