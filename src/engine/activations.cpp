@@ -124,6 +124,13 @@ bool fused_qkv(const spec::LayerGroup& g) {
                        [](const Linear& l) { return l.role == spec::Role::attn_in; }) == 1;
 }
 
+// gate and up come out of one projection (Phi3MLP, GlmMLP: gate_up_proj): a gated MLP whose
+// only linear reading the norm's output is that fused one.
+bool fused_gate_up(const ModelSpec& m, const spec::LayerGroup& g) {
+  return m.gated_mlp && std::count_if(g.linears.begin(), g.linears.end(),
+                                      [](const Linear& l) { return l.role == spec::Role::mlp_in; }) == 1;
+}
+
 bool gpt2_style(const ModelSpec& m) { return m.learned_positions; }
 
 std::uint64_t sum_params(const spec::LayerGroup& g) {
@@ -365,7 +372,7 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
   // A fused gate_up_proj (Phi3MLP, GlmMLP): `gate, up = gate_up.chunk(2)` keeps the whole
   // 2I output alive while act(gate) and the product are made: 4I, not 3I (measured, tests/
   // accuracy/arch: phi3 and glm generates were 3.0% and 2.6% under with 3I).
-  if (!g.moe && has_linear(g, "gate_up_proj")) s.mlp_per_token = add(mul(4, m.intermediate_size, c), mul(4, h, c));
+  if (!g.moe && fused_gate_up(m, g)) s.mlp_per_token = add(mul(4, m.intermediate_size, c), mul(4, h, c));
   const spec::Architecture* row = spec::find_architecture(m.model_type);
   if (g.moe && row != nullptr && row->grouped_experts) {
     // integrations/moe.py, grouped_mm_experts_forward, per top-k slot: the gathered hidden
