@@ -193,8 +193,9 @@ std::uint64_t rotary_bytes(std::uint64_t rotary_dim) { return 2 * inv_freq_elems
 /// overflow 64 bits. Overflow is reported by from_config with the config's name.
 std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b, "parameters"); }
 
-Linear lin(std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
+Linear lin(Role role, std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
   Linear l;
+  l.role = role;
   l.name = std::move(name);
   l.in_features = in;
   l.out_features = out;
@@ -202,15 +203,15 @@ Linear lin(std::string name, std::uint64_t in, std::uint64_t out, bool bias = fa
   return l;
 }
 
-Linear expert(std::string name, std::uint64_t in, std::uint64_t out, std::uint64_t copies) {
-  Linear l = lin(std::move(name), in, out);
+Linear expert(Role role, std::string name, std::uint64_t in, std::uint64_t out, std::uint64_t copies) {
+  Linear l = lin(role, std::move(name), in, out);
   l.copies = copies;
   l.expert = true;
   return l;
 }
 
-Linear shared(std::string name, std::uint64_t in, std::uint64_t out) {
-  Linear l = lin(std::move(name), in, out);
+Linear shared(Role role, std::string name, std::uint64_t in, std::uint64_t out) {
+  Linear l = lin(role, std::move(name), in, out);
   l.shared_expert = true;
   return l;
 }
@@ -309,17 +310,17 @@ struct AttnBias {
 
 /// Llama-like attention: q_proj, k_proj, v_proj, o_proj (LlamaAttention).
 void llama_attention(LayerGroup& g, const Shape& s, AttnBias b) {
-  g.linears.push_back(lin("q_proj", s.H, mul(s.heads, s.hd), b.q));
-  g.linears.push_back(lin("k_proj", s.H, mul(s.kv, s.hd), b.k));
-  g.linears.push_back(lin("v_proj", s.H, mul(s.kv, s.hd), b.v));
-  g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), s.H, b.o));
+  g.linears.push_back(lin(Role::attn_in, "q_proj", s.H, mul(s.heads, s.hd), b.q));
+  g.linears.push_back(lin(Role::attn_in, "k_proj", s.H, mul(s.kv, s.hd), b.k));
+  g.linears.push_back(lin(Role::attn_in, "v_proj", s.H, mul(s.kv, s.hd), b.v));
+  g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, s.hd), s.H, b.o));
 }
 
 /// Gated MLP: gate_proj, up_proj, down_proj (LlamaMLP), with `prefix` for shared experts.
 void gated_mlp(LayerGroup& g, std::uint64_t H, std::uint64_t I, bool bias) {
-  g.linears.push_back(lin("gate_proj", H, I, bias));
-  g.linears.push_back(lin("up_proj", H, I, bias));
-  g.linears.push_back(lin("down_proj", I, H, bias));
+  g.linears.push_back(lin(Role::mlp_in, "gate_proj", H, I, bias));
+  g.linears.push_back(lin(Role::mlp_in, "up_proj", H, I, bias));
+  g.linears.push_back(lin(Role::mlp_out, "down_proj", I, H, bias));
 }
 
 /// Shorthand for the few optional MoE keys.
@@ -793,6 +794,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
                  model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk ||
                  stablelm_qk_norm || model_type == "hunyuan_v1_dense";
   spec.scaled_embeddings = builder == Builder::gemma;
+  spec.norm_fp32_scale = builder == Builder::gemma;
   spec.attention_dropout = attn_dropout;
   spec.hidden_dropout = hidden_dropout;
   spec.embedding_dropout = embedding_dropout;
@@ -846,45 +848,45 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     switch (builder) {
       case Builder::gpt2:
         // GPT2Attention: c_attn (Conv1D hidden -> 3*hidden), c_proj; all with biases.
-        g.linears.push_back(lin("c_attn", H, bigcode ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters") : 3 * H, true));
-        g.linears.push_back(lin("c_proj", H, H, true));
+        g.linears.push_back(lin(Role::attn_in, "c_attn", H, bigcode ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters") : 3 * H, true));
+        g.linears.push_back(lin(Role::attn_out, "c_proj", H, H, true));
         break;
       case Builder::gpt_neox:
         // GPTNeoXAttention: query_key_value and dense, bias=attention_bias.
-        g.linears.push_back(lin("query_key_value", H, 3 * H, attention_bias));
-        g.linears.push_back(lin("dense", H, H, attention_bias));
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H, 3 * H, attention_bias));
+        g.linears.push_back(lin(Role::attn_out, "dense", H, H, attention_bias));
         break;
       case Builder::phi3: {
         // Phi3Attention: qkv_proj (q, k and v fused), o_proj; no biases.
         const std::uint64_t op = checked_add(mul(s.heads, s.hd), mul(2, mul(s.kv, s.hd)), "parameters");
-        g.linears.push_back(lin("qkv_proj", H, op));
-        g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), H));
+        g.linears.push_back(lin(Role::attn_in, "qkv_proj", H, op));
+        g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, s.hd), H));
         break;
       }
       case Builder::phi:
         // PhiAttention: q_proj, k_proj, v_proj, dense, all with biases.
-        g.linears.push_back(lin("q_proj", H, mul(s.heads, s.hd), true));
-        g.linears.push_back(lin("k_proj", H, mul(s.kv, s.hd), true));
-        g.linears.push_back(lin("v_proj", H, mul(s.kv, s.hd), true));
-        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, true));
+        g.linears.push_back(lin(Role::attn_in, "q_proj", H, mul(s.heads, s.hd), true));
+        g.linears.push_back(lin(Role::attn_in, "k_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin(Role::attn_in, "v_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, true));
         if (phi_qk_layernorm) g.norm_params += 2 * 2 * s.hd;  // LayerNorm(head_dim) x2
         break;
       case Builder::deepseek: {
         // DeepseekV2Attention / DeepseekV3Attention (multi-head latent attention).
         const std::uint64_t qk_head = spec.qk_nope_head_dim + spec.qk_rope_head_dim;
         if (q_lora) {
-          g.linears.push_back(lin("q_a_proj", H, *q_lora, attention_bias));
+          g.linears.push_back(lin(Role::attn_in, "q_a_proj", H, *q_lora, attention_bias));
           g.norm_params += *q_lora;  // q_a_layernorm
-          g.linears.push_back(lin("q_b_proj", *q_lora, mul(s.heads, qk_head)));
+          g.linears.push_back(lin(Role::attn_inner, "q_b_proj", *q_lora, mul(s.heads, qk_head)));
         } else {
-          g.linears.push_back(lin("q_proj", H, mul(s.heads, qk_head)));
+          g.linears.push_back(lin(Role::attn_in, "q_proj", H, mul(s.heads, qk_head)));
         }
         g.linears.push_back(
-            lin("kv_a_proj_with_mqa", H, spec.kv_lora_rank + spec.qk_rope_head_dim, attention_bias));
+            lin(Role::attn_in, "kv_a_proj_with_mqa", H, spec.kv_lora_rank + spec.qk_rope_head_dim, attention_bias));
         g.norm_params += spec.kv_lora_rank;  // kv_a_layernorm
         g.linears.push_back(
-            lin("kv_b_proj", spec.kv_lora_rank, mul(s.heads, spec.qk_nope_head_dim + spec.v_head_dim)));
-        g.linears.push_back(lin("o_proj", mul(s.heads, spec.v_head_dim), H, attention_bias));
+            lin(Role::attn_inner, "kv_b_proj", spec.kv_lora_rank, mul(s.heads, spec.qk_nope_head_dim + spec.v_head_dim)));
+        g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, spec.v_head_dim), H, attention_bias));
         break;
       }
       case Builder::starcoder2:
@@ -892,9 +894,9 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
         break;
       case Builder::falcon:
         // FalconAttention: query_key_value (q heads + 2 * kv heads), dense; bias=config.bias.
-        g.linears.push_back(lin("query_key_value", H,
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H,
                                 mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), falcon_bias));
-        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, falcon_bias));
+        g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, falcon_bias));
         break;
       case Builder::gptj:
         // GPTJAttention: k_proj, v_proj, q_proj, out_proj, no biases.
@@ -914,7 +916,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
       case Builder::opt:
         // OPTAttention: k_proj, v_proj, q_proj, out_proj, bias=enable_bias.
         llama_attention(g, s, AttnBias{opt_bias, opt_bias, opt_bias, false});
-        g.linears.back() = lin("out_proj", mul(s.heads, s.hd), H, opt_bias);
+        g.linears.back() = lin(Role::attn_out, "out_proj", mul(s.heads, s.hd), H, opt_bias);
         break;
       case Builder::llama:
       case Builder::gemma: {
@@ -941,62 +943,62 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (g.moe && model_type == "gpt_oss") {
       // GptOssTopKRouter (weight + bias) and GptOssExperts (fused, with biases); each head's sink.
       const std::uint64_t E = mk.experts;
-      g.linears.push_back(lin("router", H, E, true));
-      Linear gu = expert("gate_up_proj", H, mul(2, mk.expert_I), E);
+      g.linears.push_back(lin(Role::router, "router", H, E, true));
+      Linear gu = expert(Role::mlp_in, "gate_up_proj", H, mul(2, mk.expert_I), E);
       gu.bias = true;
       g.linears.push_back(gu);
-      Linear dn = expert("down_proj", mk.expert_I, H, E);
+      Linear dn = expert(Role::mlp_out, "down_proj", mk.expert_I, H, E);
       dn.bias = true;
       g.linears.push_back(dn);
       g.other_params += s.heads;
     } else if (g.moe) {
       const std::uint64_t E = mk.experts;
-      g.linears.push_back(lin("gate", H, E));  // the router
-      g.linears.push_back(expert("gate_proj", H, mk.expert_I, E));
-      g.linears.push_back(expert("up_proj", H, mk.expert_I, E));
-      g.linears.push_back(expert("down_proj", mk.expert_I, H, E));
+      g.linears.push_back(lin(Role::router, "gate", H, E));  // the router
+      g.linears.push_back(expert(Role::mlp_in, "gate_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert(Role::mlp_in, "up_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert(Role::mlp_out, "down_proj", mk.expert_I, H, E));
       if (model_type == "qwen2_moe" && mk.shared_I != 0) {
-        g.linears.push_back(shared("shared_expert.gate_proj", H, mk.shared_I));
-        g.linears.push_back(shared("shared_expert.up_proj", H, mk.shared_I));
-        g.linears.push_back(shared("shared_expert.down_proj", mk.shared_I, H));
-        g.linears.push_back(shared("shared_expert_gate", H, 1));
+        g.linears.push_back(shared(Role::mlp_in, "shared_expert.gate_proj", H, mk.shared_I));
+        g.linears.push_back(shared(Role::mlp_in, "shared_expert.up_proj", H, mk.shared_I));
+        g.linears.push_back(shared(Role::mlp_out, "shared_expert.down_proj", mk.shared_I, H));
+        g.linears.push_back(shared(Role::router, "shared_expert_gate", H, 1));
       }
       if (builder == Builder::deepseek && mk.n_shared != 0) {
         // DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts.
         const std::uint64_t si = mul(mk.expert_I, mk.n_shared);
-        g.linears.push_back(shared("shared_experts.gate_proj", H, si));
-        g.linears.push_back(shared("shared_experts.up_proj", H, si));
-        g.linears.push_back(shared("shared_experts.down_proj", si, H));
+        g.linears.push_back(shared(Role::mlp_in, "shared_experts.gate_proj", H, si));
+        g.linears.push_back(shared(Role::mlp_in, "shared_experts.up_proj", H, si));
+        g.linears.push_back(shared(Role::mlp_out, "shared_experts.down_proj", si, H));
       }
     } else {
       switch (builder) {
         case Builder::gpt2:
-          g.linears.push_back(lin("c_fc", H, s.I, true));
-          g.linears.push_back(lin("c_proj", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "c_fc", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "c_proj", s.I, H, true));
           break;
         case Builder::gpt_neox:
-          g.linears.push_back(lin("dense_h_to_4h", H, s.I, true));
-          g.linears.push_back(lin("dense_4h_to_h", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, true));
           break;
         case Builder::phi3:
-          g.linears.push_back(lin("gate_up_proj", H, 2 * s.I));
-          g.linears.push_back(lin("down_proj", s.I, H));
+          g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, 2 * s.I));
+          g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H));
           break;
         case Builder::phi:
-          g.linears.push_back(lin("fc1", H, s.I, true));
-          g.linears.push_back(lin("fc2", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "fc1", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, true));
           break;
         case Builder::starcoder2:
-          g.linears.push_back(lin("c_fc", H, s.I, use_bias));
-          g.linears.push_back(lin("c_proj", s.I, H, use_bias));
+          g.linears.push_back(lin(Role::mlp_in, "c_fc", H, s.I, use_bias));
+          g.linears.push_back(lin(Role::mlp_out, "c_proj", s.I, H, use_bias));
           break;
         case Builder::falcon:
-          g.linears.push_back(lin("dense_h_to_4h", H, s.I, falcon_bias));
-          g.linears.push_back(lin("dense_4h_to_h", s.I, H, falcon_bias));
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, falcon_bias));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, falcon_bias));
           break;
         case Builder::opt:
-          g.linears.push_back(lin("fc1", H, s.I, opt_bias));
-          g.linears.push_back(lin("fc2", s.I, H, opt_bias));
+          g.linears.push_back(lin(Role::mlp_in, "fc1", H, s.I, opt_bias));
+          g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, opt_bias));
           break;
         case Builder::gptj:  // GPTJMLP: fc_in, fc_out with biases
           g.linears.push_back(lin("fc_in", H, s.I, true));
@@ -1012,8 +1014,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
           break;
         default:
           if (glm) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases
-            g.linears.push_back(lin("gate_up_proj", H, mul(2, s.I)));
-            g.linears.push_back(lin("down_proj", s.I, H));
+            g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, mul(2, s.I)));
+            g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H));
           } else {
             gated_mlp(g, H, s.I, mlp_bias || ernie_bias);
           }
