@@ -105,6 +105,23 @@ constexpr Architecture kArchitectures[] = {
     {"stablelm", L::llama, "llama", false, false, false, 0, "stablelm/modeling_stablelm.py"},
     // HunYuanDenseV1Attention: query_layernorm / key_layernorm (RMSNorm over head_dim) always.
     {"hunyuan_v1_dense", L::llama, "llama", false, false, false, 0, "hunyuan_v1_dense/modeling_hunyuan_v1_dense.py"},
+    // GPTJConfig: n_embd/n_layer/n_head, one ln_1 (LayerNorm with bias) feeding attention and
+    // MLP in parallel, q/k/v/out_proj without biases, fc_in/fc_out with biases (n_inner or
+    // 4 * n_embd), lm_head with a bias, untied; embed_positions (n_positions x rotary_dim,
+    // fp32) per layer, a buffer. Eager attention only.
+    {"gptj", L::gptj, "gptj", false, false, false, 0, "gptj/modeling_gptj.py", false, false, false, false, true},
+    // BloomConfig: word_embeddings_layernorm after the embeddings, fused query_key_value and
+    // dense (biases), MLP of 4 * hidden (biases), ALiBi (no position parameters), tied. Eager only.
+    // BloomAttention keeps the baddbmm scores (alibi + q k^T) and the masked copy while
+    // softmax(dtype=float32) makes its fp32 copy and output: 6 buffers by the source; measured
+    // 14.3 bytes a score on a 4096-token prefill (2 configs), so 7 (one more, the ALiBi add).
+    {"bloom", L::bloom, "bloom", true, false, false, 0, "bloom/modeling_bloom.py", false, false, false, false, true, 7},
+    // MptConfig: d_model/n_layers/n_heads, Wqkv and out_proj, up_proj/down_proj of
+    // expansion_ratio * d_model, LayerNorms; no_bias (default True) drops every bias, norms
+    // included; ALiBi; tied. Eager only. MptAttention: scores, + position_bias, masked_fill,
+    // softmax(scores.float()): llama's 5 buffers by the source; measured 12.3-12.4 bytes a score
+    // on 1024- and 4096-token forwards (2 configs), so 6 (one more, the ALiBi add).
+    {"mpt", L::mpt, "mpt", true, false, false, 0, "mpt/modeling_mpt.py", false, false, false, false, true, 6},
     // GPTBigCodeConfig: GPT-2's modules; multi_query (default) shrinks c_attn to one k/v head;
     // a causal-mask buffer of n_positions^2 booleans.
     {"gpt_bigcode", L::gpt2, "gpt2", true, false, false, 0, "gpt_bigcode/modeling_gpt_bigcode.py"},

@@ -193,8 +193,9 @@ std::uint64_t rotary_bytes(std::uint64_t rotary_dim) { return 2 * inv_freq_elems
 /// overflow 64 bits. Overflow is reported by from_config with the config's name.
 std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b, "parameters"); }
 
-Linear lin(std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
+Linear lin(Role role, std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
   Linear l;
+  l.role = role;
   l.name = std::move(name);
   l.in_features = in;
   l.out_features = out;
@@ -202,15 +203,15 @@ Linear lin(std::string name, std::uint64_t in, std::uint64_t out, bool bias = fa
   return l;
 }
 
-Linear expert(std::string name, std::uint64_t in, std::uint64_t out, std::uint64_t copies) {
-  Linear l = lin(std::move(name), in, out);
+Linear expert(Role role, std::string name, std::uint64_t in, std::uint64_t out, std::uint64_t copies) {
+  Linear l = lin(role, std::move(name), in, out);
   l.copies = copies;
   l.expert = true;
   return l;
 }
 
-Linear shared(std::string name, std::uint64_t in, std::uint64_t out) {
-  Linear l = lin(std::move(name), in, out);
+Linear shared(Role role, std::string name, std::uint64_t in, std::uint64_t out) {
+  Linear l = lin(role, std::move(name), in, out);
   l.shared_expert = true;
   return l;
 }
@@ -254,7 +255,7 @@ struct Shape {
 /// Reads the common dimensions, with the type's key spellings, and checks that they agree.
 Shape read_shape(Reader& r, const TypeRow* row, bool needs_intermediate) {
   Shape s;
-  const bool gpt2 = row != nullptr && row->layout == Builder::gpt2;
+  const bool gpt2 = row != nullptr && (row->layout == Builder::gpt2 || row->layout == Builder::gptj);
   if (gpt2) {
     // GPT2Config's attribute_map: hidden_size -> n_embd, num_hidden_layers -> n_layer, ...
     s.H = r.required({"n_embd", "hidden_size"});
@@ -263,15 +264,16 @@ Shape read_shape(Reader& r, const TypeRow* row, bool needs_intermediate) {
     s.V = r.required({"vocab_size"});
     s.max_pos = r.any({"n_positions", "max_position_embeddings"}).value_or(0);
     if (!r.has("n_positions") && !r.has("max_position_embeddings"))
-      s.max_pos = 1024;  // GPT2Config default n_positions=1024
+      s.max_pos = row->layout == Builder::gptj ? 2048 : 1024;  // GPT2Config 1024, GPTJConfig 2048
     // n_inner null or absent: 4 * n_embd (GPT2Block).
     s.I = r.any({"n_inner", "intermediate_size"}).value_or(s.H * 4);
   } else {
-    s.H = r.required({"hidden_size", "n_embd", "d_model"});
-    s.L = r.required({"num_hidden_layers", "n_layer", "num_layers"});
-    s.heads = r.required({"num_attention_heads", "n_head"});
+    // BloomConfig's attribute_map (n_embed), MptConfig's (d_model, n_layers, n_heads, max_seq_len).
+    s.H = r.required({"hidden_size", "n_embd", "d_model", "n_embed"});
+    s.L = r.required({"num_hidden_layers", "n_layer", "num_layers", "n_layers"});
+    s.heads = r.required({"num_attention_heads", "n_head", "n_heads"});
     s.V = r.required({"vocab_size"});
-    s.max_pos = r.any({"max_position_embeddings", "n_positions"}).value_or(0);
+    s.max_pos = r.any({"max_position_embeddings", "n_positions", "max_seq_len"}).value_or(0);
     if (needs_intermediate)
       s.I = r.required({"intermediate_size"});
     else
@@ -308,17 +310,17 @@ struct AttnBias {
 
 /// Llama-like attention: q_proj, k_proj, v_proj, o_proj (LlamaAttention).
 void llama_attention(LayerGroup& g, const Shape& s, AttnBias b) {
-  g.linears.push_back(lin("q_proj", s.H, mul(s.heads, s.hd), b.q));
-  g.linears.push_back(lin("k_proj", s.H, mul(s.kv, s.hd), b.k));
-  g.linears.push_back(lin("v_proj", s.H, mul(s.kv, s.hd), b.v));
-  g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), s.H, b.o));
+  g.linears.push_back(lin(Role::attn_in, "q_proj", s.H, mul(s.heads, s.hd), b.q));
+  g.linears.push_back(lin(Role::attn_in, "k_proj", s.H, mul(s.kv, s.hd), b.k));
+  g.linears.push_back(lin(Role::attn_in, "v_proj", s.H, mul(s.kv, s.hd), b.v));
+  g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, s.hd), s.H, b.o));
 }
 
 /// Gated MLP: gate_proj, up_proj, down_proj (LlamaMLP), with `prefix` for shared experts.
 void gated_mlp(LayerGroup& g, std::uint64_t H, std::uint64_t I, bool bias) {
-  g.linears.push_back(lin("gate_proj", H, I, bias));
-  g.linears.push_back(lin("up_proj", H, I, bias));
-  g.linears.push_back(lin("down_proj", I, H, bias));
+  g.linears.push_back(lin(Role::mlp_in, "gate_proj", H, I, bias));
+  g.linears.push_back(lin(Role::mlp_in, "up_proj", H, I, bias));
+  g.linears.push_back(lin(Role::mlp_out, "down_proj", I, H, bias));
 }
 
 /// Shorthand for the few optional MoE keys.
@@ -517,8 +519,15 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // Mixtral and OLMoE keep the expert width in intermediate_size; the others need it for
   // their dense MLPs (qwen*_moe only when some layer is dense, so it is optional there).
   const bool needs_I = !(model_type == "qwen2_moe" || model_type == "qwen3_moe" || builder == Builder::falcon ||
-                         builder == Builder::opt);
+                         builder == Builder::opt || builder == Builder::bloom || builder == Builder::mpt);
   Shape s = read_shape(rr, row, needs_I);
+  // BloomMLP: 4 * hidden_size; MptMLP: expansion_ratio (MptConfig default 4) * d_model.
+  if (builder == Builder::bloom) s.I = mul(4, s.H);
+  if (builder == Builder::mpt) s.I = mul(rr.uint("expansion_ratio").value_or(4), s.H);
+  // MptConfig no_bias=True: no bias anywhere (linears, and the LayerNorms' set to None).
+  const bool mpt_bias = builder == Builder::mpt && !rr.flag("no_bias", true);
+  // GPTJConfig rotary_dim (64; null: the whole embedding width) sizes embed_positions.
+  const std::uint64_t gptj_rot = builder == Builder::gptj ? rr.uint("rotary_dim", true).value_or(0) : 0;
   // Falcon: ffn_hidden_size (FalconConfig: 4 * hidden_size when null); k/v heads by layout
   // (FalconAttention: num_kv_heads with new_decoder_architecture, else 1 when multi_query).
   const bool falcon_new = builder == Builder::falcon && rr.flag("new_decoder_architecture", false);
@@ -579,7 +588,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   const bool mlp_bias = rr.flag("mlp_bias", false);
 
   std::optional<std::string> act_name;
-  if (builder == Builder::gpt2 || builder == Builder::opt)
+  if (builder == Builder::gpt2 || builder == Builder::opt || builder == Builder::gptj)
     act_name = rr.string("activation_function");
   else if (builder == Builder::falcon)
     act_name = rr.string("activation");
@@ -737,6 +746,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     case Builder::starcoder2: spec.activation = Activation::gelu_pytorch_tanh; break;
     case Builder::falcon: spec.activation = Activation::gelu; break;  // FalconConfig activation="gelu"
     case Builder::opt: spec.activation = Activation::relu; break;     // OPTConfig activation_function="relu"
+    case Builder::gptj: spec.activation = Activation::gelu_tanh_python; break;  // GPTJConfig "gelu_new"
+    // BloomGelu: the tanh approximation written out, under a custom autograd Function in
+    // training that saves only its input (as a native activation does).
+    case Builder::bloom: spec.activation = Activation::gelu; break;
+    case Builder::mpt: spec.activation = Activation::gelu; break;  // MptMLP: nn.GELU(approximate="none")
     default: spec.activation = Activation::silu; break;
   }
   if (act_name) {
@@ -748,7 +762,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   }
 
   const bool layer_norm = builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
-                          builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt;
+                          builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt ||
+                          builder == Builder::gptj || builder == Builder::bloom || builder == Builder::mpt;
   spec.norm = layer_norm ? Norm::layer : Norm::rms;
   std::uint64_t norm_size = layer_norm ? 2 * s.H : s.H;  // weight (+ bias)
   if (model_type == "phimoe") {  // PhimoeDecoderLayer: nn.LayerNorm with bias
@@ -765,18 +780,21 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     norm_size = 0;
   }
   if (builder == Builder::opt && !opt_affine) norm_size = 0;  // LayerNorm(elementwise_affine=False)
+  if (builder == Builder::mpt && !mpt_bias) norm_size = s.H;  // MptBlock: norm bias set to None
 
   spec.gated_mlp = !(builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
-                     builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt);
+                     builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt ||
+                     builder == Builder::gptj || builder == Builder::bloom || builder == Builder::mpt);
   spec.learned_positions = builder == Builder::gpt2 || builder == Builder::opt;
   // FalconDecoderLayer adds the MLP to the attention output (not to its residual) when
   // parallel_attn or new_decoder_architecture.
   spec.parallel_residual =
-      cohere || builder == Builder::phi || parallel_residual_flag || stablelm_parallel || (builder == Builder::falcon && (falcon_parallel || falcon_new));
+      cohere || builder == Builder::phi || parallel_residual_flag || stablelm_parallel || builder == Builder::gptj || (builder == Builder::falcon && (falcon_parallel || falcon_new));
   spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" ||
                  model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk ||
                  stablelm_qk_norm || model_type == "hunyuan_v1_dense";
   spec.scaled_embeddings = builder == Builder::gemma;
+  spec.norm_fp32_scale = builder == Builder::gemma;
   spec.attention_dropout = attn_dropout;
   spec.hidden_dropout = hidden_dropout;
   spec.embedding_dropout = embedding_dropout;
@@ -830,45 +848,45 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     switch (builder) {
       case Builder::gpt2:
         // GPT2Attention: c_attn (Conv1D hidden -> 3*hidden), c_proj; all with biases.
-        g.linears.push_back(lin("c_attn", H, bigcode ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters") : 3 * H, true));
-        g.linears.push_back(lin("c_proj", H, H, true));
+        g.linears.push_back(lin(Role::attn_in, "c_attn", H, bigcode ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters") : 3 * H, true));
+        g.linears.push_back(lin(Role::attn_out, "c_proj", H, H, true));
         break;
       case Builder::gpt_neox:
         // GPTNeoXAttention: query_key_value and dense, bias=attention_bias.
-        g.linears.push_back(lin("query_key_value", H, 3 * H, attention_bias));
-        g.linears.push_back(lin("dense", H, H, attention_bias));
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H, 3 * H, attention_bias));
+        g.linears.push_back(lin(Role::attn_out, "dense", H, H, attention_bias));
         break;
       case Builder::phi3: {
         // Phi3Attention: qkv_proj (q, k and v fused), o_proj; no biases.
         const std::uint64_t op = checked_add(mul(s.heads, s.hd), mul(2, mul(s.kv, s.hd)), "parameters");
-        g.linears.push_back(lin("qkv_proj", H, op));
-        g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), H));
+        g.linears.push_back(lin(Role::attn_in, "qkv_proj", H, op));
+        g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, s.hd), H));
         break;
       }
       case Builder::phi:
         // PhiAttention: q_proj, k_proj, v_proj, dense, all with biases.
-        g.linears.push_back(lin("q_proj", H, mul(s.heads, s.hd), true));
-        g.linears.push_back(lin("k_proj", H, mul(s.kv, s.hd), true));
-        g.linears.push_back(lin("v_proj", H, mul(s.kv, s.hd), true));
-        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, true));
+        g.linears.push_back(lin(Role::attn_in, "q_proj", H, mul(s.heads, s.hd), true));
+        g.linears.push_back(lin(Role::attn_in, "k_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin(Role::attn_in, "v_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, true));
         if (phi_qk_layernorm) g.norm_params += 2 * 2 * s.hd;  // LayerNorm(head_dim) x2
         break;
       case Builder::deepseek: {
         // DeepseekV2Attention / DeepseekV3Attention (multi-head latent attention).
         const std::uint64_t qk_head = spec.qk_nope_head_dim + spec.qk_rope_head_dim;
         if (q_lora) {
-          g.linears.push_back(lin("q_a_proj", H, *q_lora, attention_bias));
+          g.linears.push_back(lin(Role::attn_in, "q_a_proj", H, *q_lora, attention_bias));
           g.norm_params += *q_lora;  // q_a_layernorm
-          g.linears.push_back(lin("q_b_proj", *q_lora, mul(s.heads, qk_head)));
+          g.linears.push_back(lin(Role::attn_inner, "q_b_proj", *q_lora, mul(s.heads, qk_head)));
         } else {
-          g.linears.push_back(lin("q_proj", H, mul(s.heads, qk_head)));
+          g.linears.push_back(lin(Role::attn_in, "q_proj", H, mul(s.heads, qk_head)));
         }
         g.linears.push_back(
-            lin("kv_a_proj_with_mqa", H, spec.kv_lora_rank + spec.qk_rope_head_dim, attention_bias));
+            lin(Role::attn_in, "kv_a_proj_with_mqa", H, spec.kv_lora_rank + spec.qk_rope_head_dim, attention_bias));
         g.norm_params += spec.kv_lora_rank;  // kv_a_layernorm
         g.linears.push_back(
-            lin("kv_b_proj", spec.kv_lora_rank, mul(s.heads, spec.qk_nope_head_dim + spec.v_head_dim)));
-        g.linears.push_back(lin("o_proj", mul(s.heads, spec.v_head_dim), H, attention_bias));
+            lin(Role::attn_inner, "kv_b_proj", spec.kv_lora_rank, mul(s.heads, spec.qk_nope_head_dim + spec.v_head_dim)));
+        g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, spec.v_head_dim), H, attention_bias));
         break;
       }
       case Builder::starcoder2:
@@ -876,14 +894,29 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
         break;
       case Builder::falcon:
         // FalconAttention: query_key_value (q heads + 2 * kv heads), dense; bias=config.bias.
-        g.linears.push_back(lin("query_key_value", H,
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H,
                                 mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), falcon_bias));
-        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, falcon_bias));
+        g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, falcon_bias));
+        break;
+      case Builder::gptj:
+        // GPTJAttention: k_proj, v_proj, q_proj, out_proj, no biases.
+        llama_attention(g, s, AttnBias{});
+        g.linears.back() = lin("out_proj", mul(s.heads, s.hd), H);
+        break;
+      case Builder::bloom:
+        // BloomAttention: query_key_value (3 * hidden) and dense, with biases.
+        g.linears.push_back(lin("query_key_value", H, mul(3, H), true));
+        g.linears.push_back(lin("dense", H, H, true));
+        break;
+      case Builder::mpt:
+        // MptAttention: Wqkv (3 * d_model) and out_proj, biases unless no_bias.
+        g.linears.push_back(lin("Wqkv", H, mul(3, H), mpt_bias));
+        g.linears.push_back(lin("out_proj", H, H, mpt_bias));
         break;
       case Builder::opt:
         // OPTAttention: k_proj, v_proj, q_proj, out_proj, bias=enable_bias.
         llama_attention(g, s, AttnBias{opt_bias, opt_bias, opt_bias, false});
-        g.linears.back() = lin("out_proj", mul(s.heads, s.hd), H, opt_bias);
+        g.linears.back() = lin(Role::attn_out, "out_proj", mul(s.heads, s.hd), H, opt_bias);
         break;
       case Builder::llama:
       case Builder::gemma: {
@@ -910,67 +943,79 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (g.moe && model_type == "gpt_oss") {
       // GptOssTopKRouter (weight + bias) and GptOssExperts (fused, with biases); each head's sink.
       const std::uint64_t E = mk.experts;
-      g.linears.push_back(lin("router", H, E, true));
-      Linear gu = expert("gate_up_proj", H, mul(2, mk.expert_I), E);
+      g.linears.push_back(lin(Role::router, "router", H, E, true));
+      Linear gu = expert(Role::mlp_in, "gate_up_proj", H, mul(2, mk.expert_I), E);
       gu.bias = true;
       g.linears.push_back(gu);
-      Linear dn = expert("down_proj", mk.expert_I, H, E);
+      Linear dn = expert(Role::mlp_out, "down_proj", mk.expert_I, H, E);
       dn.bias = true;
       g.linears.push_back(dn);
       g.other_params += s.heads;
     } else if (g.moe) {
       const std::uint64_t E = mk.experts;
-      g.linears.push_back(lin("gate", H, E));  // the router
-      g.linears.push_back(expert("gate_proj", H, mk.expert_I, E));
-      g.linears.push_back(expert("up_proj", H, mk.expert_I, E));
-      g.linears.push_back(expert("down_proj", mk.expert_I, H, E));
+      g.linears.push_back(lin(Role::router, "gate", H, E));  // the router
+      g.linears.push_back(expert(Role::mlp_in, "gate_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert(Role::mlp_in, "up_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert(Role::mlp_out, "down_proj", mk.expert_I, H, E));
       if (model_type == "qwen2_moe" && mk.shared_I != 0) {
-        g.linears.push_back(shared("shared_expert.gate_proj", H, mk.shared_I));
-        g.linears.push_back(shared("shared_expert.up_proj", H, mk.shared_I));
-        g.linears.push_back(shared("shared_expert.down_proj", mk.shared_I, H));
-        g.linears.push_back(shared("shared_expert_gate", H, 1));
+        g.linears.push_back(shared(Role::mlp_in, "shared_expert.gate_proj", H, mk.shared_I));
+        g.linears.push_back(shared(Role::mlp_in, "shared_expert.up_proj", H, mk.shared_I));
+        g.linears.push_back(shared(Role::mlp_out, "shared_expert.down_proj", mk.shared_I, H));
+        g.linears.push_back(shared(Role::router, "shared_expert_gate", H, 1));
       }
       if (builder == Builder::deepseek && mk.n_shared != 0) {
         // DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts.
         const std::uint64_t si = mul(mk.expert_I, mk.n_shared);
-        g.linears.push_back(shared("shared_experts.gate_proj", H, si));
-        g.linears.push_back(shared("shared_experts.up_proj", H, si));
-        g.linears.push_back(shared("shared_experts.down_proj", si, H));
+        g.linears.push_back(shared(Role::mlp_in, "shared_experts.gate_proj", H, si));
+        g.linears.push_back(shared(Role::mlp_in, "shared_experts.up_proj", H, si));
+        g.linears.push_back(shared(Role::mlp_out, "shared_experts.down_proj", si, H));
       }
     } else {
       switch (builder) {
         case Builder::gpt2:
-          g.linears.push_back(lin("c_fc", H, s.I, true));
-          g.linears.push_back(lin("c_proj", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "c_fc", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "c_proj", s.I, H, true));
           break;
         case Builder::gpt_neox:
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, true));
+          break;
+        case Builder::phi3:
+          g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, 2 * s.I));
+          g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H));
+          break;
+        case Builder::phi:
+          g.linears.push_back(lin(Role::mlp_in, "fc1", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, true));
+          break;
+        case Builder::starcoder2:
+          g.linears.push_back(lin(Role::mlp_in, "c_fc", H, s.I, use_bias));
+          g.linears.push_back(lin(Role::mlp_out, "c_proj", s.I, H, use_bias));
+          break;
+        case Builder::falcon:
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, falcon_bias));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, falcon_bias));
+          break;
+        case Builder::opt:
+          g.linears.push_back(lin(Role::mlp_in, "fc1", H, s.I, opt_bias));
+          g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, opt_bias));
+          break;
+        case Builder::gptj:  // GPTJMLP: fc_in, fc_out with biases
+          g.linears.push_back(lin("fc_in", H, s.I, true));
+          g.linears.push_back(lin("fc_out", s.I, H, true));
+          break;
+        case Builder::bloom:  // BloomMLP: dense_h_to_4h, dense_4h_to_h with biases
           g.linears.push_back(lin("dense_h_to_4h", H, s.I, true));
           g.linears.push_back(lin("dense_4h_to_h", s.I, H, true));
           break;
-        case Builder::phi3:
-          g.linears.push_back(lin("gate_up_proj", H, 2 * s.I));
-          g.linears.push_back(lin("down_proj", s.I, H));
-          break;
-        case Builder::phi:
-          g.linears.push_back(lin("fc1", H, s.I, true));
-          g.linears.push_back(lin("fc2", s.I, H, true));
-          break;
-        case Builder::starcoder2:
-          g.linears.push_back(lin("c_fc", H, s.I, use_bias));
-          g.linears.push_back(lin("c_proj", s.I, H, use_bias));
-          break;
-        case Builder::falcon:
-          g.linears.push_back(lin("dense_h_to_4h", H, s.I, falcon_bias));
-          g.linears.push_back(lin("dense_4h_to_h", s.I, H, falcon_bias));
-          break;
-        case Builder::opt:
-          g.linears.push_back(lin("fc1", H, s.I, opt_bias));
-          g.linears.push_back(lin("fc2", s.I, H, opt_bias));
+        case Builder::mpt:  // MptMLP: up_proj, down_proj
+          g.linears.push_back(lin("up_proj", H, s.I, mpt_bias));
+          g.linears.push_back(lin("down_proj", s.I, H, mpt_bias));
           break;
         default:
           if (glm) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases
-            g.linears.push_back(lin("gate_up_proj", H, mul(2, s.I)));
-            g.linears.push_back(lin("down_proj", s.I, H));
+            g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, mul(2, s.I)));
+            g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H));
           } else {
             gated_mlp(g, H, s.I, mlp_bias || ernie_bias);
           }
@@ -980,7 +1025,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
 
     // Per-layer norms: input + post-attention, except where noted.
     std::uint64_t norms = 2;
-    if (builder == Builder::phi) norms = 1;  // PhiDecoderLayer: one input_layernorm
+    if (builder == Builder::phi || builder == Builder::gptj) norms = 1;  // one input_layernorm (ln_1)
     // FalconDecoderLayer: input + post-attention norms without parallel_attn; with it, ln_attn
     // and ln_mlp when num_ln_in_parallel_attn is 2 (the default of new_decoder_architecture),
     // else one input_layernorm.
@@ -1011,6 +1056,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   spec.embedding_params = checked_mul(s.V, H, "parameters");
   if (builder == Builder::gpt2)
     spec.embedding_params = checked_add(spec.embedding_params, mul(s.max_pos, H));  // wpe
+  if (builder == Builder::bloom)  // word_embeddings_layernorm (LayerNorm with bias)
+    spec.embedding_params = checked_add(spec.embedding_params, mul(2, H));
   if (builder == Builder::opt) {
     // OPTDecoder: embed_tokens(V, word_embed_proj_dim), OPTLearnedPositionalEmbedding
     // (max_position_embeddings + 2 rows: positions are offset by 2), and project_in /
@@ -1021,12 +1068,18 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   spec.lm_head_params = tied ? 0 : checked_mul(s.V, builder == Builder::opt ? opt_proj : H, "parameters");
   if (model_type == "phimoe" && !tied && rr.flag("lm_head_bias", false))
     spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
+  if (builder == Builder::gptj)  // GPTJForCausalLM: lm_head with a bias (its own, tied or not)
+    spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   if (builder == Builder::phi && !tied)  // PhiForCausalLM: lm_head bias=True
     spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   spec.final_norm_params = norm_size;
   if (builder == Builder::opt && !opt_final_norm) spec.final_norm_params = 0;  // post-norm OPT (350m)
 
-  if (builder != Builder::gpt2 && builder != Builder::opt) {
+  if (builder == Builder::gptj) {
+    // GPTJAttention.embed_positions: sin/cos table (max positions x rotary_dim or n_embd), fp32, per layer.
+    buffers = checked_add(buffers, mul(mul(s.L, s.max_pos), mul(gptj_rot != 0 ? gptj_rot : H, 4)), "parameters");
+  } else if (builder != Builder::gpt2 && builder != Builder::opt && builder != Builder::bloom &&
+             builder != Builder::mpt) {  // ALiBi (bloom, mpt): no rotary buffers
     std::uint64_t rot_dim = builder == Builder::deepseek
                                 ? spec.qk_rope_head_dim
                                 : static_cast<std::uint64_t>(static_cast<double>(s.hd) * rotary_fraction);

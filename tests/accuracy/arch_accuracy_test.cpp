@@ -78,6 +78,28 @@ constexpr Bound kBounds[] = {
     {"hunyuan-mini", 0.01, 0.01, false},
     // stablelm: every case under (generate 3.21%); partial rotary's torch.cat is not modelled.
     {"stablelm-mini", 0.03, 0.04, false},
+    // Held out: measured after the rules above were written, from other shapes (second run).
+    {"qwen3moe-k8", 0.01, 0.02, false},
+    {"mixtral-h2048", 0.01, 0.02, false},
+    {"phimoe-mini", 0.01, 0.01, false},
+    {"gpt-oss-h32", 0.01, 0.07, false},
+    {"falcon-new-kv2", 0.01, 0.03, false},
+    {"granite-ls16", 0.01, 0.01, false},
+    {"stablelm2-mini", 0.01, 0.03, false},
+    {"olmo-mini", 0.01, 0.03, false},
+    {"olmo3-mini", 0.01, 0.02, false},
+    {"deepseek-v2-mini", 0.01, 0.03, false},
+    {"helium-mini", 0.01, 0.03, false},
+    {"gpt-bigcode-mini", 0.01, 0.03, false},
+    {"gemma-mini", 0.01, 0.01, false},
+    // Eager only (no SDPA in transformers). bloom/mpt: ALiBi (eager_scores); gptj: its fp32
+    // q and k for the scores are not counted (forward 3.2% under).
+    {"gptj-mini", 0.02, 0.04, false},
+    {"gptj-h1536", 0.02, 0.04, false},
+    {"bloom-mini", 0.02, 0.02, false},
+    {"bloom-h1536", 0.02, 0.02, false},
+    {"mpt-mini", 0.02, 0.03, false},
+    {"mpt-h1536", 0.02, 0.03, false},
 };
 
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
@@ -85,7 +107,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = slurp_file(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 114);
+  REQUIRE(cases.size() == 190);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -94,8 +116,8 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 114);
-  CHECK(r.params_exact == 114);
+  CHECK(r.params_checked == 190);
+  CHECK(r.params_exact == 190);
   CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);

@@ -16,7 +16,7 @@
 namespace vramfit::spec {
 
 /// How a type's decoder layer is built (which modules, in which order).
-enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt };
+enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt, gptj, bloom, mpt };
 
 /// One model type: how a config of that `model_type` is laid out, and the defaults of its
 /// config class (configuration_<type>.py) that decide its size.
@@ -44,6 +44,14 @@ struct Architecture {
   /// fewer k/v heads (FalconAttention with new_decoder_architecture broadcasts num_kv_heads to
   /// num_heads before DynamicCache.update).
   bool cache_all_heads = false;
+  /// transformers has no SDPA path for the type (GPT-J, BLOOM, MPT: from_config refuses
+  /// attn_implementation="sdpa"; a default load runs eager): attention is eager whatever the
+  /// workload asks.
+  bool eager_only = false;
+  /// 16-bit score-sized buffers alive at the peak of an eager attention forward, per head and
+  /// key position, where the type's attention differs from llama's eager_attention_forward
+  /// (0: llama's rule, 5 in bf16: scores, their fp32 copy and the fp32 softmax).
+  unsigned eager_scores = 0;
 };
 
 /// Every supported model type, in the README's order.

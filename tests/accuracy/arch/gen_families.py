@@ -2,9 +2,6 @@
 #   python3 gen_families.py OUTDIR   (writes OUTDIR/models/*.json, cases.json, cases_extra.json,
 #   cases_falcon.json; never this folder, whose cases.json holds every case)
 import json, os, sys
-out_dir = sys.argv[1]
-os.makedirs(os.path.join(out_dir, "models"), exist_ok=True)
-os.chdir(out_dir)
 M = {}
 M["gemma3-mini"] = dict(model_type="gemma3_text", hidden_size=1152, intermediate_size=6912, num_attention_heads=4,
     num_key_value_heads=1, head_dim=256, num_hidden_layers=12, vocab_size=262144, sliding_window=512,
@@ -98,17 +95,20 @@ def cases(names, attn_of):
         c("train/bf16/b4s1024/ckpt/adamw", mode="train", batch=4, seq=1024, optimizer="adamw", checkpointing=True)
     return out
 attn = {"gpt-oss-mini": "eager", "gptj-mini": "eager", "bloom-mini": "eager", "mpt-mini": "eager"}
-for d in (M, X):
-    for n, cfg in d.items():
-        json.dump(cfg, open(f"models/{n}.json", "w"), indent=1)
-json.dump(cases(list(M), attn), open("cases.json", "w"), indent=1)
-json.dump(cases(list(X), attn), open("cases_extra.json", "w"), indent=1)
-# falcon new_decoder_architecture: generate at two prompt lengths (the KV cache's heads), forward b1 s4096
-fal = [dict(id="falcon-new-mini/generate/bf16/b1s2048n64", model="falcon-new-mini", config="models/falcon-new-mini.json",
-            mode="generate", weights_dtype="bf16", autocast=None, optimizer=None, batch=1, seq=2048, new_tokens=64,
-            checkpointing=False, attn="sdpa", lora=None),
-       dict(id="falcon-new-mini/generate/bf16/b4s1024n64", model="falcon-new-mini", config="models/falcon-new-mini.json",
-            mode="generate", weights_dtype="bf16", autocast=None, optimizer=None, batch=4, seq=1024, new_tokens=64,
-            checkpointing=False, attn="sdpa", lora=None)]
-json.dump(fal, open("cases_falcon.json", "w"), indent=1)
-print(len(M), len(X))
+if __name__ == "__main__":
+    os.makedirs(os.path.join(sys.argv[1], "models"), exist_ok=True)
+    os.chdir(sys.argv[1])
+    for d in (M, X):
+        for n, cfg in d.items():
+            json.dump(cfg, open(f"models/{n}.json", "w"), indent=1)
+    json.dump(cases(list(M), attn), open("cases.json", "w"), indent=1)
+    json.dump(cases(list(X), attn), open("cases_extra.json", "w"), indent=1)
+    # falcon new_decoder_architecture: generate at two prompt lengths (the KV cache's heads), forward b1 s4096
+    fal = [dict(id="falcon-new-mini/generate/bf16/b1s2048n64", model="falcon-new-mini", config="models/falcon-new-mini.json",
+                mode="generate", weights_dtype="bf16", autocast=None, optimizer=None, batch=1, seq=2048, new_tokens=64,
+                checkpointing=False, attn="sdpa", lora=None),
+           dict(id="falcon-new-mini/generate/bf16/b4s1024n64", model="falcon-new-mini", config="models/falcon-new-mini.json",
+                mode="generate", weights_dtype="bf16", autocast=None, optimizer=None, batch=4, seq=1024, new_tokens=64,
+                checkpointing=False, attn="sdpa", lora=None)]
+    json.dump(fal, open("cases_falcon.json", "w"), indent=1)
+    print(len(M), len(X))
