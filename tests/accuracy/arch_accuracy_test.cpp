@@ -40,6 +40,7 @@ struct Bound {
   double median;  // largest median |error| allowed
   double worst;   // largest |error| allowed
   bool unsafe;    // a case under by more than 5 % is known (see the comment)
+  std::size_t cases = 4;  // measured cases (forward, generate, train, checkpointed train)
 };
 constexpr Bound kBounds[] = {
     {"opt-125m", 0.02, 0.06, false},
@@ -95,8 +96,8 @@ constexpr Bound kBounds[] = {
     // Eager only (no SDPA in transformers). bloom/mpt: ALiBi (eager_scores); gptj: fp32 q and k
     // for the scores (fp32_qk; forward was 3.2% under).
     // Real configs at full size (third run, held out): forward and generate of 4096 tokens.
-    {"gpt-oss-20b", 0.01, 0.01, false},
-    {"qwen3-30b-a3b", 0.01, 0.01, false},
+    {"gpt-oss-20b", 0.01, 0.01, false, 2},
+    {"qwen3-30b-a3b", 0.01, 0.01, false, 2},
     {"gptj-mini", 0.01, 0.01, false},
     {"gptj-h1536", 0.01, 0.01, false},
     {"bloom-mini", 0.02, 0.02, false},
@@ -126,7 +127,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
     INFO(model);
     const auto b = std::find_if(std::begin(kBounds), std::end(kBounds), [&](const Bound& x) { return model == x.model; });
     REQUIRE(b != std::end(kBounds));
-    CHECK(st.cases >= 4);
+    CHECK(st.cases >= b->cases);
     CHECK(st.median_abs <= b->median);
     CHECK(st.max_abs <= b->worst);
     if (!b->unsafe) CHECK(st.unsafe_share == 0);
