@@ -269,11 +269,18 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     // autocast's 16-bit cast for matmul) is saved by the second matmul (2 more bytes) unless
     // that cast is a no-op (fp32 compute).
     const bool grouped = m.num_kv_heads < m.num_heads;
-    tok(mul(qw, c));  // q after rotary
-    if (grouped)
-      tok(mul(qw, 2, c));
-    else
-      tok(add(mul(kvw, c), fused ? mul(add(qw, mul(2, kvw)), c) : mul(kvw, c)));
+    // A row's fp32_qk (gptj): the scores' matmul saves fp32 copies of q and k (the 16-bit
+    // ones are not kept), and v.
+    const spec::Architecture* row = spec::find_architecture(m.model_type);
+    if (row != nullptr && row->fp32_qk && c != kFp32 && !grouped && !fused) {
+      tok(add(mul(add(qw, kvw), kFp32), mul(kvw, c)));
+    } else {
+      tok(mul(qw, c));  // q after rotary
+      if (grouped)
+        tok(mul(qw, 2, c));
+      else
+        tok(add(mul(kvw, c), fused ? mul(add(qw, mul(2, kvw)), c) : mul(kvw, c)));
+    }
     std::uint64_t per = kFp32;
     if (c != kFp32) per = add(per, kHalf);
     if (m.attention_dropout > 0) per = add(per, 1 + c);
@@ -418,6 +425,7 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
       if (row != nullptr && row->eager_scores != 0 && c != kFp32)
         s.attn_per_token_position = add(mul(m.num_heads, row->eager_scores, kHalf), c);
       s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
+      if (row != nullptr && row->fp32_qk && c != kFp32) s.attn_per_token = add(s.attn_per_token, mul(qw, 2, kFp32));
     }
   }
   return s;

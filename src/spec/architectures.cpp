@@ -109,7 +109,9 @@ constexpr Architecture kArchitectures[] = {
     // MLP in parallel, q/k/v/out_proj without biases, fc_in/fc_out with biases (n_inner or
     // 4 * n_embd), lm_head with a bias, untied; embed_positions (n_positions x rotary_dim,
     // fp32) per layer, a buffer. Eager attention only.
-    {"gptj", L::gptj, "gptj", false, false, false, 0, "gptj/modeling_gptj.py", false, false, false, false, true},
+    // fp32_qk: GPTJAttention._attn casts q and k to fp32 for the scores.
+    {"gptj", L::gptj, "gptj", false, false, false, 0, "gptj/modeling_gptj.py", false, false, false, false, true, 0,
+     true},
     // BloomConfig: word_embeddings_layernorm after the embeddings, fused query_key_value and
     // dense (biases), MLP of 4 * hidden (biases), ALiBi (no position parameters), tied. Eager only.
     // BloomAttention keeps the baddbmm scores (alibi + q k^T) and the masked copy while

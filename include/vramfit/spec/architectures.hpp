@@ -52,6 +52,9 @@ struct Architecture {
   /// key position, where the type's attention differs from llama's eager_attention_forward
   /// (0: llama's rule, 5 in bf16: scores, their fp32 copy and the fp32 softmax).
   unsigned eager_scores = 0;
+  /// The eager scores are computed from fp32 copies of q and k (GPTJAttention._attn:
+  /// query.to(torch.float32), key.to(torch.float32)), which matmul saves for backward.
+  bool fp32_qk = false;
 };
 
 /// Every supported model type, in the README's order.
