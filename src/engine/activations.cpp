@@ -247,6 +247,10 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
         if (rotary) tok(add(mul(add(qw, kvw), qk_bytes), trains ? mul(qw, c) : 0));
       } else {
         tok(add(mul(add(qw, kvw), qk_bytes), mul(kvw, c)));
+        // A row's rotary_cat: q is (batch, heads, seq, dim)-contiguous after torch.cat, and so is
+        // SDPA's output: transpose(1, 2).contiguous() copies it, and a trained o_proj saves the copy.
+        const spec::Architecture* row = spec::find_architecture(m.model_type);
+        if (trains && rotary && row != nullptr && row->rotary_cat) tok(mul(qw, c));
       }
     }
     tok(add(mul(qw, c), mul(m.num_heads, kFp32)));  // output + logsumexp
