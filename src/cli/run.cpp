@@ -271,6 +271,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);
+  add(e, o, "--vllm-version", s.vllm_version, "X.Y",
+      "vLLM: the release (default 0.27.1): its CUDA graph sizes, and from 0.21 the graphs inside the budget", g);
 }
 
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description,
