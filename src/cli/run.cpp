@@ -256,6 +256,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
       "llama.cpp: a multimodal projector (mmproj-*.gguf), its weights counted on the first GPU; found by itself "
       "in a --config folder",
       g);
+  add(e, o, "--override-tensor", s.override_tensor, "PATTERN=BUF,...",
+      "llama.cpp -ot: tensors whose GGUF name matches the regex go to CPU or CUDA<n>", g);
   CLI::Option* nm = e->add_flag("--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them")->group(g);
   o.flag_options[e->get_name()].emplace_back("--no-mmap", nm);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);

@@ -61,7 +61,7 @@ constexpr FlagRow kFlags[] = {
     {"--split-mode", true, false},      {"--ctx-size", true, false},      {"--parallel", true, false},
     {"--cache-type-k", true, false},    {"--cache-type-v", true, false},  {"--batch-size", true, false},
     {"--ubatch-size", true, false},     {"--flash-attn", true, false},    {"--no-mmap", true, false},
-    {"--mmproj", true, false},
+    {"--mmproj", true, false},          {"--override-tensor", true, false},
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
     {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
@@ -283,6 +283,35 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
     else d.add("--split-mode", fmt::format("unknown split mode '{}'", s.split_mode), "one of layer, row, none");
   }
   if (s.no_mmap) st.mmap = false;
+  if (!s.override_tensor.empty()) {
+    // common/arg.cpp: comma-separated PATTERN=BUFFER; the buffer a ggml buffer type's name.
+    std::string item;
+    for (const char c : s.override_tensor + ",") {
+      if (c != ',') {
+        item += c;
+        continue;
+      }
+      const std::size_t eq = item.rfind('=');
+      if (eq == std::string::npos || eq == 0) {
+        d.add("--override-tensor", fmt::format("'{}' is not PATTERN=BUFFER", item),
+              "e.g. --override-tensor 'ffn_.*_exps=CPU' (a regex over GGUF tensor names = CPU or CUDA0, CUDA1, ...)");
+      } else {
+        const std::string buf = item.substr(eq + 1);
+        int dev = -2;
+        if (buf == "CPU") {
+          dev = -1;
+        } else if (buf.size() > 4 && buf.size() <= 7 && buf.rfind("CUDA", 0) == 0 &&
+                   buf.find_first_not_of("0123456789", 4) == std::string::npos) {
+          dev = std::stoi(buf.substr(4));
+        }
+        if (dev == -2)
+          d.add("--override-tensor", fmt::format("unknown buffer type '{}'", buf), "one of CPU, CUDA0, CUDA1, ...");
+        else
+          st.override_tensor.push_back({item.substr(0, eq), dev});
+      }
+      item.clear();
+    }
+  }
   if (!s.tensor_split.empty())
     for (const std::string& x : split(s.tensor_split)) st.tensor_split.push_back(real_of(x, "--tensor-split", d));
   d.throw_if_any();

@@ -24,6 +24,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -421,6 +422,25 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   const auto on_gpu = [&](std::size_t d, std::uint64_t alloc) {
     gpu_model[d] = checked_add(gpu_model[d], pad(alloc, kCudaAlignment));
   };
+  // -ot: compiled once; a bad pattern or a device past the GPUs is the flag's error.
+  std::vector<std::regex> overrides;
+  for (const auto& o : s.override_tensor) {
+    if (o.device >= static_cast<int>(r.gpus.size()))
+      throw InputError("--override-tensor", fmt::format("{}=CUDA{}: there are {} GPUs (CUDA0 to CUDA{})", o.pattern,
+                                                        o.device, r.gpus.size(), r.gpus.size() - 1),
+                       "name CPU or one of the GPUs given with --gpu");
+    try {
+      overrides.emplace_back(o.pattern);
+    } catch (const std::regex_error& e) {
+      throw InputError("--override-tensor", fmt::format("'{}' is not a regular expression ({})", o.pattern, e.what()),
+                       "e.g. --override-tensor 'blk\\.(1[0-9])\\.ffn_.*_exps=CPU'");
+    }
+  }
+  const auto overridden = [&](const std::string& name) -> std::optional<int> {
+    for (std::size_t i = 0; i < overrides.size(); ++i)
+      if (std::regex_search(name, overrides[i])) return s.override_tensor[i].device;
+    return std::nullopt;
+  };
   const GgufTensor* token_embd = nullptr;
   bool has_output = false;
   for (const GgufTensor& t : tensors) {
@@ -446,6 +466,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     } else {
       dev = p.layer_dev.back();  // output, output_norm and the other non-repeating tensors
     }
+    if (const auto o = overridden(t.name)) dev = *o;
     if (dev == kCpu) {
       on_host(t);
       continue;
@@ -544,7 +565,8 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   // layers on CUDA0, n_ctx 4096, ub 512, no flash attention): 584 MiB graph + 4 x 16 MiB hidden
   // + 3 x 8 MiB mask + 4 x 4 KiB = 672.01 MiB, as logged.
   const bool pipeline_parallel = n_gpu > 1 && s.split_mode == SplitMode::layer && s.kv_offload &&
-                                 r.host.layers == 0 && r.output_on_gpu && s.n_cpu_moe == 0;
+                                 r.host.layers == 0 && r.output_on_gpu && s.n_cpu_moe == 0 &&
+                                 s.override_tensor.empty();
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
     c.ub = ub;

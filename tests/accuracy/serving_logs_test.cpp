@@ -256,18 +256,25 @@ TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within
   }
 }
 
-TEST_CASE("vLLM logs: the late-2025 sorting sampler's profile peak within 1%", "[accuracy][serving]") {
-  std::size_t n = 0;
+TEST_CASE("vLLM logs: the late-2025 sorting sampler's profile peak within 1%, the KV memory within 0.11 GiB", "[accuracy][serving]") {
+  std::size_t n = 0, kv = 0;
   for (const json& e : read_lines("vllm_logs.jsonl")) {
     if (e.value("sampler", std::string()) != "torch-sort") continue;
-    for (const Item& i : vllm_items())
-      if (i.log_id == e.at("id") && i.item == "activation_peak") {
-        INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB");
+    for (const Item& i : vllm_items()) {
+      if (i.log_id != e.at("id")) continue;
+      INFO(i.log_id << " " << i.item << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB");
+      if (i.item == "activation_peak") {
         CHECK(std::abs(i.error()) <= 0.01);
         ++n;
       }
+      if (i.item == "kv_cache_memory") {  // end to end: budget - weights - peak - non-torch
+        CHECK(std::abs(i.ours - i.log) <= 0.11);
+        ++kv;
+      }
+    }
   }
   CHECK(n == 8);
+  CHECK(kv == 6);
 }
 
 TEST_CASE("vLLM CUDA graph logs: the capture sizes exactly, the memory of the log that sets it", "[accuracy][serving]") {

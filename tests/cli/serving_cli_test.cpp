@@ -213,3 +213,33 @@ TEST_CASE("serving: --vllm-version: the graphs inside the budget from 0.21, a ba
   const CliResult llama = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--vllm-version", "0.11"});
   CHECK(llama.code == 2);
 }
+
+TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block; bad values exit 2", "[cli][serving]") {
+  const std::vector<std::string> base = {"estimate", "--engine", "llama.cpp", "--model", "olmoe-1b-7b", "--gpu",
+                                         "rtx-4090", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  const CliResult ot = with({"--override-tensor", "exps=CPU"});
+  const CliResult moe = with({"--n-cpu-moe", "16"});
+  REQUIRE(ot.code == 0);
+  REQUIRE(moe.code == 0);
+  const json a = parse(ot)["engine"], b = parse(moe)["engine"];
+  CHECK(a["devices"][0]["model_buffer_bytes"] == b["devices"][0]["model_buffer_bytes"]);
+  CHECK(a["host"]["model_buffer_bytes"] == b["host"]["model_buffer_bytes"]);
+  CHECK(a["devices"][0]["compute_buffer_bytes"] == b["devices"][0]["compute_buffer_bytes"]);
+  const CliResult regex = with({"--override-tensor", "blk.(=CPU"});
+  CHECK(regex.code == 2);
+  CHECK(regex.err.find("--override-tensor: 'blk.(' is not a regular expression") != std::string::npos);
+  const CliResult buf = with({"--override-tensor", "exps=GPU0"});
+  CHECK(buf.code == 2);
+  CHECK(buf.err.find("--override-tensor: unknown buffer type 'GPU0'") != std::string::npos);
+  const CliResult noeq = with({"--override-tensor", "exps"});
+  CHECK(noeq.code == 2);
+  const CliResult gpu = with({"--override-tensor", "output=CUDA1"});
+  CHECK(gpu.code == 2);
+  CHECK(gpu.err.find("there are 1 GPUs") != std::string::npos);
+  CHECK(run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--override-tensor", "exps=CPU"}).code == 2);
+}

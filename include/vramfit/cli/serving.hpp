@@ -19,6 +19,7 @@ struct ServingFlags {
   // llama.cpp / Ollama
   std::string gpu_layers, n_cpu_moe, tensor_split, split_mode, ctx_size, parallel, cache_type_k, cache_type_v;
   std::string batch_size, ubatch_size, flash_attn;
+  std::string override_tensor;  ///< --override-tensor PATTERN=BUFFER,... (llama.cpp -ot)
   bool no_mmap = false;
   std::string mmproj;  ///< --mmproj FILE: a multimodal projector GGUF (llama.cpp, Ollama)
   // vLLM
