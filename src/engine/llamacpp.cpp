@@ -225,6 +225,12 @@ struct ComputeShape {
   /// GGML_OP_OFFLOAD_MIN_BATCH = 32): the largest one's copy and its output [rows, ub] in f32.
   std::uint64_t offload_weight = 0;
   std::uint64_t offload_rows = 0;
+  /// The offloaded weight is the output layer's (the output left on the host): the graph's
+  /// whole tail then runs on this GPU (ggml-cuda's offload_op takes any op of >= 32 rows whose
+  /// weight is on the host, and the ops after follow their inputs), so the last layer's output,
+  /// its get_rows of the output tokens (inp_out_ids), the final norm and its scale, four
+  /// [n_embd, ub] f32, are alive beside the weight's copy and the logits.
+  bool offload_output = false;
 };
 
 /// llm_graph_input_attn's kq_mask [n_kv, GGML_PAD(n_tokens, GGML_KQ_MASK_PAD)]: an f32 input
@@ -261,7 +267,8 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
     peak = std::max(peak, out);
   }
   if (c.offload_weight > 0 && c.ub >= 32)
-    peak = std::max(peak, checked_add(checked_add(c.offload_weight, checked_mul(checked_mul(c.ub, c.offload_rows), f32)), act));
+    peak = std::max(peak, checked_add(checked_add(c.offload_weight, checked_mul(checked_mul(c.ub, c.offload_rows), f32)),
+                                      checked_mul(act, c.offload_output ? 4 : 1)));
   return peak;
 }
 
@@ -410,10 +417,12 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
   std::uint64_t host_read = 0;
   std::uint64_t host_matrix = 0, host_matrix_rows = 0;  // the largest weight left on the host
+  bool host_matrix_output = false;                       // ... and it is output.weight
   const auto on_host = [&](const GgufTensor& t) {
     if (t.ne.size() >= 2 && !input_tensor(t.name) && t.bytes > host_matrix) {
       host_matrix = t.bytes;
       host_matrix_rows = t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1);
+      host_matrix_output = t.name == "output.weight";
     }
     map_lo = std::min(map_lo, t.offset);
     map_hi = std::max(map_hi, checked_add(t.offset, t.bytes));
@@ -578,6 +587,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     if (d == 0 && s.gpu_layers > 0) {  // the main GPU runs the host's large matmuls
       c.offload_weight = host_matrix;
       c.offload_rows = host_matrix_rows;
+      c.offload_output = host_matrix_output;
     }
     std::uint64_t bytes = compute_bytes(h, c);
     if (pipeline_parallel && (c.has_layers || c.has_output)) {

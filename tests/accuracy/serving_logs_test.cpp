@@ -240,6 +240,8 @@ TEST_CASE("llama.cpp logs: GPU compute buffers within 15%", "[accuracy][serving]
     if (i.item != "gpu_compute") continue;
     INFO(i.log_id << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
     CHECK(std::abs(i.error()) <= 0.15);
+    // Partial offload with the output layer on the host: the graph's tail on the GPU, exact.
+    if (i.log_id == "phi3-medium-ngl15-ctx512") CHECK(std::abs(i.ours - i.log) <= 0.01);
   }
 }
 
