@@ -829,6 +829,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     }
   }
   spec.scaled_logits = row != nullptr && row->scaled_logits;
+  if (row != nullptr && row->eager_only)
+    spec.notes.push_back(fmt::format("{}: transformers has no SDPA path for this type; attention is estimated as eager "
+                                     "(the scores are materialised) whatever the attention setting",
+                                     model_type));
   if (builder == Builder::gemma) {
     spec.final_logit_softcap = final_softcap;
     spec.attn_logit_softcap = attn_softcap;

@@ -43,6 +43,7 @@ struct EstimateFlags {
   std::string recipe;                      ///< `--recipe`: a stack's default levers
   bool activation_offload = false;
   bool optimizer_in_backward = false;
+  bool sequence_packing = false;         ///< `--packing` (padding-free packed rows)
   bool double_quant = false;
   bool master_weights = false;
   std::string gpu, budget, headroom;
