@@ -14,6 +14,7 @@
 #include "vramfit/advisor/advise.hpp"
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/cli/files.hpp"
+#include "vramfit/cli/hub_cache.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/text.hpp"
 #include "vramfit/engine/estimate.hpp"
@@ -188,6 +189,9 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     if (auto a =
             parse_choice(f.attention, "--attention", "attention", spec::parse_attention, spec::attention_names(), diags))
       w.attention = *a;
+  if (f.has("--alloc-conf")) spec::parse_alloc_conf(f.alloc_conf, w, diags);
+  if (f.has("--cuda-context"))
+    diags.collect([&] { w.cuda_context = spec::parse_size(f.cuda_context, "--cuda-context"); });
   if (f.has("--sharding"))
     if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, spec::sharding_names(), diags))
       w.sharding = *s;
@@ -358,10 +362,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
               "--params gives only a parameter count, so the shape above is assumed; "
               "--config or --model gives a more accurate estimate");
       } else if (f.has("--model")) {
-        const auto& preset = catalog.get().preset(f.model, "--model");
-        report.model = spec::from_config(preset.config, "models/" + preset.id + ".json: config");
-        report.model.name = preset.id;
-        report.model.source = "preset";
+        report.model = load_model_arg(f.model, catalog.get(), "--model");
       } else {
         report.model = load_config(f.config, "--config");
       }

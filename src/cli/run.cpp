@@ -137,7 +137,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   auto& f = o.estimate;
   add(e, o, "--params", f.params, "N", "parameter count: 7e9, 7B, 1.5b, 350M (a Llama-like shape is assumed)",
       model_group);
-  add(e, o, "--model", f.model, "ID", "a preset (list them with 'vramfit models')", model_group);
+  add(e, o, "--model", f.model, "ID",
+      "a preset (list them with 'vramfit models'), or a Hugging Face repo org/name[@revision] found in the "
+      "local Hugging Face cache",
+      model_group);
   add(e, o, "--config", f.config, "PATH",
       "a Hugging Face config.json, or a folder holding it (and safetensors files, read for exact sizes)",
       model_group);
@@ -188,6 +191,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
                                 "16-bit weights with an fp32 master copy in the optimizer (DeepSpeed, Megatron)")
                         ->group(work);
   o.flag_options[e->get_name()].emplace_back("--master-weights", mw);
+  add(e, o, "--alloc-conf", f.alloc_conf, "CONF",
+      "PYTORCH_CUDA_ALLOC_CONF for the job: expandable_segments:True,max_split_size_mb:512,...", work);
+  add(e, o, "--cuda-context", f.cuda_context, "SIZE",
+      "memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS, kernels), when you measured it: 700MiB", work);
   const std::string levers = "Training levers";
   add(e, o, "--loss", f.loss, "KIND",
       "hf (transformers: full fp32 logits, the default), chunked (torchtune) or fused-linear (Liger, Unsloth)",
@@ -240,6 +247,10 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--batch-size", s.batch_size, "N", "llama.cpp: logical batch (default 2048)", g);
   add(e, o, "--ubatch-size", s.ubatch_size, "N", "llama.cpp: physical batch, sizes the compute buffers (default 512)", g);
   add(e, o, "--flash-attn", s.flash_attn, "on|off", "llama.cpp: flash attention (default off)", g);
+  add(e, o, "--mmproj", s.mmproj, "FILE",
+      "llama.cpp: a multimodal projector (mmproj-*.gguf), its weights counted on the first GPU; found by itself "
+      "in a --config folder",
+      g);
   CLI::Option* nm = e->add_flag("--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them")->group(g);
   o.flag_options[e->get_name()].emplace_back("--no-mmap", nm);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);

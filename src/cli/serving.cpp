@@ -16,12 +16,14 @@
 
 #include "vramfit/advisor/budget.hpp"
 #include "vramfit/cli/files.hpp"
+#include "vramfit/cli/hub_cache.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/text.hpp"
 #include "vramfit/engine/llamacpp.hpp"
 #include "vramfit/engine/vllm.hpp"
 #include "vramfit/render/serving.hpp"
 #include "vramfit/spec/gguf.hpp"
+#include "vramfit/spec/mmproj.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::cli {
@@ -59,6 +61,7 @@ constexpr FlagRow kFlags[] = {
     {"--split-mode", true, false},      {"--ctx-size", true, false},      {"--parallel", true, false},
     {"--cache-type-k", true, false},    {"--cache-type-v", true, false},  {"--batch-size", true, false},
     {"--ubatch-size", true, false},     {"--flash-attn", true, false},    {"--no-mmap", true, false},
+    {"--mmproj", true, false},
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
     {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
@@ -70,7 +73,7 @@ constexpr std::string_view kTransformersOnly[] = {
     "--mode", "--batch", "--seq", "--new-tokens", "--optimizer", "--autocast", "--checkpointing", "--attention",
     "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
     "--master-weights", "--kv-cache", "--gpus", "--loss", "--fsdp-mixed-precision",
-    "--activation-offload", "--optimizer-in-backward", "--recipe"};
+    "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context"};
 
 std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
                        std::string_view example = "4096") {
@@ -139,16 +142,14 @@ Model load_model(const EstimateFlags& f, CatalogSource& catalog) {
     m.spec.name = "--params " + f.params;
     m.spec.source = "params";
   } else if (f.has("--model")) {
-    const auto& preset = catalog.get().preset(f.model, "--model");
-    m.spec = spec::from_config(preset.config, "models/" + preset.id + ".json: config");
-    m.spec.name = preset.id;
-    m.spec.source = "preset";
+    m.spec = load_model_arg(f.model, catalog.get(), "--model");
   } else {
     fs::path path = f.config;
     std::error_code ec;
     if (fs::is_directory(path, ec) && !fs::exists(path / "config.json", ec)) {
+      // The language model's GGUF; a projector beside it (mmproj*.gguf) is read by llama_job.
       for (const auto& e : fs::directory_iterator(path, ec))
-        if (e.path().extension() == ".gguf") path = e.path();
+        if (e.path().extension() == ".gguf" && !spec::is_mmproj_name(e.path())) path = e.path();
     }
     if (path.extension() == ".gguf") {
       const std::uint64_t size = fs::file_size(path, ec);
@@ -211,7 +212,40 @@ struct LlamaJob {
   std::string file_type;
   engine::llamacpp::Settings settings;
   std::optional<Cards> cards;
+  std::optional<spec::Mmproj> mmproj;  ///< --mmproj, or the mmproj*.gguf found in the --config folder
 };
+
+/// The projector: --mmproj FILE, else the one mmproj*.gguf in the folder --config names.
+std::optional<spec::Mmproj> mmproj_of(const EstimateFlags& f, const ServingFlags& s) {
+  std::error_code ec;
+  fs::path path;
+  std::string field = "--mmproj";
+  if (!s.mmproj.empty()) {
+    path = s.mmproj;
+    if (fs::is_directory(path, ec))
+      throw InputError(field, fmt::format("{} is a folder", path.string()), "give the mmproj-*.gguf file itself");
+    if (path.extension() != ".gguf")
+      throw InputError(field, fmt::format("{} is not a .gguf file", path.string()),
+                       "give the projector GGUF published beside the model (mmproj-*.gguf)");
+  } else if (f.has("--config") && fs::is_directory(f.config, ec) && !fs::exists(fs::path(f.config) / "config.json", ec)) {
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(f.config, ec))
+      if (spec::is_mmproj_name(e.path()) && e.is_regular_file(ec)) found.push_back(e.path());
+    if (found.empty()) return std::nullopt;
+    std::sort(found.begin(), found.end());
+    if (found.size() > 1)
+      throw InputError("--config", fmt::format("folder {} holds {} projector files", f.config, found.size()),
+                       fmt::format("name the one llama.cpp loads with --mmproj, e.g. --mmproj {}", found.front().string()));
+    path = found.front();
+    field = "--config";
+  } else {
+    return std::nullopt;
+  }
+  const std::string prefix = read_prefix(path, spec::kGgufMaxHeader, field);
+  const std::uint64_t size = fs::file_size(path, ec);
+  if (ec) throw InputError(field, fmt::format("cannot read the size of {}", path.string()), "check the path");
+  return spec::mmproj_from_gguf(spec::parse_gguf_header(prefix, size, path.string()), path.string(), field);
+}
 
 render::LlamaCppAnswer llama_answer(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st,
                                     const LlamaJob& j, Engine e) {
@@ -253,6 +287,10 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   d.throw_if_any();
 
   j.model = load_model(f, catalog);
+  if (auto mm = mmproj_of(f, s)) {
+    st.mmproj = Bytes{mm->bytes};
+    j.mmproj = std::move(mm);
+  }
   if (j.model.tensors) {
     j.tensors = *j.model.tensors;
     j.file_type = j.model.spec.quantization && !j.model.spec.quantization->gguf_type.empty()
@@ -455,6 +493,14 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
         else if (ft == "f16" || ft == "bf16" || ft == "f32")
           rep.workload.weights = ft == "f16" ? DType::fp16 : ft == "bf16" ? DType::bf16 : DType::fp32;
       }
+      if (j.mmproj)
+        rep.notes.push_back(fmt::format(
+            "multimodal projector {} ({} tensors{}): {} bytes on CUDA0, loaded by llama.cpp's mtmd (clip.cpp) "
+            "beside the model whatever --gpu-layers says; image tokens and the projector's compute buffer are "
+            "not counted",
+            j.mmproj->file, j.mmproj->tensors,
+            j.mmproj->projector_type.empty() ? std::string() : ", projector " + j.mmproj->projector_type,
+            j.mmproj->bytes));
       rep.notes.push_back(fmt::format("--engine {}: llama.cpp's buffers on the GPU that binds; the Workload line reads "
                                       "batch as --parallel and seq as the context",
                                       engine_name(e)));

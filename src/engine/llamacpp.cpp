@@ -593,6 +593,12 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   }
   // llama_context::output_reserve: logits for n_seq_max outputs, in host memory.
   r.output_buffer = Bytes{checked_mul(checked_mul(h.n_vocab, 4), n_seq)};
+  // mtmd's clip model: one buffer of the projector's tensors on the first GPU (its backend is
+  // ggml_backend_init_by_type(GPU), device 0), or the host without a GPU.
+  if (s.mmproj.value() > 0) {
+    if (r.gpus.empty()) r.host.mmproj = s.mmproj;
+    else r.gpus.front().mmproj = s.mmproj;
+  }
   r.host_bytes = r.host.total() + r.output_buffer;
 
   if (pipeline_parallel)
@@ -631,13 +637,16 @@ Breakdown breakdown_of(const Result& r, const Settings& s) {
                           fmt::format("{} model buffer: {} of {} layers' weights", g.name, g.layers, r.offloadable - 1) +
                               (r.output_gpu == static_cast<int>(i) ? " and the output layer" : ""),
                           true});
+  if (g.mmproj.value() > 0)
+    b.components.push_back({"mmproj", g.mmproj, fmt::format("{} multimodal projector (--mmproj, mtmd's clip buffer)", g.name),
+                            true});
   b.components.push_back({"kv_cache", g.kv, fmt::format("{} KV buffer: {} cells", g.name, r.n_ctx), true});
   b.components.push_back({"compute_buffer", g.compute, fmt::format("{} compute buffer (graph allocator)", g.name), true});
   b.components.push_back({"cuda_context", s.gpu_reserve, "CUDA context, cuBLAS and kernels outside the buffers", false});
   b.peak_allocated = g.total();
   b.cuda_context = s.gpu_reserve;
   b.device_total = b.peak_allocated + s.gpu_reserve;
-  b.phases = {{"load", g.model}, {"decode", g.total()}};
+  b.phases = {{"load", g.model + g.mmproj}, {"decode", g.total()}};
   b.peak_phase = "decode";
   for (std::size_t k = 0; k < r.gpus.size(); ++k)
     if (k != i)

@@ -278,6 +278,9 @@ ojson workload_json(const spec::Workload& w) {
   j["master_weights"] = w.master_weights;
   j["kv_cache"] = w.kv_cache ? ojson(name_of(*w.kv_cache)) : ojson(nullptr);
   j["expandable_segments"] = w.expandable_segments;
+  const std::string alloc_conf = spec::alloc_conf_string(w);
+  j["alloc_conf"] = alloc_conf.empty() ? ojson(nullptr) : ojson(alloc_conf);
+  j["cuda_context"] = w.cuda_context ? ojson(w.cuda_context->value()) : ojson(nullptr);
   j["checkpointing_kind"] = !w.checkpointing              ? ojson(nullptr)
                             : w.checkpoint_selective        ? ojson("selective")
                             : w.checkpoint_every > 1        ? ojson(fmt::format("every-{}", w.checkpoint_every))

@@ -95,6 +95,7 @@ json llamacpp_json(const LlamaCppAnswer& a) {
     d["model_buffer_bytes"] = g.model.value();
     d["kv_buffer_bytes"] = g.kv.value();
     d["compute_buffer_bytes"] = g.compute.value();
+    if (g.mmproj.value() > 0) d["mmproj_buffer_bytes"] = g.mmproj.value();
     d["reserve_bytes"] = st.gpu_reserve.value();
     d["total_bytes"] = (g.total() + st.gpu_reserve).value();
     if (i < st.gpu_memory.size() && i < a.gpu_memory.size()) {
@@ -109,6 +110,7 @@ json llamacpp_json(const LlamaCppAnswer& a) {
   h["model_buffer_bytes"] = r.host.model.value();
   h["kv_buffer_bytes"] = r.host.kv.value();
   h["compute_buffer_bytes"] = r.host.compute.value();
+  if (r.host.mmproj.value() > 0) h["mmproj_buffer_bytes"] = r.host.mmproj.value();
   h["output_buffer_bytes"] = r.output_buffer.value();
   o["host"] = h;
   o["host_bytes"] = r.host_bytes.value();

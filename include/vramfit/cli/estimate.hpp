@@ -38,6 +38,7 @@ struct EstimateFlags {
   std::string lora_rank, lora_targets, lora_dropout, grad_accum, gpus, sharding;
   std::string quant, group_size, skip_modules, kv_cache, offload, nodes;
   std::string loss, fsdp_mixed_precision;  ///< the memory levers (engine/levers)
+  std::string alloc_conf, cuda_context;    ///< `--alloc-conf`, `--cuda-context`
   std::string checkpointing_kind;          ///< `--checkpointing [full|selective|every-N]` ("" = full)
   std::string recipe;                      ///< `--recipe`: a stack's default levers
   bool activation_offload = false;

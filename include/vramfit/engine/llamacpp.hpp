@@ -56,6 +56,9 @@ struct Settings {
   bool kv_offload = true;             ///< --no-kv-offload keeps the KV cache in host memory
   bool swa_full = false;              ///< --swa-full: full-size SWA cache
   LayerRule layer_rule = LayerRule::current;
+  /// --mmproj: the projector file's tensor bytes. mtmd (tools/mtmd/clip.cpp) loads them into one
+  /// buffer on the first GPU backend whatever -ngl says (--no-mmproj-offload keeps them on the CPU).
+  Bytes mmproj;
   /// Memory kept free on every GPU beside the buffers (the CUDA context, cuBLAS, kernels).
   Bytes gpu_reserve = kDefaultGpuReserve;
 
@@ -75,8 +78,9 @@ struct DeviceBuffers {
   Bytes model;               ///< weights (for the host with mmap: the mapped file range)
   Bytes kv;                  ///< KV cache
   Bytes compute;             ///< compute buffer (the scheduler's graph allocation)
+  Bytes mmproj;              ///< the multimodal projector's weights (mtmd's clip buffer), first GPU only
   std::uint64_t layers = 0;  ///< repeating layers whose weights are here
-  [[nodiscard]] Bytes total() const { return model + kv + compute; }
+  [[nodiscard]] Bytes total() const { return model + kv + compute + mmproj; }
 };
 
 /// The resolved sizes and every buffer.

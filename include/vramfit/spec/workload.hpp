@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vramfit/core/bytes.hpp"
 #include "vramfit/core/dtype.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/spec/model_spec.hpp"
@@ -77,6 +78,15 @@ struct Lora {
 };
 
 /// A workload: the mode and every knob that changes memory.
+/// PYTORCH_CUDA_ALLOC_CONF's settings other than expandable_segments (PyTorch's defaults: 0 and
+/// false mean "not set").
+struct AllocConf {
+  std::uint64_t max_split_size_mb = 0;         ///< blocks above this are never split; 0: no limit
+  std::uint64_t roundup_power2_divisions = 0;  ///< sizes rounded up to 1/N of a power of 2; 0: off
+  double garbage_collection_threshold = 0;     ///< free cached blocks past this share of the cap; 0: off
+  bool async_backend = false;                  ///< backend:cudaMallocAsync (the driver's pool)
+};
+
 struct Workload {
   Mode mode = Mode::inference;
   DType weights = DType::bf16;           ///< storage dtype of the weights
@@ -121,11 +131,28 @@ struct Workload {
   std::optional<DType> fsdp_param_dtype;
   /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (changes the allocator's reserve only).
   bool expandable_segments = false;
+  /// The rest of PYTORCH_CUDA_ALLOC_CONF (`--alloc-conf`).
+  AllocConf alloc;
+  /// `--cuda-context SIZE`: the memory outside PyTorch's allocator on each GPU (CUDA context,
+  /// cuBLAS workspaces, kernel images), when the user has measured it; unset: the engine's.
+  std::optional<vramfit::Bytes> cuda_context;
 
   [[nodiscard]] bool trains() const noexcept { return spec::trains(mode); }
   /// GPUs over all nodes (the data-parallel world for ZeRO/FSDP).
   [[nodiscard]] std::uint64_t world() const noexcept { return gpus * nodes; }
 };
+
+/// Parses PYTORCH_CUDA_ALLOC_CONF's syntax (`key:value,key:value`, as
+/// c10/cuda/CUDAAllocatorConfig.cpp reads it) into `w.expandable_segments` and `w.alloc`. Keys:
+/// expandable_segments (True/False), max_split_size_mb (> 20), roundup_power2_divisions (a
+/// power of 2 up to 64), garbage_collection_threshold (0 < t < 1), backend (native,
+/// cudaMallocAsync), and the host-side pinned_* and release_lock_on_cudamalloc keys (no GPU
+/// memory: accepted). Anything else is a diagnostic naming `field`, as PyTorch refuses it.
+void parse_alloc_conf(std::string_view text, Workload& w, Diagnostics& diags, std::string_view field = "--alloc-conf");
+
+/// `w`'s allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax, keys in a fixed order; "" when
+/// every one is PyTorch's default.
+std::string alloc_conf_string(const Workload& w);
 
 /// A training stack whose default levers `--recipe` sets (spec/workload.cpp has each one's
 /// settings and source).

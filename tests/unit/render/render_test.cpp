@@ -122,7 +122,7 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   CHECK(keys == std::vector<std::string>{"mode", "weights", "batch", "seq", "new_tokens", "optimizer", "autocast",
                                          "checkpointing", "attention", "lora", "grad_accum", "gpus",
                                          "nodes", "sharding", "offload", "master_weights", "kv_cache",
-                                         "expandable_segments", "checkpointing_kind", "activation_offload",
+                                         "expandable_segments", "alloc_conf", "cuda_context", "checkpointing_kind", "activation_offload",
                                          "optimizer_in_backward", "loss", "fsdp_mixed_precision"});
   CHECK(j["schema_version"] == 3);
   CHECK(j["model"]["params"] == 8030261248ULL);

@@ -54,6 +54,7 @@ TEST_CASE("architectures: every row counts what transformers builds from its def
     const ModelSpec s = from_config(config, "config.json");
     CHECK(s.model_type == a.model_type);
     CHECK(s.family == a.family);
+    CHECK(s.scaled_logits == a.scaled_logits);  // carried from the row, never decided by name
     CHECK(s.params == (*found)["params"].get<std::uint64_t>());
     CHECK_FALSE(a.source.empty());
     CHECK(find_architecture(a.model_type) == &a);
@@ -90,4 +91,13 @@ TEST_CASE("architectures: encoders and encoder-decoders are known as such", "[sp
   CHECK_FALSE(not_decoder("llama"));
   CHECK(find_architecture("bert") == nullptr);
   CHECK(find_architecture("my_llm") == nullptr);
+}
+
+TEST_CASE("architectures: a scaled logits head is a property of the row", "[spec][arch]") {
+  // CohereForCausalLM: `logits = logits * self.logit_scale` after lm_head.
+  REQUIRE(find_architecture("cohere") != nullptr);
+  CHECK(find_architecture("cohere")->scaled_logits);
+  CHECK(find_architecture("cohere2")->scaled_logits);
+  CHECK_FALSE(find_architecture("llama")->scaled_logits);
+  CHECK_FALSE(find_architecture("gemma2")->scaled_logits);  // soft-capped, counted apart
 }
