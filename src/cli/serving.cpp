@@ -73,7 +73,8 @@ constexpr std::string_view kTransformersOnly[] = {
     "--mode", "--batch", "--seq", "--new-tokens", "--optimizer", "--autocast", "--checkpointing", "--attention",
     "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
     "--master-weights", "--kv-cache", "--gpus", "--loss", "--fsdp-mixed-precision",
-    "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context"};
+    "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context", "--images",
+    "--image-size"};
 
 std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
                        std::string_view example = "4096") {

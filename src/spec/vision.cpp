@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -182,6 +183,15 @@ std::uint64_t position_ids_bytes(std::uint64_t positions) { return mul(positions
 /// Rotary inv_freq + original_inv_freq of `dim` rotary channels: dim/2 fp32 each.
 std::uint64_t rotary_bytes(std::uint64_t dim) { return mul(2 * ((dim + 1) / 2), 4); }
 
+/// Tensors of the MLP's width alive at once inside a tower layer at inference: fc1's output and
+/// the activation's (one fused kernel: gelu, gelu_pytorch_tanh); quick_gelu (x *
+/// sigmoid(1.702 x), transformers/activations.py QuickGELUActivation) and gated MLPs (gate, up,
+/// act(gate), act(gate) * up) hold about four. Measured (tests/accuracy/vision, vision tower
+/// alone): SigLIP 2.2, Qwen2-VL (quick_gelu) 3.7, CLIP (quick_gelu) 3.3 widths.
+std::uint64_t mlp_live(const std::string& act, bool gated) {
+  return gated || act == "quick_gelu" ? 4 : 2;
+}
+
 // --- towers ------------------------------------------------------------------------------------
 // Each reads vision_config with its class's defaults (configuration_<type>.py) and fills the
 // tower's parameters and buffers, and the sizes later steps need.
@@ -196,6 +206,8 @@ void clip_tower(Keys& v, VisionSpec& s) {
   s.buffer_bytes = position_ids_bytes(positions);
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "quick_gelu"), false);  // CLIPVisionConfig's default
 }
 
 /// SiglipVisionModel (models/siglip/modeling_siglip.py): Conv2d with bias, learned positions,
@@ -215,6 +227,8 @@ void siglip_tower(Keys& v, VisionSpec& s, bool idefics3) {
   s.tower_params = n;
   s.buffer_bytes = idefics3 ? 0 : position_ids_bytes(t.patches());
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu_pytorch_tanh"), false);
 }
 
 /// PixtralVisionModel (models/pixtral/modeling_pixtral.py): Conv2d without bias, ln_pre (RMS),
@@ -228,6 +242,8 @@ void pixtral_tower(Keys& v, VisionSpec& s) {
   s.tower_params = add(add(patch_embed(t, false), rms_norm(t.H)), mul(t.L, layer));
   s.buffer_bytes = rotary_bytes(head_dim);
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), true);
 }
 
 /// Qwen2-VL's ViT (models/qwen2_vl/modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel):
@@ -253,6 +269,8 @@ void qwen2_vl_tower(Keys& v, VisionSpec& s) {
                   "check the value against the model's config.json on the Hugging Face Hub");
   s.buffer_bytes = rotary_bytes(E / heads / 2);  // VisionRotaryEmbedding(head_dim // 2)
   s.hidden = E, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
+  s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
+  s.mlp_live = mlp_live(v.str("hidden_act", "quick_gelu"), false);
 }
 
 /// Qwen2.5-VL's ViT (models/qwen2_5_vl/modeling_qwen2_5_vl.py): as Qwen2-VL's, with RMSNorms,
@@ -275,6 +293,8 @@ void qwen2_5_vl_tower(Keys& v, VisionSpec& s) {
                   "check the value against the model's config.json on the Hugging Face Hub");
   s.buffer_bytes = rotary_bytes(H / heads / 2);
   s.hidden = H, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
+  s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
+  s.mlp_live = mlp_live(v.str("hidden_act", "silu"), true);
 }
 
 /// Qwen3-VL's ViT (models/qwen3_vl/modeling_qwen3_vl.py): a Conv3d with bias, learned
@@ -302,6 +322,8 @@ void qwen3_vl_tower(Keys& v, VisionSpec& s) {
                   "check the value against the model's config.json on the Hugging Face Hub");
   s.buffer_bytes = rotary_bytes(H / heads / 2);
   s.hidden = H, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
+  s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu_pytorch_tanh"), false);
 }
 
 /// MllamaVisionModel (models/mllama/modeling_mllama.py): class embedding, Conv2d without bias,
@@ -324,6 +346,8 @@ void mllama_tower(Keys& v, VisionSpec& s) {
   s.hidden = t.H, s.layers = add(t.L, G), s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch,
   s.image_size = t.image, s.max_tiles = tiles;
   s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
 }
 
 /// InternVLVisionModel (models/internvl/modeling_internvl.py): CLS token, optional mask token
@@ -349,6 +373,8 @@ void internvl_tower(Keys& v, VisionSpec& s) {
   s.tower_params = n;
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
 }
 
 /// Llama4VisionModel (models/llama4/modeling_llama4.py): a Linear over unfolded patches without
@@ -368,6 +394,8 @@ void llama4_tower(Keys& v, VisionSpec& s) {
   s.buffer_bytes = mul(mul(positions, t.H / t.heads / 2), 8);
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
 }
 
 
@@ -401,6 +429,9 @@ void patch_tokens(Outer& o) {
 void llava(Outer& o) {
   llava_projector(o);
   patch_tokens(o);
+  // LlavaModel.get_image_features runs the tower with output_hidden_states=True to pick
+  // vision_feature_layer: every layer's hidden states are alive until it returns.
+  o.s.keeps_hidden_states = true;
 }
 
 /// LlavaNext adds image_newline (one learned vector of the text width) to Llava's parts; the
@@ -409,6 +440,7 @@ void llava_next(Outer& o) {
   llava_projector(o);
   o.s.projector_params = add(o.s.projector_params, o.text_hidden);
   patch_tokens(o);
+  o.s.keeps_hidden_states = true;  // as llava
   o.s.tokens = ImageTokens::tiles;
   // LlavaNextConfig's default image_grid_pinpoints (configuration_llava_next.py), as (h, w).
   o.s.pinpoints = {{336, 672}, {672, 336}, {672, 672}, {1008, 336}, {336, 1008}};
@@ -438,14 +470,16 @@ void llava_next(Outer& o) {
 }
 
 /// Qwen2-VL, 2.5-VL, 3-VL: the merger was counted with the tower; images take any size.
-/// smart_resize's bounds are the image processors' defaults: Qwen2VLImageProcessor min_pixels
-/// 56 x 56, max_pixels 28 x 28 x 1280; Qwen3-VL's preprocessor_config.json shortest_edge 65536,
-/// longest_edge 16777216 (pixels).
+/// smart_resize's bounds are those of the released checkpoints' preprocessor_config.json
+/// (Qwen/Qwen2-VL-7B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct: min_pixels 3136 = 56 x 56,
+/// max_pixels 12845056 = 28 x 28 x 16384; Qwen3-VL: shortest_edge 65536, longest_edge
+/// 16777216), not Qwen2VLImageProcessor's class default max of 28 x 28 x 1280, which no
+/// released checkpoint uses.
 void qwen_vl(Outer& o) {
   o.s.tokens = ImageTokens::grid;
   const bool v3 = o.s.tower == "qwen3_vl";
   o.s.min_pixels = v3 ? 65536 : 56 * 56;
-  o.s.max_pixels = v3 ? 16777216 : 28 * 28 * 1280;
+  o.s.max_pixels = v3 ? 16777216 : 28 * 28 * 16384;
 }
 
 /// Gemma3MultiModalProjector (models/gemma3/modeling_gemma3.py): mm_input_projection_weight
@@ -455,6 +489,9 @@ void gemma3(Outer& o) {
   o.s.projector_params = add(mul(o.s.hidden, o.text_hidden), rms_norm(o.s.hidden));
   o.s.tokens = ImageTokens::fixed;
   o.s.tokens_per_image = o.top.uint("mm_tokens_per_image", 256);
+  // Gemma3Processor: each image is <start_of_image>, mm_tokens_per_image <image_soft_token>,
+  // <end_of_image> (the "\n\n" around them is text).
+  o.s.markers = 2;
 }
 
 /// PaliGemmaMultiModalProjector (models/paligemma/modeling_paligemma.py): one biased Linear
@@ -510,6 +547,7 @@ void mistral3(Outer& o) {
                              add(linear(o.s.hidden, o.text_hidden, bias), linear(o.text_hidden, o.text_hidden, bias)));
   o.s.merge = m;
   o.s.tokens = ImageTokens::grid;
+  o.s.keeps_hidden_states = true;  // Mistral3Model.get_image_features: output_hidden_states=True
 }
 
 /// MllamaForConditionalGeneration's multi_modal_projector: one biased Linear from
@@ -714,7 +752,7 @@ ImageLoad image_load(const VisionSpec& v, std::uint64_t width, std::uint64_t hei
       l.width = l.height = v.image_size;
       l.sequences = 1;
       l.sequence_len = side * side + cls;
-      l.prompt_tokens = v.tokens_per_image;
+      l.prompt_tokens = v.tokens_per_image + v.markers;
       return l;
     case ImageTokens::grid: {
       if (v.min_pixels > 0) {  // Qwen2-VL family
@@ -758,6 +796,15 @@ ImageLoad image_load(const VisionSpec& v, std::uint64_t width, std::uint64_t hei
     }
   }
   return l;
+}
+
+ImageWork image_work(const VisionSpec& v, std::uint64_t images, std::uint64_t width, std::uint64_t height) {
+  if (width == 0 || height == 0) std::tie(width, height) = native_image_size(v);
+  ImageWork work;
+  work.per_image = image_load(v, width, height);
+  work.images = images;
+  work.prompt_tokens = checked_mul(images, work.per_image.prompt_tokens, "--images");
+  return work;
 }
 
 namespace {
