@@ -12,9 +12,9 @@
 #include "activations.hpp"
 
 #include <algorithm>
-#include <string_view>
 
 #include "vramfit/core/bytes.hpp"
+#include "vramfit/spec/architectures.hpp"
 
 namespace vramfit::engine::detail {
 
@@ -26,24 +26,6 @@ using spec::Workload;
 
 constexpr std::uint64_t kFp32 = 4;
 constexpr std::uint64_t kHalf = 2;
-
-// Attention input projections (read the attention norm's output).
-constexpr std::string_view kAttnIn[] = {"q_proj", "k_proj",          "v_proj",
-                                        "c_attn", "query_key_value", "qkv_proj",
-                                        "Wqkv",   "q_a_proj",        "kv_a_proj_with_mqa",
-                                        "q_lin",  "k_lin",           "v_lin"};
-// Attention output projections (read the attention's output).
-constexpr std::string_view kAttnOut[] = {"o_proj", "c_proj", "dense", "out_proj", "Wo"};
-// MLP input projections (read the MLP norm's output).
-constexpr std::string_view kMlpIn[] = {"gate_proj", "up_proj",      "c_fc", "dense_h_to_4h",
-                                       "fc1",       "gate_up_proj", "w1",   "w3"};
-// MLP output projections (read the activation's output).
-constexpr std::string_view kMlpOut[] = {"down_proj", "dense_4h_to_h", "fc2", "w2"};
-
-template <std::size_t N>
-bool in(std::string_view name, const std::string_view (&set)[N]) {
-  return std::find(std::begin(set), std::end(set), name) != std::end(set);
-}
 
 // Checked products and sums of sizes. Config widths go up to 2^40 each (spec/config.cpp's
 // kMaxDim), so a product of two widths, or widths times bytes, can overflow 64 bits:
@@ -60,18 +42,7 @@ std::uint64_t add(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
 
 bool frozen_base(const Workload& w) { return spec::uses_lora(w.mode); }
 
-// GPT-2 names both of its output projections c_proj: the one whose input is wider than the
-// hidden size is the MLP's.
-bool is_mlp_out(const ModelSpec& m, const Linear& l) {
-  if (l.name == "c_proj") return l.in_features > m.hidden_size;
-  return in(l.name, kMlpOut);
-}
-bool is_attn_out(const ModelSpec& m, const Linear& l) {
-  if (l.name == "c_proj") return l.in_features <= m.hidden_size;
-  return in(l.name, kAttnOut);
-}
-
-bool gemma_norm(const ModelSpec& m) { return m.family.rfind("gemma", 0) == 0; }
+bool is_role(const Linear& l, spec::Role r) { return l.role == r; }
 
 // Bytes per token that a norm keeps for its own backward, for an input of `width` elements.
 // llama RMSNorm: `x.to(float32)` (a copy unless already fp32) saved by pow; the normalised
@@ -81,7 +52,7 @@ bool gemma_norm(const ModelSpec& m) { return m.family.rfind("gemma", 0) == 0; }
 std::uint64_t norm_internal(const ModelSpec& m, std::uint64_t width, std::uint64_t in_bytes,
                             bool weight_trains) {
   if (m.norm == spec::Norm::layer) return add(mul(width, in_bytes), 2 * kFp32);
-  if (gemma_norm(m)) return add(mul(width, kFp32), weight_trains ? mul(width, kFp32) : 0);
+  if (m.norm_fp32_scale) return add(mul(width, kFp32), weight_trains ? mul(width, kFp32) : 0);
   return add(mul(width, kFp32), weight_trains ? mul(width, in_bytes) : 0);
 }
 
@@ -146,13 +117,18 @@ bool masked_sdpa(const ModelSpec& m, const Workload& w) {
   return m.sliding_window > 0 && m.sliding_layers > 0 && w.seq > m.sliding_window;
 }
 
-bool has_linear(const spec::LayerGroup& g, std::string_view name) {
-  return std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) { return l.name == name; });
+// q, k and v come out of one projection (c_attn, query_key_value, qkv_proj): the layer's only
+// linear reading the attention norm's output. MLA's two (q_a/q and kv_a) are not fused.
+bool fused_qkv(const spec::LayerGroup& g) {
+  return std::count_if(g.linears.begin(), g.linears.end(),
+                       [](const Linear& l) { return l.role == spec::Role::attn_in; }) == 1;
 }
 
-bool fused_qkv(const spec::LayerGroup& g) {
-  return has_linear(g, "c_attn") || has_linear(g, "query_key_value") || has_linear(g, "qkv_proj") ||
-         has_linear(g, "Wqkv");
+// gate and up come out of one projection (Phi3MLP, GlmMLP: gate_up_proj): a gated MLP whose
+// only linear reading the norm's output is that fused one.
+bool fused_gate_up(const ModelSpec& m, const spec::LayerGroup& g) {
+  return m.gated_mlp && std::count_if(g.linears.begin(), g.linears.end(),
+                                      [](const Linear& l) { return l.role == spec::Role::mlp_in; }) == 1;
 }
 
 bool gpt2_style(const ModelSpec& m) { return m.learned_positions; }
@@ -231,7 +207,7 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
 
   // --- attention block -------------------------------------------------------------------
   tok(norm_internal(m, h, r, trains));
-  tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kAttnIn); }));
+  tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::attn_in); }));
 
   const bool eager = math_attention(m, w);
   const bool rotary = !gpt2_style(m);
@@ -302,12 +278,12 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
   }
   // The attention output feeds o_proj: with SDPA, a trained o_proj saves the output SDPA
   // already keeps; a frozen one saves nothing, its adapter an fp32 copy.
-  if (!trains) tok(consumers_saved(g, w, p, qw, c, [&](const Linear& l) { return is_attn_out(m, l); }));
+  if (!trains) tok(consumers_saved(g, w, p, qw, c, [](const Linear& l) { return is_role(l, spec::Role::attn_out); }));
   if (m.hidden_dropout > 0) tok(h);  // residual dropout mask (1 byte)
 
   // --- MLP block ---------------------------------------------------------------------------
   if (!m.parallel_residual) tok(norm_internal(m, h, r, trains));
-  tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return in(l.name, kMlpIn); }));
+  tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::mlp_in); }));
   if (g.moe) {
     // Router: the fp32 softmax over experts; each token's top-k slots gather their hidden
     // state, run a gated expert MLP and are weighted by the routing score.
@@ -331,7 +307,7 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
   } else {
     const std::uint64_t I = m.intermediate_size;
     const bool down_saves = trains || std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) {
-                              return is_mlp_out(m, l) && lora_targets(w, l);
+                              return is_role(l, spec::Role::mlp_out) && lora_targets(w, l);
                             });
     const std::uint64_t down_in_bytes = [&] {
       if (frozen_base(w)) {
@@ -393,7 +369,37 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
   // norm output and two more hidden-sized buffers (measured: qwen2.5/llama prefill on H200,
   // 3*I + 4*h per token within 2%).
   s.mlp_per_token = add(mul(3, mlp_width(m, g), c), mul(4, h, c));
-  if (math_attention(m, w)) {
+  // A fused gate_up_proj (Phi3MLP, GlmMLP): `gate, up = gate_up.chunk(2)` keeps the whole
+  // 2I output alive while act(gate) and the product are made: 4I, not 3I (measured, tests/
+  // accuracy/arch: phi3 and glm generates were 3.0% and 2.6% under with 3I).
+  if (!g.moe && fused_gate_up(m, g)) s.mlp_per_token = add(mul(4, m.intermediate_size, c), mul(4, h, c));
+  const spec::Architecture* row = spec::find_architecture(m.model_type);
+  if (g.moe && row != nullptr && row->grouped_experts) {
+    // integrations/moe.py, grouped_mm_experts_forward, per top-k slot: the gathered hidden
+    // state and its copy sorted by expert (2h), the gate_up output (2I), act(gate) and the
+    // product (2I) while the product is made; then act(gate) freed, the down output (h): the
+    // larger of 2h + 4I and 3h + 3I. Per token beside them: the layer input, the norm output
+    // and the zeroed output (3h), and a shared expert's output waiting for the routed ones (h);
+    // the shared expert itself runs first as a dense MLP. Measured (tests/accuracy/arch,
+    // generate of 4096 tokens): olmoe/qwen3_moe/granitemoe were 6-8% under with 3kI + 4h.
+    const std::uint64_t k = m.moe.experts_per_token;
+    const std::uint64_t ie = m.moe.expert_intermediate;
+    const std::uint64_t si = m.moe.shared_intermediate;
+    const std::uint64_t slot = std::max(add(mul(2, h), mul(4, ie)), add(mul(3, h), mul(3, ie)));
+    const std::uint64_t routed = add(mul(k, slot), mul(si > 0 ? 4 : 3, h));
+    const std::uint64_t shared = si > 0 ? add(mul(3, si), mul(4, h)) : 0;
+    s.mlp_per_token = mul(std::max(routed, shared), c);
+  }
+  if (math_attention(m, w) && row != nullptr && row->attention_sinks && !gpt2_style(m)) {
+    // gpt_oss eager_attention_forward: scores (scaled, masked), their concatenation with the
+    // sinks, the max-shifted logits and softmax in the compute dtype: three score-sized
+    // buffers at the peak, plus the 4-D additive mask. Measured: 5 (llama's fp32 softmax
+    // rule) was 30.5% over on a 4096-token prefill.
+    const std::uint64_t qw = mul(m.num_heads, m.head_dim);
+    const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
+    s.attn_per_token_position = add(mul(m.num_heads, 3, c), c);
+    s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
+  } else if (math_attention(m, w)) {
     const std::uint64_t qw = mul(m.num_heads, m.head_dim);
     const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
     if (gpt2_style(m)) {

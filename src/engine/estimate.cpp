@@ -33,6 +33,7 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/constants.hpp"
 #include "vramfit/engine/optimizers.hpp"
+#include "vramfit/spec/architectures.hpp"
 
 namespace vramfit::engine {
 
@@ -237,7 +238,12 @@ Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std
 // DynamicCache keeps keys and values per layer; multi-head latent attention (deepseek)
 // caches the decompressed per-head keys (nope + rope) and values.
 std::uint64_t kv_elems_per_token(const ModelSpec& m, std::uint64_t layers) {
-  std::uint64_t width = mul(2, m.num_kv_heads, m.head_dim);
+  // A row's cache_all_heads (falcon, new_decoder_architecture): keys and values are broadcast
+  // to every query head before the cache keeps them (measured, tests/accuracy/arch: a 4096-token
+  // generate was 15.84% under with num_kv_heads).
+  const spec::Architecture* row = spec::find_architecture(m.model_type);
+  const std::uint64_t heads = row != nullptr && row->cache_all_heads && m.num_kv_heads > 1 ? m.num_heads : m.num_kv_heads;
+  std::uint64_t width = mul(2, heads, m.head_dim);
   if (m.kv_lora_rank > 0)
     width = mul(m.num_heads, checked_add(checked_add(m.qk_nope_head_dim, m.qk_rope_head_dim), m.v_head_dim));
   return mul(width, layers);
@@ -665,18 +671,74 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
   }
 }
 
-// The caching allocator's reserve above the allocated peak. Freed blocks of one size are
-// not reused for another; activations and gradients of different shapes interleave.
-//  - Peak while the activations are alive (forward end, backward start, inference): the
-//    share of the step's transient memory that stays reserved (medians over shared/truth
-//    of (peak_reserved - peak_allocated) / (peak_allocated - resident)): inference 548,
-//    generate 349, full training 70, LoRA 183 thousandths.
-//  - Phases after backward freed them (its end, the optimizer step): the freed activation
-//    blocks stay cached while gradients and step temporaries of other sizes take new
-//    segments: 750 thousandths of what backward started with (median over the 22 cases of
-//    shared/truth and tests/accuracy/h200 whose peak is there: 0.75, quartiles 0.57, 0.88).
+// The caching allocator's reserve above the allocated peak: the bytes it holds cached in freed
+// blocks that the peak's own requests could not reuse (c10/cuda/CUDACachingAllocator.cpp: a
+// request takes the best-fitting cached block of its pool, larger blocks are split, freed
+// blocks merge only with free neighbours of the same segment, nothing goes back to the driver
+// within a step). Two kinds of freed blocks differ in how well they are reused:
+//  - the loss's logits-sized tensors (the logits, their fp32 copy, log-softmax and its
+//    gradient): each is one block above 10 MiB with a segment of its own (its size rounded to
+//    2 MiB), allocated and freed in an order where a cached one is rarely the size the next
+//    request needs (a bf16 block cannot hold the fp32 copy; two of them are alive at once in
+//    backward), so a share of them stays cached at the peak;
+//  - the layers' activations and temporaries: many blocks of a few sizes repeated per layer, that
+//    later layers reuse; with checkpointing the recomputed layer's blocks come on top of the
+//    saved inputs, without it the activations are alive at the peak (not cached).
+// Training and LoRA (single GPU, peak while the activations are alive): reserve = L x logits +
+// A x the rest of the transient memory, in thousandths (fitted per mode on shared/truth and
+// tests/accuracy/alloc/snapshots, the H200 _snapshot() runs; snapshots show the logits-sized
+// segments as the largest ones cached at the peak):
+//                      default L, A     expandable_segments:True L, A
+//    train              280,   0            160,   0
+//    train + ckpt       140, 270            340,  20
+//    LoRA               100,  90            100,  70
+//    LoRA + ckpt        220, 250            160, 290
+//  Measured reserve / logits part for LoRA + ckpt: 0.19 .. 0.33 over 11 public cases.
+// Inference and generation: the share of the transient memory that stays reserved (medians over
+// shared/truth of (peak_reserved - peak_allocated) / (peak_allocated - resident)): inference
+// 548, generate 349 thousandths: the freed layer blocks stay cached when the larger logits (or
+// the grown KV cache) take new segments. With expandable_segments:True the freed tail of the
+// one segment is extended in place for them: the reserve is the page rounding (20 MiB), as
+// measured (forward and generate _snapshot() runs: 13 to 224 MiB reserved beyond the peak).
+// Phases after backward freed the activations (its end, the optimizer step): the freed activation
+// blocks stay cached while gradients and step temporaries of other sizes take new segments: 750
+// thousandths of what backward started with (median over the 22 cases of shared/truth and
+// tests/accuracy/h200 whose peak is there: 0.75, quartiles 0.57, 0.88).
 // `peak` is the phase the reserve is computed for.
 Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& phases, Bytes resident) {
+  const Bytes transient = Bytes::saturating_sub(peak.total(), resident);
+  const bool after_backward = peak.id == "backward_end" || peak.id == "backward_last_layer" ||
+                              peak.id == "optimizer_step";
+  if (!w.trains() && w.expandable_segments) return Bytes{20ULL << 20};  // one 20 MiB page of the large pool
+  if (w.trains() && !after_backward && w.sharding == spec::Sharding::none) {
+    Bytes logits;
+    for (const auto& [k, v] : peak.parts)
+      if (k == "logits") logits += v;
+    const Bytes rest = Bytes::saturating_sub(transient, logits);
+    struct Pair {
+      std::uint64_t logits, rest;
+    };
+    const bool lora = spec::uses_lora(w.mode);
+    const bool ckpt = w.checkpointing;
+    Pair f = lora ? (ckpt ? Pair{220, 250} : Pair{100, 90}) : (ckpt ? Pair{140, 270} : Pair{280, 0});
+    if (w.expandable_segments) f = lora ? (ckpt ? Pair{160, 290} : Pair{100, 70}) : (ckpt ? Pair{340, 20} : Pair{160, 0});
+    return (Bytes{logits.value() / 1000 * f.logits} + Bytes{rest.value() / 1000 * f.rest}).round_up(kSegmentRound);
+  }
+  if (w.mode == Mode::inference && w.sharding == spec::Sharding::none) {
+    // A forward pass: every layer's freed blocks stay cached (later layers reuse them) when the
+    // logits, larger than any of them, take a segment of their own, so the reserve at the logits
+    // is the layers' largest transient memory, plus 300 thousandths of the logits (fitted).
+    // Measured reserve over that layer transient: 0.8 .. 1.4 on the long-sequence forwards of
+    // tests/accuracy/alloc/snapshots (qwen2.5-0.5b s32768: 1466 MiB for 1136 MiB). On
+    // shared/truth forward, median |device error| 4.60 -> 3.94 %, under by > 5 % 18.4 -> 7.9 %.
+    Bytes layers;
+    for (const auto& ph : phases)
+      if (ph.id != "forward_logits") layers = std::max(layers, Bytes::saturating_sub(ph.total(), resident));
+    Bytes logits;
+    for (const auto& [k, v] : peak.parts)
+      if (k == "logits") logits += v;
+    return (layers + Bytes{logits.value() / 1000 * 300}).round_up(kSegmentRound);
+  }
   std::uint64_t permille = 70;
   if (w.mode == Mode::inference) permille = 548;
   if (w.mode == Mode::generate) permille = 349;
@@ -689,9 +751,7 @@ Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& ph
   if (w.trains() && (w.sharding == spec::Sharding::fsdp || w.sharding == spec::Sharding::fsdp_grad_op ||
                      w.sharding == spec::Sharding::zero3))
     permille = 350;
-  Bytes basis = Bytes::saturating_sub(peak.total(), resident);
-  const bool after_backward = peak.id == "backward_end" || peak.id == "backward_last_layer" ||
-                              peak.id == "optimizer_step";
+  Bytes basis = transient;
   if (w.trains() && after_backward) {
     for (const auto& ph : phases)
       if (ph.id == "backward_start") {
@@ -701,9 +761,9 @@ Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& ph
       }
     permille = 750;
   }
-  // expandable_segments:True grows segments in place instead of caching freed blocks of
-  // fixed sizes. shared/truth/results/expandable-segments.jsonl (10 training cases): the
-  // median reserve ratio drops from 70 to 55 thousandths (from -77% to +77% case by case).
+  // expandable_segments:True for sharded training and the phases after backward:
+  // shared/truth/results/expandable-segments.jsonl (10 training cases): the median reserve
+  // ratio drops from 70 to 55 thousandths.
   if (w.expandable_segments) permille = permille * 55 / 70;
   return Bytes{basis.value() / 1000 * permille}.round_up(kSegmentRound);
 }

@@ -18,22 +18,24 @@ constexpr Architecture kArchitectures[] = {
     // MistralConfig: sliding_window applies to every layer when set.
     {"mistral", L::llama, "llama", false, false, false, 0, "mistral/modeling_mistral.py"},
     // MixtralConfig: num_local_experts routed experts of intermediate_size in every layer.
-    {"mixtral", L::llama, "llama", false, false, true, 0, "mixtral/modeling_mixtral.py"},
+    // The MoE rows below marked grouped_experts run their fused experts through
+    // integrations/moe.py (measured: tests/accuracy/arch, generate prefill).
+    {"mixtral", L::llama, "llama", false, false, true, 0, "mixtral/modeling_mixtral.py", false, true},
     // Qwen2Attention: q_proj, k_proj, v_proj always have biases; o_proj never.
     {"qwen2", L::llama, "llama", false, true, false, 0, "qwen2/modeling_qwen2.py"},
     // Qwen2MoeConfig: num_experts, moe_intermediate_size, shared_expert (+ gate).
-    {"qwen2_moe", L::llama, "llama", false, true, true, 0, "qwen2_moe/modeling_qwen2_moe.py"},
+    {"qwen2_moe", L::llama, "llama", false, true, true, 0, "qwen2_moe/modeling_qwen2_moe.py", false, true},
     // Qwen3Attention: q_norm/k_norm over head_dim; Qwen3Config: head_dim=128 (not
     // hidden / heads; checked with transformers 5.17), attention_bias=False.
     {"qwen3", L::llama, "llama", false, false, false, 128, "qwen3/modeling_qwen3.py"},
-    {"qwen3_moe", L::llama, "llama", false, false, true, 0, "qwen3_moe/modeling_qwen3_moe.py"},
+    {"qwen3_moe", L::llama, "llama", false, false, true, 0, "qwen3_moe/modeling_qwen3_moe.py", false, true},
     // The language models of Qwen2-VL / Qwen2.5-VL (Qwen2VLTextModel: qwen2's layers, q/k/v
     // biases) and Qwen3-VL (Qwen3VLTextModel: qwen3's, q/k norms, head_dim 128).
     {"qwen2_vl_text", L::llama, "llama", false, true, false, 0, "qwen2_vl/modeling_qwen2_vl.py"},
     {"qwen2_5_vl_text", L::llama, "llama", false, true, false, 0, "qwen2_5_vl/modeling_qwen2_5_vl.py"},
     {"qwen3_vl_text", L::llama, "llama", false, false, false, 128, "qwen3_vl/modeling_qwen3_vl.py"},
     // OlmoeAttention: q_norm over hidden_size, k_norm over kv_heads*head_dim.
-    {"olmoe", L::llama, "llama", false, false, true, 0, "olmoe/modeling_olmoe.py"},
+    {"olmoe", L::llama, "llama", false, false, true, 0, "olmoe/modeling_olmoe.py", false, true},
     // Phi3: fused qkv_proj and gate_up_proj, no biases.
     {"phi3", L::phi3, "phi3", false, false, false, 0, "phi3/modeling_phi3.py"},
     // Gemma*Config: tie_word_embeddings=True, head_dim=256 (whatever hidden / heads is);
@@ -54,21 +56,23 @@ constexpr Architecture kArchitectures[] = {
     {"starcoder2", L::starcoder2, "starcoder2", true, false, false, 0, "starcoder2/modeling_starcoder2.py"},
     // GptOssConfig: attention_bias=True, head_dim=64, attention sinks (one learned logit per
     // head), router with a bias, experts as fused 3-D parameters gate_up_proj [E, H, 2I] and
-    // down_proj [E, I, H] with biases; alternating sliding layers.
-    {"gpt_oss", L::llama, "llama", false, false, true, 64, "gpt_oss/modeling_gpt_oss.py"},
+    // down_proj [E, I, H] with biases; alternating sliding layers. attention_sinks: eager
+    // attention (5.17 refuses SDPA) over [scores | sink], softmax in the compute dtype.
+    {"gpt_oss", L::llama, "llama", false, false, true, 64, "gpt_oss/modeling_gpt_oss.py", false, false, true},
     // FalconConfig: fused query_key_value (multi-query: one k/v head; new_decoder_architecture:
     // num_kv_heads), ungated MLP of ffn_hidden_size (4 * hidden when null), LayerNorm with
-    // bias, parallel attention, tie_word_embeddings=True, bias=False.
-    {"falcon", L::falcon, "falcon", true, false, false, 0, "falcon/modeling_falcon.py"},
+    // bias, parallel attention, tie_word_embeddings=True, bias=False. cache_all_heads:
+    // FalconAttention.forward reshapes k/v to num_heads (new_decoder_architecture) before the cache.
+    {"falcon", L::falcon, "falcon", true, false, false, 0, "falcon/modeling_falcon.py", false, false, false, true},
     // OPTConfig: q/k/v/out_proj and fc1/fc2 with biases (enable_bias), ffn_dim, learned
     // positions offset by 2, project_in/out when word_embed_proj_dim != hidden_size.
     {"opt", L::opt, "opt", true, false, false, 0, "opt/modeling_opt.py"},
     // Llama's modules, with their own defaults. GraniteConfig: multipliers only (no extra
-    // parameters). HeliumConfig: head_dim=128. SmolLM3Config: tie_word_embeddings=True, no
+    // parameters); GraniteForCausalLM divides the logits by logits_scaling: scaled_logits. HeliumConfig: head_dim=128. SmolLM3Config: tie_word_embeddings=True, no
     // rotary on some layers (no parameters). SeedOssConfig: head_dim=128, attention_bias=True
     // (q, k, v), attention_out_bias=False (o). Ernie4_5Config: head_dim=128, tied, use_bias on
     // every projection.
-    {"granite", L::llama, "llama", false, false, false, 0, "granite/modeling_granite.py"},
+    {"granite", L::llama, "llama", false, false, false, 0, "granite/modeling_granite.py", true},
     {"helium", L::llama, "llama", false, false, false, 128, "helium/modeling_helium.py"},
     {"smollm3", L::llama, "llama", true, false, false, 0, "smollm3/modeling_smollm3.py"},
     {"seed_oss", L::llama, "llama", false, false, false, 128, "seed_oss/modeling_seed_oss.py"},
@@ -84,8 +88,9 @@ constexpr Architecture kArchitectures[] = {
     {"glm4", L::llama, "llama", false, false, false, 128, "glm4/modeling_glm4.py"},
     // GraniteMoeConfig / PhimoeConfig: num_local_experts experts of intermediate_size in every
     // layer, like mixtral; Phimoe's norms are LayerNorms with biases (lm_head_bias=False).
-    {"granitemoe", L::llama, "llama", false, false, true, 0, "granitemoe/modeling_granitemoe.py"},
-    {"phimoe", L::llama, "llama", false, false, true, 0, "phimoe/modeling_phimoe.py"},
+    // GraniteMoeForCausalLM divides the logits by logits_scaling, as granite does.
+    {"granitemoe", L::llama, "llama", false, false, true, 0, "granitemoe/modeling_granitemoe.py", true, true},
+    {"phimoe", L::llama, "llama", false, false, true, 0, "phimoe/modeling_phimoe.py", false, true},
     // CohereConfig / Cohere2Config: one LayerNorm without bias per layer, attention and MLP in
     // parallel, tied embeddings; cohere's optional q/k norms over (heads, head_dim); cohere2's
     // sliding layers (3 of every 4).
@@ -94,6 +99,12 @@ constexpr Architecture kArchitectures[] = {
     {"cohere2", L::llama, "llama", true, false, false, 0, "cohere2/modeling_cohere2.py", true},
     // Exaone4Config: norms after attention and MLP only, q/k norms over head_dim.
     {"exaone4", L::llama, "llama", false, false, false, 0, "exaone4/modeling_exaone4.py"},
+    // StableLmConfig: LayerNorms with biases, partial_rotary_factor=0.25, q/k/v biases with
+    // use_qkv_bias, per-head LayerNorms (no bias) with qk_layernorm, one norm and parallel
+    // attention and MLP with use_parallel_residual.
+    {"stablelm", L::llama, "llama", false, false, false, 0, "stablelm/modeling_stablelm.py"},
+    // HunYuanDenseV1Attention: query_layernorm / key_layernorm (RMSNorm over head_dim) always.
+    {"hunyuan_v1_dense", L::llama, "llama", false, false, false, 0, "hunyuan_v1_dense/modeling_hunyuan_v1_dense.py"},
     // GPTBigCodeConfig: GPT-2's modules; multi_query (default) shrinks c_attn to one k/v head;
     // a causal-mask buffer of n_positions^2 booleans.
     {"gpt_bigcode", L::gpt2, "gpt2", true, false, false, 0, "gpt_bigcode/modeling_gpt_bigcode.py"},

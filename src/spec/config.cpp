@@ -193,8 +193,9 @@ std::uint64_t rotary_bytes(std::uint64_t rotary_dim) { return 2 * inv_freq_elems
 /// overflow 64 bits. Overflow is reported by from_config with the config's name.
 std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b, "parameters"); }
 
-Linear lin(std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
+Linear lin(Role role, std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
   Linear l;
+  l.role = role;
   l.name = std::move(name);
   l.in_features = in;
   l.out_features = out;
@@ -202,15 +203,15 @@ Linear lin(std::string name, std::uint64_t in, std::uint64_t out, bool bias = fa
   return l;
 }
 
-Linear expert(std::string name, std::uint64_t in, std::uint64_t out, std::uint64_t copies) {
-  Linear l = lin(std::move(name), in, out);
+Linear expert(Role role, std::string name, std::uint64_t in, std::uint64_t out, std::uint64_t copies) {
+  Linear l = lin(role, std::move(name), in, out);
   l.copies = copies;
   l.expert = true;
   return l;
 }
 
-Linear shared(std::string name, std::uint64_t in, std::uint64_t out) {
-  Linear l = lin(std::move(name), in, out);
+Linear shared(Role role, std::string name, std::uint64_t in, std::uint64_t out) {
+  Linear l = lin(role, std::move(name), in, out);
   l.shared_expert = true;
   return l;
 }
@@ -308,17 +309,17 @@ struct AttnBias {
 
 /// Llama-like attention: q_proj, k_proj, v_proj, o_proj (LlamaAttention).
 void llama_attention(LayerGroup& g, const Shape& s, AttnBias b) {
-  g.linears.push_back(lin("q_proj", s.H, mul(s.heads, s.hd), b.q));
-  g.linears.push_back(lin("k_proj", s.H, mul(s.kv, s.hd), b.k));
-  g.linears.push_back(lin("v_proj", s.H, mul(s.kv, s.hd), b.v));
-  g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), s.H, b.o));
+  g.linears.push_back(lin(Role::attn_in, "q_proj", s.H, mul(s.heads, s.hd), b.q));
+  g.linears.push_back(lin(Role::attn_in, "k_proj", s.H, mul(s.kv, s.hd), b.k));
+  g.linears.push_back(lin(Role::attn_in, "v_proj", s.H, mul(s.kv, s.hd), b.v));
+  g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, s.hd), s.H, b.o));
 }
 
 /// Gated MLP: gate_proj, up_proj, down_proj (LlamaMLP), with `prefix` for shared experts.
 void gated_mlp(LayerGroup& g, std::uint64_t H, std::uint64_t I, bool bias) {
-  g.linears.push_back(lin("gate_proj", H, I, bias));
-  g.linears.push_back(lin("up_proj", H, I, bias));
-  g.linears.push_back(lin("down_proj", I, H, bias));
+  g.linears.push_back(lin(Role::mlp_in, "gate_proj", H, I, bias));
+  g.linears.push_back(lin(Role::mlp_in, "up_proj", H, I, bias));
+  g.linears.push_back(lin(Role::mlp_out, "down_proj", I, H, bias));
 }
 
 /// Shorthand for the few optional MoE keys.
@@ -571,6 +572,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // SeedOssAttention: o_proj's bias is attention_out_bias; GlmAttention: o_proj has none.
   const bool o_bias = model_type == "seed_oss" ? rr.flag("attention_out_bias", false) : attention_bias && !glm;
   const bool ernie_bias = model_type == "ernie4_5" && rr.flag("use_bias", false);
+  // StableLmConfig: use_qkv_bias, qk_layernorm, use_parallel_residual, all false by default.
+  const bool stablelm = model_type == "stablelm";
+  const bool stablelm_qkv_bias = stablelm && rr.flag("use_qkv_bias", false);
+  const bool stablelm_qk_norm = stablelm && rr.flag("qk_layernorm", false);
+  const bool stablelm_parallel = stablelm && rr.flag("use_parallel_residual", false);
   const bool mlp_bias = rr.flag("mlp_bias", false);
 
   std::optional<std::string> act_name;
@@ -589,6 +595,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   if (builder == Builder::phi) rotary_fraction = 0.5;        // PhiConfig default
   if (builder == Builder::gpt_neox) rotary_fraction = 0.25;  // GPTNeoXConfig default
   if (glm) rotary_fraction = 0.5;                            // GlmConfig / Glm4Config default
+  if (stablelm) rotary_fraction = 0.25;                      // StableLmConfig default
   rotary_fraction = rr.number("partial_rotary_factor", rr.number("rotary_pct", rotary_fraction));
   if (const json* rp = rr.find("rope_parameters"); rp && rp->is_object()) {
     // Read like the top-level key: a negative factor would make the rotary width a negative
@@ -750,6 +757,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     norm_size = 2 * s.H;
   }
   if (cohere) spec.norm = Norm::layer;  // CohereLayerNorm: mean-subtracting, weight only
+  if (stablelm) {  // StableLmDecoderLayer: nn.LayerNorm with bias
+    spec.norm = Norm::layer;
+    norm_size = 2 * s.H;
+  }
   if (model_type == "olmo") {  // OlmoLayerNorm: layer norm without parameters
     spec.norm = Norm::layer;
     norm_size = 0;
@@ -762,10 +773,12 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // FalconDecoderLayer adds the MLP to the attention output (not to its residual) when
   // parallel_attn or new_decoder_architecture.
   spec.parallel_residual =
-      cohere || builder == Builder::phi || parallel_residual_flag || (builder == Builder::falcon && (falcon_parallel || falcon_new));
+      cohere || builder == Builder::phi || parallel_residual_flag || stablelm_parallel || (builder == Builder::falcon && (falcon_parallel || falcon_new));
   spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" ||
-                 model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk;
+                 model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk ||
+                 stablelm_qk_norm || model_type == "hunyuan_v1_dense";
   spec.scaled_embeddings = builder == Builder::gemma;
+  spec.norm_fp32_scale = builder == Builder::gemma;
   spec.attention_dropout = attn_dropout;
   spec.hidden_dropout = hidden_dropout;
   spec.embedding_dropout = embedding_dropout;
@@ -819,45 +832,45 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     switch (builder) {
       case Builder::gpt2:
         // GPT2Attention: c_attn (Conv1D hidden -> 3*hidden), c_proj; all with biases.
-        g.linears.push_back(lin("c_attn", H, bigcode ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters") : 3 * H, true));
-        g.linears.push_back(lin("c_proj", H, H, true));
+        g.linears.push_back(lin(Role::attn_in, "c_attn", H, bigcode ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters") : 3 * H, true));
+        g.linears.push_back(lin(Role::attn_out, "c_proj", H, H, true));
         break;
       case Builder::gpt_neox:
         // GPTNeoXAttention: query_key_value and dense, bias=attention_bias.
-        g.linears.push_back(lin("query_key_value", H, 3 * H, attention_bias));
-        g.linears.push_back(lin("dense", H, H, attention_bias));
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H, 3 * H, attention_bias));
+        g.linears.push_back(lin(Role::attn_out, "dense", H, H, attention_bias));
         break;
       case Builder::phi3: {
         // Phi3Attention: qkv_proj (q, k and v fused), o_proj; no biases.
         const std::uint64_t op = checked_add(mul(s.heads, s.hd), mul(2, mul(s.kv, s.hd)), "parameters");
-        g.linears.push_back(lin("qkv_proj", H, op));
-        g.linears.push_back(lin("o_proj", mul(s.heads, s.hd), H));
+        g.linears.push_back(lin(Role::attn_in, "qkv_proj", H, op));
+        g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, s.hd), H));
         break;
       }
       case Builder::phi:
         // PhiAttention: q_proj, k_proj, v_proj, dense, all with biases.
-        g.linears.push_back(lin("q_proj", H, mul(s.heads, s.hd), true));
-        g.linears.push_back(lin("k_proj", H, mul(s.kv, s.hd), true));
-        g.linears.push_back(lin("v_proj", H, mul(s.kv, s.hd), true));
-        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, true));
+        g.linears.push_back(lin(Role::attn_in, "q_proj", H, mul(s.heads, s.hd), true));
+        g.linears.push_back(lin(Role::attn_in, "k_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin(Role::attn_in, "v_proj", H, mul(s.kv, s.hd), true));
+        g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, true));
         if (phi_qk_layernorm) g.norm_params += 2 * 2 * s.hd;  // LayerNorm(head_dim) x2
         break;
       case Builder::deepseek: {
         // DeepseekV2Attention / DeepseekV3Attention (multi-head latent attention).
         const std::uint64_t qk_head = spec.qk_nope_head_dim + spec.qk_rope_head_dim;
         if (q_lora) {
-          g.linears.push_back(lin("q_a_proj", H, *q_lora, attention_bias));
+          g.linears.push_back(lin(Role::attn_in, "q_a_proj", H, *q_lora, attention_bias));
           g.norm_params += *q_lora;  // q_a_layernorm
-          g.linears.push_back(lin("q_b_proj", *q_lora, mul(s.heads, qk_head)));
+          g.linears.push_back(lin(Role::attn_inner, "q_b_proj", *q_lora, mul(s.heads, qk_head)));
         } else {
-          g.linears.push_back(lin("q_proj", H, mul(s.heads, qk_head)));
+          g.linears.push_back(lin(Role::attn_in, "q_proj", H, mul(s.heads, qk_head)));
         }
         g.linears.push_back(
-            lin("kv_a_proj_with_mqa", H, spec.kv_lora_rank + spec.qk_rope_head_dim, attention_bias));
+            lin(Role::attn_in, "kv_a_proj_with_mqa", H, spec.kv_lora_rank + spec.qk_rope_head_dim, attention_bias));
         g.norm_params += spec.kv_lora_rank;  // kv_a_layernorm
         g.linears.push_back(
-            lin("kv_b_proj", spec.kv_lora_rank, mul(s.heads, spec.qk_nope_head_dim + spec.v_head_dim)));
-        g.linears.push_back(lin("o_proj", mul(s.heads, spec.v_head_dim), H, attention_bias));
+            lin(Role::attn_inner, "kv_b_proj", spec.kv_lora_rank, mul(s.heads, spec.qk_nope_head_dim + spec.v_head_dim)));
+        g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, spec.v_head_dim), H, attention_bias));
         break;
       }
       case Builder::starcoder2:
@@ -865,23 +878,27 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
         break;
       case Builder::falcon:
         // FalconAttention: query_key_value (q heads + 2 * kv heads), dense; bias=config.bias.
-        g.linears.push_back(lin("query_key_value", H,
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H,
                                 mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), falcon_bias));
-        g.linears.push_back(lin("dense", mul(s.heads, s.hd), H, falcon_bias));
+        g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, falcon_bias));
         break;
       case Builder::opt:
         // OPTAttention: k_proj, v_proj, q_proj, out_proj, bias=enable_bias.
         llama_attention(g, s, AttnBias{opt_bias, opt_bias, opt_bias, false});
-        g.linears.back() = lin("out_proj", mul(s.heads, s.hd), H, opt_bias);
+        g.linears.back() = lin(Role::attn_out, "out_proj", mul(s.heads, s.hd), H, opt_bias);
         break;
       case Builder::llama:
       case Builder::gemma: {
         AttnBias b{attention_bias, attention_bias, attention_bias, o_bias};
         if (row && row->qkv_bias) b = AttnBias{true, true, true, false};
         if (model_type == "ernie4_5") b = AttnBias{ernie_bias, ernie_bias, ernie_bias, ernie_bias};
+        if (stablelm) b = AttnBias{stablelm_qkv_bias, stablelm_qkv_bias, stablelm_qkv_bias, false};
         llama_attention(g, s, b);
         if (cohere_qk) {
           g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd);  // CohereLayerNorm((heads, head_dim))
+        } else if (stablelm_qk_norm) {
+          // StableLmLayerNormPerHead: one LayerNorm(head_dim, bias=False) per q head and per k/v head.
+          g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd);
         } else if (model_type == "olmoe" || olmo2) {
           g.norm_params += H + s.kv * (H / s.heads);  // q_norm(hidden), k_norm(kv * hidden/heads)
         } else if (spec.qk_norm) {
@@ -895,67 +912,67 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (g.moe && model_type == "gpt_oss") {
       // GptOssTopKRouter (weight + bias) and GptOssExperts (fused, with biases); each head's sink.
       const std::uint64_t E = mk.experts;
-      g.linears.push_back(lin("router", H, E, true));
-      Linear gu = expert("gate_up_proj", H, mul(2, mk.expert_I), E);
+      g.linears.push_back(lin(Role::router, "router", H, E, true));
+      Linear gu = expert(Role::mlp_in, "gate_up_proj", H, mul(2, mk.expert_I), E);
       gu.bias = true;
       g.linears.push_back(gu);
-      Linear dn = expert("down_proj", mk.expert_I, H, E);
+      Linear dn = expert(Role::mlp_out, "down_proj", mk.expert_I, H, E);
       dn.bias = true;
       g.linears.push_back(dn);
       g.other_params += s.heads;
     } else if (g.moe) {
       const std::uint64_t E = mk.experts;
-      g.linears.push_back(lin("gate", H, E));  // the router
-      g.linears.push_back(expert("gate_proj", H, mk.expert_I, E));
-      g.linears.push_back(expert("up_proj", H, mk.expert_I, E));
-      g.linears.push_back(expert("down_proj", mk.expert_I, H, E));
+      g.linears.push_back(lin(Role::router, "gate", H, E));  // the router
+      g.linears.push_back(expert(Role::mlp_in, "gate_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert(Role::mlp_in, "up_proj", H, mk.expert_I, E));
+      g.linears.push_back(expert(Role::mlp_out, "down_proj", mk.expert_I, H, E));
       if (model_type == "qwen2_moe" && mk.shared_I != 0) {
-        g.linears.push_back(shared("shared_expert.gate_proj", H, mk.shared_I));
-        g.linears.push_back(shared("shared_expert.up_proj", H, mk.shared_I));
-        g.linears.push_back(shared("shared_expert.down_proj", mk.shared_I, H));
-        g.linears.push_back(shared("shared_expert_gate", H, 1));
+        g.linears.push_back(shared(Role::mlp_in, "shared_expert.gate_proj", H, mk.shared_I));
+        g.linears.push_back(shared(Role::mlp_in, "shared_expert.up_proj", H, mk.shared_I));
+        g.linears.push_back(shared(Role::mlp_out, "shared_expert.down_proj", mk.shared_I, H));
+        g.linears.push_back(shared(Role::router, "shared_expert_gate", H, 1));
       }
       if (builder == Builder::deepseek && mk.n_shared != 0) {
         // DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts.
         const std::uint64_t si = mul(mk.expert_I, mk.n_shared);
-        g.linears.push_back(shared("shared_experts.gate_proj", H, si));
-        g.linears.push_back(shared("shared_experts.up_proj", H, si));
-        g.linears.push_back(shared("shared_experts.down_proj", si, H));
+        g.linears.push_back(shared(Role::mlp_in, "shared_experts.gate_proj", H, si));
+        g.linears.push_back(shared(Role::mlp_in, "shared_experts.up_proj", H, si));
+        g.linears.push_back(shared(Role::mlp_out, "shared_experts.down_proj", si, H));
       }
     } else {
       switch (builder) {
         case Builder::gpt2:
-          g.linears.push_back(lin("c_fc", H, s.I, true));
-          g.linears.push_back(lin("c_proj", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "c_fc", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "c_proj", s.I, H, true));
           break;
         case Builder::gpt_neox:
-          g.linears.push_back(lin("dense_h_to_4h", H, s.I, true));
-          g.linears.push_back(lin("dense_4h_to_h", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, true));
           break;
         case Builder::phi3:
-          g.linears.push_back(lin("gate_up_proj", H, 2 * s.I));
-          g.linears.push_back(lin("down_proj", s.I, H));
+          g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, 2 * s.I));
+          g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H));
           break;
         case Builder::phi:
-          g.linears.push_back(lin("fc1", H, s.I, true));
-          g.linears.push_back(lin("fc2", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "fc1", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, true));
           break;
         case Builder::starcoder2:
-          g.linears.push_back(lin("c_fc", H, s.I, use_bias));
-          g.linears.push_back(lin("c_proj", s.I, H, use_bias));
+          g.linears.push_back(lin(Role::mlp_in, "c_fc", H, s.I, use_bias));
+          g.linears.push_back(lin(Role::mlp_out, "c_proj", s.I, H, use_bias));
           break;
         case Builder::falcon:
-          g.linears.push_back(lin("dense_h_to_4h", H, s.I, falcon_bias));
-          g.linears.push_back(lin("dense_4h_to_h", s.I, H, falcon_bias));
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, falcon_bias));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, falcon_bias));
           break;
         case Builder::opt:
-          g.linears.push_back(lin("fc1", H, s.I, opt_bias));
-          g.linears.push_back(lin("fc2", s.I, H, opt_bias));
+          g.linears.push_back(lin(Role::mlp_in, "fc1", H, s.I, opt_bias));
+          g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, opt_bias));
           break;
         default:
           if (glm) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases
-            g.linears.push_back(lin("gate_up_proj", H, mul(2, s.I)));
-            g.linears.push_back(lin("down_proj", s.I, H));
+            g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, mul(2, s.I)));
+            g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H));
           } else {
             gated_mlp(g, H, s.I, mlp_bias || ernie_bias);
           }
@@ -973,6 +990,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     if (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "glm4") norms = 4;  // pre/post attn and ffw
     if (model_type == "olmo") norms = 0;  // OlmoLayerNorm: no weight, no bias
     if (cohere) norms = 1;                // CohereDecoderLayer: input_layernorm only
+    if (stablelm_parallel) norms = 1;     // StableLmDecoderLayer: no post_attention_layernorm
     g.norm_params += norms * norm_size;
     return g;
   };
@@ -1049,11 +1067,6 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   if (row == nullptr && !rr.has("tie_word_embeddings"))
     spec.notes.push_back("tie_word_embeddings is absent: assumed false (a separate lm_head)");
 
-  // Measured on an H200 (tests/accuracy/arch): what the engine does not model yet for these.
-  if (builder == Builder::falcon && falcon_new)
-    spec.notes.push_back(
-        "falcon with new_decoder_architecture: a generate of 4096 tokens measured 16% above this estimate; "
-        "treat the activations as a lower bound");
   spec.params = count_params(spec);
   diags.throw_if_any();
   return spec;

@@ -114,20 +114,21 @@ ModelSpec from_param_count(std::uint64_t params) {
   LayerGroup g;
   g.count = layers;
   const std::uint64_t H = row.hidden;
-  const auto add = [&g](std::string name, std::uint64_t in, std::uint64_t out) {
+  const auto add = [&g](Role role, std::string name, std::uint64_t in, std::uint64_t out) {
     Linear l;
+    l.role = role;
     l.name = std::move(name);
     l.in_features = in;
     l.out_features = out;
     g.linears.push_back(std::move(l));
   };
-  add("q_proj", H, row.heads * row.head_dim);
-  add("k_proj", H, row.kv_heads * row.head_dim);
-  add("v_proj", H, row.kv_heads * row.head_dim);
-  add("o_proj", row.heads * row.head_dim, H);
-  add("gate_proj", H, row.intermediate);
-  add("up_proj", H, row.intermediate);
-  add("down_proj", row.intermediate, H);
+  add(Role::attn_in, "q_proj", H, row.heads * row.head_dim);
+  add(Role::attn_in, "k_proj", H, row.kv_heads * row.head_dim);
+  add(Role::attn_in, "v_proj", H, row.kv_heads * row.head_dim);
+  add(Role::attn_out, "o_proj", row.heads * row.head_dim, H);
+  add(Role::mlp_in, "gate_proj", H, row.intermediate);
+  add(Role::mlp_in, "up_proj", H, row.intermediate);
+  add(Role::mlp_out, "down_proj", row.intermediate, H);
   g.norm_params = 2 * H;
   spec.layers.push_back(std::move(g));
   spec.embedding_params = row.vocab * H;

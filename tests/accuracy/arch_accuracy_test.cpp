@@ -1,11 +1,12 @@
 // Text architectures added by #16, measured on an H200 (tests/accuracy/arch: cases.json, models/,
 // results.jsonl; `python3 measure.py cases.json results.jsonl` with ../shared/truth/measure.py,
 // torch 2.11, transformers 5.17). `vramfit validate tests/accuracy/arch/results.jsonl` prints
-// the table. falcon with new_decoder_architecture is under-estimated (see the README's accuracy section): this
-// test pins the families that meet the targets and every parameter count.
+// the table. This test pins every parameter count and each family's errors (kBounds).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,12 +32,74 @@ std::string slurp_file(const std::filesystem::path& p) {
 
 }  // namespace
 
-TEST_CASE("text architectures measured on the H200: exact parameters, opt/olmo2/glm4/cohere/falcon-mq within bounds",
+// Every measured model has a bound here (a model without one fails the test): its median and
+// worst |error| on the peak, and whether any case may be under by more than 5 % (only the
+// ones named with the reason). Tighten a bound when a fix lands; never loosen one to pass.
+struct Bound {
+  const char* model;
+  double median;  // largest median |error| allowed
+  double worst;   // largest |error| allowed
+  bool unsafe;    // a case under by more than 5 % is known (see the comment)
+};
+constexpr Bound kBounds[] = {
+    {"opt-125m", 0.02, 0.06, false},
+    {"olmo2-mini", 0.01, 0.02, false},
+    {"glm4-mini", 0.01, 0.01, false},
+    // cohere/cohere2: logits * logit_scale is one more logits-sized tensor (was 30.53% under).
+    {"cohere-mini", 0.01, 0.05, false},
+    {"cohere2-mini", 0.01, 0.03, false},
+    // Multi-query falcon: SDPA's math backend materialises the scores (was 74.52% under).
+    {"falcon-mq-mini", 0.05, 0.08, false},
+    // new_decoder_architecture: the cache keeps every head (cache_all_heads; was 15.84% under).
+    {"falcon-new-mini", 0.01, 0.03, false},
+    {"deepseek-v3-mini", 0.01, 0.03, false},
+    {"ernie45-mini", 0.01, 0.01, false},
+    {"exaone4-mini", 0.01, 0.01, false},
+    {"gemma2-mini", 0.01, 0.02, false},
+    {"gemma3-mini", 0.01, 0.04, false},
+    {"glm-mini", 0.01, 0.01, false},
+    {"gpt-neox-mini", 0.01, 0.04, false},
+    // eager attention (transformers 5.17 refuses SDPA for gpt_oss) with sinks (was 30.51% over).
+    {"gpt-oss-mini", 0.01, 0.02, false},
+    // granite/granitemoe: logits / logits_scaling (was 29.59% and 24.21% under).
+    {"granite-mini", 0.01, 0.01, false},
+    // MoE through integrations/moe.py (grouped_experts): olmoe, qwen3_moe, granitemoe generates
+    // were 6.2-8.2% under.
+    {"granitemoe-mini", 0.01, 0.01, false},
+    {"mixtral-mini", 0.01, 0.01, false},
+    {"olmoe-mini", 0.01, 0.05, false},
+    {"qwen2moe-mini", 0.01, 0.01, false},
+    {"qwen3moe-mini", 0.01, 0.01, false},
+    {"phi-mini", 0.01, 0.04, false},
+    {"phi3-mini", 0.01, 0.01, false},
+    {"seed-oss-mini", 0.01, 0.01, false},
+    {"smollm3-mini", 0.01, 0.01, false},
+    {"starcoder2-mini", 0.01, 0.06, false},
+    {"hunyuan-mini", 0.01, 0.01, false},
+    // stablelm: every case under (generate 3.21%); partial rotary's torch.cat is not modelled.
+    {"stablelm-mini", 0.03, 0.04, false},
+    // Held out: measured after the rules above were written, from other shapes (second run).
+    {"qwen3moe-k8", 0.01, 0.02, false},
+    {"mixtral-h2048", 0.01, 0.02, false},
+    {"phimoe-mini", 0.01, 0.01, false},
+    {"gpt-oss-h32", 0.01, 0.07, false},
+    {"falcon-new-kv2", 0.01, 0.03, false},
+    {"granite-ls16", 0.01, 0.01, false},
+    {"stablelm2-mini", 0.01, 0.03, false},
+    {"olmo-mini", 0.01, 0.03, false},
+    {"olmo3-mini", 0.01, 0.02, false},
+    {"deepseek-v2-mini", 0.01, 0.03, false},
+    {"helium-mini", 0.01, 0.03, false},
+    {"gpt-bigcode-mini", 0.01, 0.03, false},
+    {"gemma-mini", 0.01, 0.01, false},
+};
+
+TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
           "[accuracy][arch]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = slurp_file(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 24);
+  REQUIRE(cases.size() == 166);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -45,21 +108,17 @@ TEST_CASE("text architectures measured on the H200: exact parameters, opt/olmo2/
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 24);
-  CHECK(r.params_exact == 24);
+  CHECK(r.params_checked == 166);
+  CHECK(r.params_exact == 166);
+  CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);
-    if (model == "opt-125m" || model == "olmo2-mini" || model == "glm4-mini" || model == "cohere-mini") {
-      CHECK(st.median_abs <= 0.03);
-      CHECK(st.max_abs <= 0.06);
-      CHECK(st.unsafe_share == 0);
-    }
-    // Multi-query falcon: SDPA's math backend materialises the scores (was 74.52% under).
-    if (model == "falcon-mq-mini") {
-      CHECK(st.median_abs <= 0.05);
-      CHECK(st.max_abs <= 0.08);
-      CHECK(st.unsafe_share == 0);
-    }
+    const auto b = std::find_if(std::begin(kBounds), std::end(kBounds), [&](const Bound& x) { return model == x.model; });
+    REQUIRE(b != std::end(kBounds));
+    CHECK(st.cases >= 4);
+    CHECK(st.median_abs <= b->median);
+    CHECK(st.max_abs <= b->worst);
+    if (!b->unsafe) CHECK(st.unsafe_share == 0);
   }
 }
 
@@ -89,32 +148,69 @@ TEST_CASE("the README's model-type table is generated from src/spec/architecture
       "tests/accuracy/arch (median / worst \\|error\\|) |\n| --- | --- | --- | --- |\n";
   for (const spec::Architecture& a : spec::architectures()) {
     bool counted = false;
-    for (const auto& c : counts["results"]) counted = counted || c["id"] == std::string(a.model_type) + ":default";
+    for (const auto& c : counts["results"])
+      counted = counted || (c["id"] == std::string(a.model_type) + ":default" && c.contains("params"));
     std::string measured;
+    bool measured_config = false;
     for (const auto& [model, st] : r.by_model) {
       const auto t = type_of.find(model);
       if (t == type_of.end() || t->second != a.model_type) continue;
+      measured_config = true;
       char buf[160];
       std::snprintf(buf, sizeof buf, "%s%s: %.2f%% / %.2f%%", measured.empty() ? "" : "; ", model.c_str(),
                     st.median_abs * 100, st.max_abs * 100);
       measured += buf;
     }
     table += "| " + std::string(a.model_type) + " | `" + std::string(a.source) + "` | " +
-             (counted ? "yes (default config)" : "yes (vision.json, the whole model)") + " | " +
+             (counted            ? "yes (default config)"
+              : measured_config ? "yes (the measured config)"
+                                : "yes (vision.json, the whole model)") +
+             " | " +
              (measured.empty() ? "-" : measured) + " |\n";
   }
 
-  const std::string readme = slurp_file(root / "README.md");
-  const std::string begin = "<!-- model-types:begin -->\n", end = "<!-- model-types:end -->";
-  const auto b = readme.find(begin);
-  const auto e = readme.find(end);
-  INFO("paste between " << begin << "and " << end << " in README.md:\n" << table);
-  REQUIRE(b != std::string::npos);
-  REQUIRE(e != std::string::npos);
-  if (std::getenv("VRAMFIT_UPDATE_README") != nullptr) {  // VRAMFIT_UPDATE_README=1: rewrite the section
-    std::ofstream(root / "README.md", std::ios::binary)
-        << readme.substr(0, b + begin.size()) << table << readme.substr(e);
-    return;
+  // The per-family accuracy table: one row per measured config, in model_type order, with the
+  // signed worst case (its mode) so that an under-estimate shows.
+  std::string acc =
+      "| model_type | config (tests/accuracy/arch/models) | parameters exact | median \\|error\\| | worst error |\n"
+      "| --- | --- | --- | --- | --- |\n";
+  for (const spec::Architecture& a : spec::architectures()) {
+    for (const auto& [model, st] : r.by_model) {
+      const auto t = type_of.find(model);
+      if (t == type_of.end() || t->second != a.model_type) continue;
+      const accuracy::CaseResult* worst = nullptr;
+      bool exact = true;
+      for (const auto& x : results) {
+        if (x.truth->model != model) continue;
+        exact = exact && x.estimate_params == x.truth->params;
+        if (x.truth->status == "ok" && (worst == nullptr || std::fabs(x.error) > std::fabs(worst->error))) worst = &x;
+      }
+      if (worst == nullptr) continue;
+      const std::string id = worst->truth->id;
+      const std::string what = id.substr(id.find('/') + 1, id.find('/', id.find('/') + 1) - id.find('/') - 1);
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "| %s | %s | %s | %.2f%% | %+.2f%% (%s%s) |\n", std::string(a.model_type).c_str(),
+                    model.c_str(), exact ? "yes" : "**no**", st.median_abs * 100, worst->error * 100, what.c_str(),
+                    worst->error < -0.05 ? ", **under**" : "");
+      acc += buf;
+    }
   }
-  CHECK(readme.substr(b + begin.size(), e - b - begin.size()) == table);
+
+  std::string readme = slurp_file(root / "README.md");
+  bool rewrite = false;
+  for (const auto& [name, body] : {std::pair<std::string, std::string>{"model-types", table}, {"arch-accuracy", acc}}) {
+    const std::string begin = "<!-- " + name + ":begin -->\n", end = "<!-- " + name + ":end -->";
+    const auto b = readme.find(begin);
+    const auto e = readme.find(end);
+    INFO("paste between " << begin << "and " << end << " in README.md:\n" << body);
+    REQUIRE(b != std::string::npos);
+    REQUIRE(e != std::string::npos);
+    if (std::getenv("VRAMFIT_UPDATE_README") != nullptr) {  // VRAMFIT_UPDATE_README=1: rewrite the sections
+      readme = readme.substr(0, b + begin.size()) + body + readme.substr(e);
+      rewrite = true;
+      continue;
+    }
+    CHECK(readme.substr(b + begin.size(), e - b - begin.size()) == body);
+  }
+  if (rewrite) std::ofstream(root / "README.md", std::ios::binary) << readme;
 }

@@ -1,10 +1,13 @@
 // `--model org/name[@revision]` from the local Hugging Face cache (issue #16 item 6): a fixture
 // cache is built in a temporary folder as huggingface_hub lays it out (refs/, snapshots/ with
 // symlinks into blobs/), and the environment variables are set per test.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -41,6 +44,16 @@ class HubEnv {
   HubEnv(const HubEnv&) = delete;
   HubEnv& operator=(const HubEnv&) = delete;
   void set(const char* name, const std::string& value) const { ::setenv(name, value.c_str(), 1); }
+  /// Clears every cache variable again (HOME included), as at the start of the test.
+  void clear() const {
+    for (const char* name : kNames) ::unsetenv(name);
+  }
+  void unset(const char* name) const {
+    if (std::find_if(std::begin(kNames), std::end(kNames), [&](const char* n) { return std::string_view(n) == name; }) ==
+        std::end(kNames))
+      throw std::logic_error(std::string("HubEnv does not restore ") + name);
+    ::unsetenv(name);
+  }
 
  private:
   static constexpr const char* kNames[] = {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
@@ -191,10 +204,7 @@ TEST_CASE("hub cache: the cache folder follows huggingface_hub: HF_HUB_CACHE, HF
 
   // The default location, end to end: $HOME/.cache/huggingface/hub.
   TempDir dir;
-  ::unsetenv("HF_HUB_CACHE");
-  ::unsetenv("HUGGINGFACE_HUB_CACHE");
-  ::unsetenv("HF_HOME");
-  ::unsetenv("XDG_CACHE_HOME");
+  env.clear();
   env.set("HOME", dir.str());
   const std::string repo = ".cache/huggingface/hub/models--acme--tiny-llama";
   dir.write(repo + "/refs/main", kMain);
@@ -258,7 +268,7 @@ TEST_CASE("hub cache: --model org/name not in the cache: exit 2 with the paths l
   CHECK(r.code == 2);
   CHECK(r.err.find("has no config.json") != std::string::npos);
   // No cache at all (no HOME either).
-  ::unsetenv("HF_HUB_CACHE");
+  env.unset("HF_HUB_CACHE");
   r = estimate({"--model", "acme/tiny"});
   CHECK(r.code == 2);
   CHECK(r.err.find("there is no Hugging Face cache to look in") != std::string::npos);

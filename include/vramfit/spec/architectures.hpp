@@ -32,6 +32,18 @@ struct Architecture {
   /// The head's logits are multiplied by a scale in the forward (`logits * logit_scale`,
   /// cohere): one more logits-sized tensor alive with them.
   bool scaled_logits = false;
+  /// MoE experts stored as fused 3-D parameters and run through transformers' experts
+  /// interface (integrations/moe.py, grouped_mm_experts_forward): each token's top-k slots
+  /// gather their hidden state, are sorted by expert and projected together, so in inference
+  /// the copies of every slot are alive at once (engine/activations.cpp).
+  bool grouped_experts = false;
+  /// Attention sinks (gpt_oss): eager attention appends one learned logit per head to the
+  /// scores and takes the softmax in the compute dtype (no fp32 copy).
+  bool attention_sinks = false;
+  /// The KV cache keeps keys and values expanded to every query head when the config has
+  /// fewer k/v heads (FalconAttention with new_decoder_architecture broadcasts num_kv_heads to
+  /// num_heads before DynamicCache.update).
+  bool cache_all_heads = false;
 };
 
 /// Every supported model type, in the README's order.

@@ -13,8 +13,21 @@ namespace vramfit::spec {
 
 /// One linear (or GPT-2 Conv1D) module of a decoder layer, named as in Hugging Face
 /// (`q_proj`, `c_attn`, `gate_up_proj`, ...) so LoRA targets can match it.
+/// What a linear layer reads and feeds, set by the builder that adds it: the engine decides
+/// from the role (never from the module's name) which activation a layer saves for backward.
+enum class Role : std::uint8_t {
+  other,       ///< not in a decoder layer's main path (vision towers, projectors)
+  attn_in,     ///< reads the attention norm's output: q/k/v projections, fused qkv, MLA's q_a/kv_a
+  attn_inner,  ///< inside attention, reading another projection's output: MLA's q_b_proj, kv_b_proj
+  attn_out,    ///< reads the attention's output: o_proj, dense, out_proj, GPT-2's first c_proj
+  mlp_in,      ///< reads the MLP norm's output: gate/up projections, c_fc, fc1 (experts included)
+  mlp_out,     ///< reads the activation's output: down_proj, fc2, GPT-2's second c_proj
+  router,      ///< a MoE router or gate reading the MLP norm's output (gate, router, shared_expert_gate)
+};
+
 struct Linear {
   std::string name;                 ///< module name as Hugging Face spells it
+  Role role = Role::other;
   std::uint64_t in_features = 0;
   std::uint64_t out_features = 0;
   bool bias = false;
@@ -94,6 +107,9 @@ struct ModelSpec {
   bool scaled_logits = false;             ///< logits * logit_scale (cohere): one more logits-sized tensor
   double attn_logit_softcap = 0;          ///< gemma2: soft-capping of attention scores
   bool scaled_embeddings = false;         ///< gemma: embeddings multiplied by sqrt(hidden)
+  /// gemma's RMSNorm: `x.float()` normalised and scaled by `(1 + weight.float())` in fp32, cast
+  /// back at the end (llama's casts before the weight multiply): the fp32 normalised tensor is saved.
+  bool norm_fp32_scale = false;
   /// Dropout probabilities active in training (gpt2: attn_pdrop, resid_pdrop, embd_pdrop;
   /// llama-likes: attention_dropout). Dropout keeps a 1-byte mask per element for backward.
   double attention_dropout = 0;

@@ -1,5 +1,6 @@
 // Tests of from_config / from_config_text: exact parameter counts and every diagnostic.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -239,6 +240,24 @@ TEST_CASE("config: every data/models preset matches its published parameter coun
     if (preset.contains("published_params") && !preset["published_params"].is_null()) {
       CHECK(s.params == preset["published_params"].get<std::uint64_t>());
       ++checked;
+    } else {
+      // Without a published count the preset says why and states the count from its config
+      // ("computed from the config...: 70,553,706,496"); that figure must be the one vramfit
+      // computes, so the text cannot drift from the counting rules.
+      const std::string why = preset.value("published_params_source", std::string());
+      const std::string key = "computed from the config";
+      const auto at = why.find(key);
+      REQUIRE(at != std::string::npos);
+      const auto colon = why.find(": ", at);
+      REQUIRE(colon != std::string::npos);
+      std::string digits;
+      for (std::size_t i = colon + 2; i < why.size(); ++i) {
+        if (why[i] == ',') continue;
+        if (!std::isdigit(static_cast<unsigned char>(why[i]))) break;
+        digits += why[i];
+      }
+      REQUIRE_FALSE(digits.empty());
+      CHECK(std::stoull(digits) == s.params);
     }
   }
   if (checked == 0) WARN("no preset has a published_params yet");
