@@ -259,6 +259,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
       "llama.cpp: a multimodal projector (mmproj-*.gguf), its weights counted on the first GPU; found by itself "
       "in a --config folder",
       g);
+  add(e, o, "--override-tensor", s.override_tensor, "PATTERN=BUF,...",
+      "llama.cpp -ot: tensors whose GGUF name matches the regex go to CPU or CUDA<n>", g);
   CLI::Option* nm = e->add_flag("--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them")->group(g);
   o.flag_options[e->get_name()].emplace_back("--no-mmap", nm);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
@@ -274,6 +276,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);
+  add(e, o, "--vllm-version", s.vllm_version, "X.Y",
+      "vLLM: the release (default 0.27.1): its CUDA graph sizes, and from 0.21 the graphs inside the budget", g);
 }
 
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description,

@@ -61,11 +61,12 @@ constexpr FlagRow kFlags[] = {
     {"--split-mode", true, false},      {"--ctx-size", true, false},      {"--parallel", true, false},
     {"--cache-type-k", true, false},    {"--cache-type-v", true, false},  {"--batch-size", true, false},
     {"--ubatch-size", true, false},     {"--flash-attn", true, false},    {"--no-mmap", true, false},
-    {"--mmproj", true, false},
+    {"--mmproj", true, false},          {"--override-tensor", true, false},
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
     {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
     {"--block-size", false, true},     {"--disable-hybrid-kv-cache-manager", false, true},
+    {"--vllm-version", false, true},
 };
 
 /// The transformers workload flags that mean nothing to a serving engine.
@@ -283,6 +284,35 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
     else d.add("--split-mode", fmt::format("unknown split mode '{}'", s.split_mode), "one of layer, row, none");
   }
   if (s.no_mmap) st.mmap = false;
+  if (!s.override_tensor.empty()) {
+    // common/arg.cpp: comma-separated PATTERN=BUFFER; the buffer a ggml buffer type's name.
+    std::string item;
+    for (const char c : s.override_tensor + ",") {
+      if (c != ',') {
+        item += c;
+        continue;
+      }
+      const std::size_t eq = item.rfind('=');
+      if (eq == std::string::npos || eq == 0) {
+        d.add("--override-tensor", fmt::format("'{}' is not PATTERN=BUFFER", item),
+              "e.g. --override-tensor 'ffn_.*_exps=CPU' (a regex over GGUF tensor names = CPU or CUDA0, CUDA1, ...)");
+      } else {
+        const std::string buf = item.substr(eq + 1);
+        int dev = -2;
+        if (buf == "CPU") {
+          dev = -1;
+        } else if (buf.size() > 4 && buf.size() <= 7 && buf.rfind("CUDA", 0) == 0 &&
+                   buf.find_first_not_of("0123456789", 4) == std::string::npos) {
+          dev = std::stoi(buf.substr(4));
+        }
+        if (dev == -2)
+          d.add("--override-tensor", fmt::format("unknown buffer type '{}'", buf), "one of CPU, CUDA0, CUDA1, ...");
+        else
+          st.override_tensor.push_back({item.substr(0, eq), dev});
+      }
+      item.clear();
+    }
+  }
   if (!s.tensor_split.empty())
     for (const std::string& x : split(s.tensor_split)) st.tensor_split.push_back(real_of(x, "--tensor-split", d));
   d.throw_if_any();
@@ -367,6 +397,19 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   }
   st.enforce_eager = s.enforce_eager;
   st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
+  if (!s.vllm_version.empty()) {
+    if (const auto v = engine::vllm::parse_release(s.vllm_version)) {
+      st.release = *v;
+      // The V1 engine is the default from 0.8; up to 0.6.4 the non-torch memory is the
+      // device's whole use outside PyTorch (engine/vllm.cpp non_torch).
+      st.v0_engine = !v->at_least(0, 8);
+      if (!v->at_least(0, 6) || (v->major == 0 && v->minor == 6 && v->patch < 5))
+        st.profiler = engine::vllm::Profiler::device_wide;
+    } else {
+      d.add("--vllm-version", fmt::format("'{}' is not a vLLM release", s.vllm_version),
+            "give major.minor[.patch], e.g. --vllm-version 0.11.2 (default: the newest, 0.27.1)");
+    }
+  }
   d.throw_if_any();
   j.model = load_model(f, catalog);
   // The weights' packing: --quant, else the checkpoint's quantization_config, else --dtype.
@@ -392,8 +435,14 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
 
 /// vLLM starts: KV blocks for a full request, and the card's rest (1 - utilization) holds the
 /// CUDA context and the graphs.
+/// What vLLM needs beyond its budget: the CUDA context, and the CUDA graphs where they are not
+/// inside it (before 0.21).
+Bytes beyond_budget(const engine::vllm::Result& r) {
+  return r.graphs.in_budget ? r.cuda_context : r.cuda_context + r.cuda_graphs;
+}
+
 bool vllm_fits(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
-  return r.error.empty() && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+  return r.error.empty() && r.budget + beyond_budget(r) <= st.gpu_memory;
 }
 
 /// The budget vLLM works within: gpu_memory_utilization x the card.
@@ -643,10 +692,10 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     rep.workload.quant = st.weights.quant;
     rep.workload.weights = st.weights.weights;
     if (!x.error.empty()) rep.notes.push_back("vLLM would stop at start-up: " + x.error);
-    if (j.cards && x.budget + x.cuda_context + x.cuda_graphs > st.gpu_memory)
+    if (j.cards && x.budget + beyond_budget(x) > st.gpu_memory)
       rep.notes.push_back(fmt::format(
           "the card's rest ({} MiB) is less than the CUDA context and graphs ({} MiB): lower --gpu-memory-utilization",
-          (st.gpu_memory - x.budget).value() >> 20, (x.cuda_context + x.cuda_graphs).value() >> 20));
+          (st.gpu_memory - x.budget).value() >> 20, beyond_budget(x).value() >> 20));
     rep.notes.push_back("--engine vllm: per GPU; the Workload line reads batch as --max-num-seqs and seq as "
                         "--max-model-len");
     return rep;
@@ -666,7 +715,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     } else {
       value = static_cast<std::uint64_t>(std::floor(r.max_concurrency));
     }
-    const bool found = value > 0 && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+    const bool found = value > 0 && r.budget + beyond_budget(r) <= st.gpu_memory;
     const vl::Result x = vl::estimate(j.model.spec, st);
     const render::EstimateReport rep = report_for(x, st);
     text = render::render_serving_fit(rep, render::VllmAnswer{x, st},
@@ -680,7 +729,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     const auto try_fix = [&](const std::string& id, const std::string& change, const vl::Settings& st) {
       try {
         const vl::Result x = vl::estimate(j.model.spec, st);
-        options.push_back({id, change, vllm_fits(x, st), x.budget + x.cuda_context + x.cuda_graphs});
+        options.push_back({id, change, vllm_fits(x, st), x.budget + beyond_budget(x)});
       } catch (const InputError&) {
       }
     };

@@ -109,7 +109,11 @@ std::uint64_t extra_norms(const ModelSpec& m, const spec::LayerGroup& g) {
 // scores as eager attention does (measured, tests/accuracy/arch: a 4096-token prefill of a
 // 32-head falcon took 5.05 GB of transient memory, about 10 bytes a score).
 bool math_attention(const ModelSpec& m, const Workload& w) {
-  return w.attention == spec::Attention::eager || (m.family == "falcon" && m.num_kv_heads == 1 && m.num_heads > 1);
+  if (w.attention == spec::Attention::eager || (m.family == "falcon" && m.num_kv_heads == 1 && m.num_heads > 1))
+    return true;
+  // A row's eager_only (gptj, bloom, mpt): transformers has no SDPA path for the type.
+  const spec::Architecture* row = spec::find_architecture(m.model_type);
+  return row != nullptr && row->eager_only;
 }
 
 // Sliding-window layers need an explicit boolean mask once the sequence exceeds the window.
@@ -243,6 +247,10 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
         if (rotary) tok(add(mul(add(qw, kvw), qk_bytes), trains ? mul(qw, c) : 0));
       } else {
         tok(add(mul(add(qw, kvw), qk_bytes), mul(kvw, c)));
+        // A row's rotary_cat: q is (batch, heads, seq, dim)-contiguous after torch.cat, and so is
+        // SDPA's output: transpose(1, 2).contiguous() copies it, and a trained o_proj saves the copy.
+        const spec::Architecture* row = spec::find_architecture(m.model_type);
+        if (trains && rotary && row != nullptr && row->rotary_cat) tok(mul(qw, c));
       }
     }
     tok(add(mul(qw, c), mul(m.num_heads, kFp32)));  // output + logsumexp
@@ -265,11 +273,18 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     // autocast's 16-bit cast for matmul) is saved by the second matmul (2 more bytes) unless
     // that cast is a no-op (fp32 compute).
     const bool grouped = m.num_kv_heads < m.num_heads;
-    tok(mul(qw, c));  // q after rotary
-    if (grouped)
-      tok(mul(qw, 2, c));
-    else
-      tok(add(mul(kvw, c), fused ? mul(add(qw, mul(2, kvw)), c) : mul(kvw, c)));
+    // A row's fp32_qk (gptj): the scores' matmul saves fp32 copies of q and k (the 16-bit
+    // ones are not kept), and v.
+    const spec::Architecture* row = spec::find_architecture(m.model_type);
+    if (row != nullptr && row->fp32_qk && c != kFp32 && !grouped && !fused) {
+      tok(add(mul(add(qw, kvw), kFp32), mul(kvw, c)));
+    } else {
+      tok(mul(qw, c));  // q after rotary
+      if (grouped)
+        tok(mul(qw, 2, c));
+      else
+        tok(add(mul(kvw, c), fused ? mul(add(qw, mul(2, kvw)), c) : mul(kvw, c)));
+    }
     std::uint64_t per = kFp32;
     if (c != kFp32) per = add(per, kHalf);
     if (m.attention_dropout > 0) per = add(per, 1 + c);
@@ -411,7 +426,10 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
       // 4 bytes; then the cast back: 5 score-sized buffers in 16-bit units at the peak, plus
       // the 4-D additive mask (one value per token and key position).
       s.attn_per_token_position = add(mul(m.num_heads, c == kFp32 ? 12 : 10), c);
+      if (row != nullptr && row->eager_scores != 0 && c != kFp32)
+        s.attn_per_token_position = add(mul(m.num_heads, row->eager_scores, kHalf), c);
       s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
+      if (row != nullptr && row->fp32_qk && c != kFp32) s.attn_per_token = add(s.attn_per_token, mul(qw, 2, kFp32));
     }
   }
   return s;

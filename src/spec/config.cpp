@@ -255,7 +255,7 @@ struct Shape {
 /// Reads the common dimensions, with the type's key spellings, and checks that they agree.
 Shape read_shape(Reader& r, const TypeRow* row, bool needs_intermediate) {
   Shape s;
-  const bool gpt2 = row != nullptr && row->layout == Builder::gpt2;
+  const bool gpt2 = row != nullptr && (row->layout == Builder::gpt2 || row->layout == Builder::gptj);
   if (gpt2) {
     // GPT2Config's attribute_map: hidden_size -> n_embd, num_hidden_layers -> n_layer, ...
     s.H = r.required({"n_embd", "hidden_size"});
@@ -264,15 +264,16 @@ Shape read_shape(Reader& r, const TypeRow* row, bool needs_intermediate) {
     s.V = r.required({"vocab_size"});
     s.max_pos = r.any({"n_positions", "max_position_embeddings"}).value_or(0);
     if (!r.has("n_positions") && !r.has("max_position_embeddings"))
-      s.max_pos = 1024;  // GPT2Config default n_positions=1024
+      s.max_pos = row->layout == Builder::gptj ? 2048 : 1024;  // GPT2Config 1024, GPTJConfig 2048
     // n_inner null or absent: 4 * n_embd (GPT2Block).
     s.I = r.any({"n_inner", "intermediate_size"}).value_or(s.H * 4);
   } else {
-    s.H = r.required({"hidden_size", "n_embd", "d_model"});
-    s.L = r.required({"num_hidden_layers", "n_layer", "num_layers"});
-    s.heads = r.required({"num_attention_heads", "n_head"});
+    // BloomConfig's attribute_map (n_embed), MptConfig's (d_model, n_layers, n_heads, max_seq_len).
+    s.H = r.required({"hidden_size", "n_embd", "d_model", "n_embed"});
+    s.L = r.required({"num_hidden_layers", "n_layer", "num_layers", "n_layers"});
+    s.heads = r.required({"num_attention_heads", "n_head", "n_heads"});
     s.V = r.required({"vocab_size"});
-    s.max_pos = r.any({"max_position_embeddings", "n_positions"}).value_or(0);
+    s.max_pos = r.any({"max_position_embeddings", "n_positions", "max_seq_len"}).value_or(0);
     if (needs_intermediate)
       s.I = r.required({"intermediate_size"});
     else
@@ -518,8 +519,15 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   // Mixtral and OLMoE keep the expert width in intermediate_size; the others need it for
   // their dense MLPs (qwen*_moe only when some layer is dense, so it is optional there).
   const bool needs_I = !(model_type == "qwen2_moe" || model_type == "qwen3_moe" || builder == Builder::falcon ||
-                         builder == Builder::opt);
+                         builder == Builder::opt || builder == Builder::bloom || builder == Builder::mpt);
   Shape s = read_shape(rr, row, needs_I);
+  // BloomMLP: 4 * hidden_size; MptMLP: expansion_ratio (MptConfig default 4) * d_model.
+  if (builder == Builder::bloom) s.I = mul(4, s.H);
+  if (builder == Builder::mpt) s.I = mul(rr.uint("expansion_ratio").value_or(4), s.H);
+  // MptConfig no_bias=True: no bias anywhere (linears, and the LayerNorms' set to None).
+  const bool mpt_bias = builder == Builder::mpt && !rr.flag("no_bias", true);
+  // GPTJConfig rotary_dim (64; null: the whole embedding width) sizes embed_positions.
+  const std::uint64_t gptj_rot = builder == Builder::gptj ? rr.uint("rotary_dim", true).value_or(0) : 0;
   // Falcon: ffn_hidden_size (FalconConfig: 4 * hidden_size when null); k/v heads by layout
   // (FalconAttention: num_kv_heads with new_decoder_architecture, else 1 when multi_query).
   const bool falcon_new = builder == Builder::falcon && rr.flag("new_decoder_architecture", false);
@@ -580,7 +588,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   const bool mlp_bias = rr.flag("mlp_bias", false);
 
   std::optional<std::string> act_name;
-  if (builder == Builder::gpt2 || builder == Builder::opt)
+  if (builder == Builder::gpt2 || builder == Builder::opt || builder == Builder::gptj)
     act_name = rr.string("activation_function");
   else if (builder == Builder::falcon)
     act_name = rr.string("activation");
@@ -738,6 +746,11 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     case Builder::starcoder2: spec.activation = Activation::gelu_pytorch_tanh; break;
     case Builder::falcon: spec.activation = Activation::gelu; break;  // FalconConfig activation="gelu"
     case Builder::opt: spec.activation = Activation::relu; break;     // OPTConfig activation_function="relu"
+    case Builder::gptj: spec.activation = Activation::gelu_tanh_python; break;  // GPTJConfig "gelu_new"
+    // BloomGelu: the tanh approximation written out, under a custom autograd Function in
+    // training that saves only its input (as a native activation does).
+    case Builder::bloom: spec.activation = Activation::gelu; break;
+    case Builder::mpt: spec.activation = Activation::gelu; break;  // MptMLP: nn.GELU(approximate="none")
     default: spec.activation = Activation::silu; break;
   }
   if (act_name) {
@@ -749,7 +762,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   }
 
   const bool layer_norm = builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
-                          builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt;
+                          builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt ||
+                          builder == Builder::gptj || builder == Builder::bloom || builder == Builder::mpt;
   spec.norm = layer_norm ? Norm::layer : Norm::rms;
   std::uint64_t norm_size = layer_norm ? 2 * s.H : s.H;  // weight (+ bias)
   if (model_type == "phimoe") {  // PhimoeDecoderLayer: nn.LayerNorm with bias
@@ -766,14 +780,16 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     norm_size = 0;
   }
   if (builder == Builder::opt && !opt_affine) norm_size = 0;  // LayerNorm(elementwise_affine=False)
+  if (builder == Builder::mpt && !mpt_bias) norm_size = s.H;  // MptBlock: norm bias set to None
 
   spec.gated_mlp = !(builder == Builder::gpt2 || builder == Builder::gpt_neox || builder == Builder::phi ||
-                     builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt);
+                     builder == Builder::starcoder2 || builder == Builder::falcon || builder == Builder::opt ||
+                     builder == Builder::gptj || builder == Builder::bloom || builder == Builder::mpt);
   spec.learned_positions = builder == Builder::gpt2 || builder == Builder::opt;
   // FalconDecoderLayer adds the MLP to the attention output (not to its residual) when
   // parallel_attn or new_decoder_architecture.
   spec.parallel_residual =
-      cohere || builder == Builder::phi || parallel_residual_flag || stablelm_parallel || (builder == Builder::falcon && (falcon_parallel || falcon_new));
+      cohere || builder == Builder::phi || parallel_residual_flag || stablelm_parallel || builder == Builder::gptj || (builder == Builder::falcon && (falcon_parallel || falcon_new));
   spec.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_vl_text" ||
                  model_type == "olmoe" || olmo2 || model_type == "gemma3_text" || model_type == "exaone4" || cohere_qk ||
                  stablelm_qk_norm || model_type == "hunyuan_v1_dense";
@@ -813,6 +829,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     }
   }
   spec.scaled_logits = row != nullptr && row->scaled_logits;
+  if (row != nullptr && row->eager_only)
+    spec.notes.push_back(fmt::format("{}: transformers has no SDPA path for this type; attention is estimated as eager "
+                                     "(the scores are materialised) whatever the attention setting",
+                                     model_type));
   if (builder == Builder::gemma) {
     spec.final_logit_softcap = final_softcap;
     spec.attn_logit_softcap = attn_softcap;
@@ -881,6 +901,21 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
         g.linears.push_back(lin(Role::attn_in, "query_key_value", H,
                                 mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), falcon_bias));
         g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, falcon_bias));
+        break;
+      case Builder::gptj:
+        // GPTJAttention: k_proj, v_proj, q_proj, out_proj, no biases.
+        llama_attention(g, s, AttnBias{});
+        g.linears.back() = lin(Role::attn_out, "out_proj", mul(s.heads, s.hd), H);
+        break;
+      case Builder::bloom:
+        // BloomAttention: query_key_value (3 * hidden) and dense, with biases.
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H, mul(3, H), true));
+        g.linears.push_back(lin(Role::attn_out, "dense", H, H, true));
+        break;
+      case Builder::mpt:
+        // MptAttention: Wqkv (3 * d_model) and out_proj, biases unless no_bias.
+        g.linears.push_back(lin(Role::attn_in, "Wqkv", H, mul(3, H), mpt_bias));
+        g.linears.push_back(lin(Role::attn_out, "out_proj", H, H, mpt_bias));
         break;
       case Builder::opt:
         // OPTAttention: k_proj, v_proj, q_proj, out_proj, bias=enable_bias.
@@ -969,6 +1004,18 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
           g.linears.push_back(lin(Role::mlp_in, "fc1", H, s.I, opt_bias));
           g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, opt_bias));
           break;
+        case Builder::gptj:  // GPTJMLP: fc_in, fc_out with biases
+          g.linears.push_back(lin(Role::mlp_in, "fc_in", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "fc_out", s.I, H, true));
+          break;
+        case Builder::bloom:  // BloomMLP: dense_h_to_4h, dense_4h_to_h with biases
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, true));
+          break;
+        case Builder::mpt:  // MptMLP: up_proj, down_proj
+          g.linears.push_back(lin(Role::mlp_in, "up_proj", H, s.I, mpt_bias));
+          g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H, mpt_bias));
+          break;
         default:
           if (glm) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases
             g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, mul(2, s.I)));
@@ -982,7 +1029,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
 
     // Per-layer norms: input + post-attention, except where noted.
     std::uint64_t norms = 2;
-    if (builder == Builder::phi) norms = 1;  // PhiDecoderLayer: one input_layernorm
+    if (builder == Builder::phi || builder == Builder::gptj) norms = 1;  // one input_layernorm (ln_1)
     // FalconDecoderLayer: input + post-attention norms without parallel_attn; with it, ln_attn
     // and ln_mlp when num_ln_in_parallel_attn is 2 (the default of new_decoder_architecture),
     // else one input_layernorm.
@@ -1013,6 +1060,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   spec.embedding_params = checked_mul(s.V, H, "parameters");
   if (builder == Builder::gpt2)
     spec.embedding_params = checked_add(spec.embedding_params, mul(s.max_pos, H));  // wpe
+  if (builder == Builder::bloom)  // word_embeddings_layernorm (LayerNorm with bias)
+    spec.embedding_params = checked_add(spec.embedding_params, mul(2, H));
   if (builder == Builder::opt) {
     // OPTDecoder: embed_tokens(V, word_embed_proj_dim), OPTLearnedPositionalEmbedding
     // (max_position_embeddings + 2 rows: positions are offset by 2), and project_in /
@@ -1023,12 +1072,18 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   spec.lm_head_params = tied ? 0 : checked_mul(s.V, builder == Builder::opt ? opt_proj : H, "parameters");
   if (model_type == "phimoe" && !tied && rr.flag("lm_head_bias", false))
     spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
+  if (builder == Builder::gptj)  // GPTJForCausalLM: lm_head with a bias (its own, tied or not)
+    spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   if (builder == Builder::phi && !tied)  // PhiForCausalLM: lm_head bias=True
     spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
   spec.final_norm_params = norm_size;
   if (builder == Builder::opt && !opt_final_norm) spec.final_norm_params = 0;  // post-norm OPT (350m)
 
-  if (builder != Builder::gpt2 && builder != Builder::opt) {
+  if (builder == Builder::gptj) {
+    // GPTJAttention.embed_positions: sin/cos table (max positions x rotary_dim or n_embd), fp32, per layer.
+    buffers = checked_add(buffers, mul(mul(s.L, s.max_pos), mul(gptj_rot != 0 ? gptj_rot : H, 4)), "parameters");
+  } else if (builder != Builder::gpt2 && builder != Builder::opt && builder != Builder::bloom &&
+             builder != Builder::mpt) {  // ALiBi (bloom, mpt): no rotary buffers
     std::uint64_t rot_dim = builder == Builder::deepseek
                                 ? spec.qk_rope_head_dim
                                 : static_cast<std::uint64_t>(static_cast<double>(s.hd) * rotary_fraction);

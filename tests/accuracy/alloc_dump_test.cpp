@@ -29,7 +29,8 @@ TEST_CASE("dump estimates and measured figures", "[.dump]") {
   const std::pair<std::string, fs::path> files[] = {
       {"public", truth / "results/public.jsonl"},        {"expandable", truth / "results/expandable-segments.jsonl"},
       {"snap", snaps / "snap_default.jsonl"},            {"snap", snaps / "snap_more_default.jsonl"},
-      {"snapx", snaps / "snap_expandable.jsonl"},        {"snapx", snaps / "snap_more_expandable.jsonl"}};
+      {"snapx", snaps / "snap_expandable.jsonl"},        {"snapx", snaps / "snap_more_expandable.jsonl"},
+      {"held", snaps / "snap_heldout_default.jsonl"},    {"heldx", snaps / "snap_heldout_expandable.jsonl"}};
   std::map<std::string, spec::ModelSpec> specs;
   for (const auto& [src, file] : files) {
     const std::string text = slurp(file);

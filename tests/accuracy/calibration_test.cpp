@@ -36,7 +36,9 @@ const std::vector<std::string>& sources() {
       // The H200 _snapshot() runs (their configs are shared/truth's models/).
       "tests/accuracy/alloc/snapshots/snap_default.jsonl", "tests/accuracy/alloc/snapshots/snap_more_default.jsonl",
       "tests/accuracy/alloc/snapshots/snap_expandable.jsonl",
-      "tests/accuracy/alloc/snapshots/snap_more_expandable.jsonl"};
+      "tests/accuracy/alloc/snapshots/snap_more_expandable.jsonl",
+      "tests/accuracy/alloc/snapshots/snap_heldout_default.jsonl",
+      "tests/accuracy/alloc/snapshots/snap_heldout_expandable.jsonl"};
   return s;
 }
 

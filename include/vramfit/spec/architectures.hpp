@@ -16,7 +16,7 @@
 namespace vramfit::spec {
 
 /// How a type's decoder layer is built (which modules, in which order).
-enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt };
+enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt, gptj, bloom, mpt };
 
 /// One model type: how a config of that `model_type` is laid out, and the defaults of its
 /// config class (configuration_<type>.py) that decide its size.
@@ -44,6 +44,22 @@ struct Architecture {
   /// fewer k/v heads (FalconAttention with new_decoder_architecture broadcasts num_kv_heads to
   /// num_heads before DynamicCache.update).
   bool cache_all_heads = false;
+  /// transformers has no SDPA path for the type (GPT-J, BLOOM, MPT: from_config refuses
+  /// attn_implementation="sdpa"; a default load runs eager): attention is eager whatever the
+  /// workload asks.
+  bool eager_only = false;
+  /// 16-bit score-sized buffers alive at the peak of an eager attention forward, per head and
+  /// key position, where the type's attention differs from llama's eager_attention_forward
+  /// (0: llama's rule, 5 in bf16: scores, their fp32 copy and the fp32 softmax).
+  unsigned eager_scores = 0;
+  /// The eager scores are computed from fp32 copies of q and k (GPTJAttention._attn:
+  /// query.to(torch.float32), key.to(torch.float32)), which matmul saves for backward.
+  bool fp32_qk = false;
+  /// Rotary embeddings applied to a slice of each head and joined back with torch.cat (every
+  /// call, whatever partial_rotary_factor says): q comes out contiguous in (batch, heads, seq,
+  /// dim), so does SDPA's output, and `transpose(1, 2).contiguous()` copies it for o_proj,
+  /// which saves the copy when it trains.
+  bool rotary_cat = false;
 };
 
 /// Every supported model type, in the README's order.

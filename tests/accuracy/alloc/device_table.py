@@ -7,7 +7,8 @@ import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 rows = [r for r in rows if r["status"] == "ok"]
 names = {"public": "shared/truth public", "expandable": "shared/truth expandable", "snap": "snapshots default",
-         "snapx": "snapshots expandable"}
+         "snapx": "snapshots expandable",
+         "held": "held-out default", "heldx": "held-out expandable"}
 
 def mode(r):
     p = r["id"].split("/")
@@ -24,7 +25,7 @@ def line(label, rs):
 
 print("| cases | n | median abs | p90 abs | max abs | under by > 5 % |")
 print("| --- | --- | --- | --- | --- | --- |")
-for src in ("public", "expandable", "snap", "snapx"):
+for src in ("public", "expandable", "snap", "snapx", "held", "heldx"):
     rs = [r for r in rows if r["src"] == src]
     if not rs:
         continue

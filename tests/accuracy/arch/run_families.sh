@@ -1,6 +1,6 @@
 #!/bin/bash
-# How results.jsonl's families (cohere2 ... starcoder2, falcon's extra generates) and
-# unsupported.jsonl were measured: one H200 run (device tool, 223 s), from a copy of this
+# How results.jsonl's families (cohere2 ... starcoder2, falcon's extra generates, gptj, bloom, mpt,
+# stablelm, hunyuan_v1_dense) were measured: one H200 run (device tool, 223 s), from a copy of this
 # folder's gen_families.py output (models/, cases.json = the families, cases_extra.json = falcon's
 # two generates and the types without a row). measure.py is ../shared/truth/measure.py with
 # one change: a type that refuses SDPA is built with eager attention and the record says so
