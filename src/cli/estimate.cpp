@@ -93,7 +93,7 @@ struct ModeFlag {
 
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 13> kModeFlags{{
+constexpr std::array<ModeFlag, 14> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", spec::trains, "--mode train, lora and qlora"},
     {"--grad-accum", spec::trains, "--mode train, lora and qlora"},
@@ -102,6 +102,7 @@ constexpr std::array<ModeFlag, 13> kModeFlags{{
     {"--activation-offload", spec::trains, "--mode train, lora and qlora"},
     {"--recipe", spec::trains, "--mode train, lora and qlora"},
     {"--optimizer-in-backward", spec::trains, "--mode train, lora and qlora"},
+    {"--packing", spec::trains, "--mode train, lora and qlora"},
     {"--fsdp-mixed-precision", spec::trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
@@ -216,6 +217,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   }
   w.activation_offload = f.activation_offload;
   w.optimizer_in_backward = f.optimizer_in_backward;
+  w.sequence_packing = f.sequence_packing;
   w.master_weights = f.master_weights;
   if (f.has("--offload"))
     if (auto o = parse_choice(f.offload, "--offload", "offload", spec::parse_offload, spec::offload_names(), diags)) w.offload = *o;

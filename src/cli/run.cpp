@@ -222,6 +222,11 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
                                  "step each parameter as its gradient is ready and free the gradient (torchtune)")
                           ->group(levers);
   o.flag_options[e->get_name()].emplace_back("--optimizer-in-backward", oib);
+  CLI::Option* pk = e->add_flag("--packing", f.sequence_packing,
+                                "padding-free packed rows (DataCollatorWithFlattening): --batch rows of --seq tokens "
+                                "each, several sequences per row")
+                        ->group(levers);
+  o.flag_options[e->get_name()].emplace_back("--packing", pk);
   if (!budget) return;
   const std::string group = e->get_name() == "estimate" ? "Budget (at most one)" : "Budget (exactly one)";
   add(e, o, "--gpu", f.gpu, "ID", "a GPU of the catalog (list them with 'vramfit gpus')", group);

@@ -10,6 +10,7 @@
 // bf16, fp32, fp32 + bf16 autocast, LoRA and eager attention.
 
 #include "activations.hpp"
+#include "levers.hpp"
 
 #include <algorithm>
 
@@ -116,8 +117,10 @@ bool math_attention(const ModelSpec& m, const Workload& w) {
   return row != nullptr && row->eager_only;
 }
 
-// Sliding-window layers need an explicit boolean mask once the sequence exceeds the window.
+// Sliding-window layers need an explicit boolean mask once the sequence exceeds the window;
+// packed rows need one always (levers.hpp, packed_sdpa_mask).
 bool masked_sdpa(const ModelSpec& m, const Workload& w) {
+  if (packed_sdpa_mask(w)) return true;
   return m.sliding_window > 0 && m.sliding_layers > 0 && w.seq > m.sliding_window;
 }
 
@@ -254,6 +257,7 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
       }
     }
     tok(add(mul(qw, c), mul(m.num_heads, kFp32)));  // output + logsumexp
+    pos(packed_mask_bias(w, p));                     // packed rows: the additive mask SDPA saves
   } else if (gpt2_style(m)) {
     // GPT-2 eager: q, k, v stay views of c_attn's output; the scores go through softmax
     // (fp32 under autocast), a cast back, dropout (mask + output); matmul saves the last.

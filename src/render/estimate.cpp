@@ -75,6 +75,7 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
     extra.emplace_back("gradient checkpointing");
   if (w.activation_offload) extra.emplace_back("activation offload");
   if (w.optimizer_in_backward) extra.emplace_back("optimizer in backward");
+  if (w.sequence_packing) extra.emplace_back("packed sequences");
   if (w.grad_accum > 1) extra.push_back(fmt::format("gradient accumulation {}", w.grad_accum));
   if (w.master_weights) extra.emplace_back("fp32 master weights");
   if (w.loss != spec::Loss::hf) extra.push_back(fmt::format("loss {}", spec::name_of(w.loss)));
@@ -287,6 +288,7 @@ ojson workload_json(const spec::Workload& w) {
                                                             : ojson("full");
   j["activation_offload"] = w.activation_offload;
   j["optimizer_in_backward"] = w.optimizer_in_backward;
+  j["sequence_packing"] = w.sequence_packing;
   j["loss"] = w.trains() ? ojson(spec::name_of(w.loss)) : ojson(nullptr);
   j["fsdp_mixed_precision"] = w.fsdp_param_dtype ? ojson(name_of(*w.fsdp_param_dtype)) : ojson(nullptr);
   j["images"] = w.images;

@@ -449,6 +449,10 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
                                                      w.grad_accum),
               "drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too)");
   }
+  if (w.sequence_packing && !w.trains())
+    out.add("--packing", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+            "packed batches are a training data layout (DataCollatorWithFlattening): use --mode train, lora or "
+            "qlora, or drop --packing");
   if ((w.checkpoint_every > 1 || w.checkpoint_selective) && !w.checkpointing)
     out.add("--checkpointing", "a checkpointing kind without checkpointing", "give --checkpointing KIND");
   if (w.loss != Loss::hf && !w.trains())

@@ -44,6 +44,7 @@ struct EstimateFlags {
   std::string images, image_size;          ///< `--images N`, `--image-size WxH` (vision-language models)
   bool activation_offload = false;
   bool optimizer_in_backward = false;
+  bool sequence_packing = false;         ///< `--packing` (padding-free packed rows)
   bool double_quant = false;
   bool master_weights = false;
   std::string gpu, budget, headroom;

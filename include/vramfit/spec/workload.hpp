@@ -122,6 +122,11 @@ struct Workload {
   /// The optimizer steps each parameter in a post-accumulate-grad hook and frees its
   /// gradient at once (torchtune optimizer_in_bwd): no full set of gradients is alive.
   bool optimizer_in_backward = false;
+  /// Padding-free packed batches (`--packing`; transformers' DataCollatorWithFlattening, TRL's
+  /// padding_free): each of `batch` rows holds `seq` tokens made of several sequences, told
+  /// apart by position_ids restarting at 0. With SDPA, transformers' masking_utils builds a
+  /// block-diagonal causal mask of (batch, 1, seq, seq) booleans instead of using is_causal.
+  bool sequence_packing = false;
   Attention attention = Attention::sdpa;
   Lora lora;
   std::uint64_t grad_accum = 1;

@@ -123,7 +123,8 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
                                          "checkpointing", "attention", "lora", "grad_accum", "gpus",
                                          "nodes", "sharding", "offload", "master_weights", "kv_cache",
                                          "expandable_segments", "alloc_conf", "cuda_context", "checkpointing_kind", "activation_offload",
-                                         "optimizer_in_backward", "loss", "fsdp_mixed_precision", "images", "image_size"});
+                                         "optimizer_in_backward", "sequence_packing", "loss", "fsdp_mixed_precision",
+                                         "images", "image_size"});
   CHECK(j["schema_version"] == 3);
   CHECK(j["model"]["params"] == 8030261248ULL);
   CHECK(j["model"]["dtype"] == "bf16");
