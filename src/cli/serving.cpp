@@ -260,8 +260,12 @@ render::LlamaCppAnswer llama_answer(const engine::llamacpp::Result& r, const eng
 
 /// Why a --override-tensor pattern could make std::regex_search run for minutes (it backtracks):
 /// a repeat of a group that itself repeats ("(.*)*"), or more than four repeats in all
-/// (".*.*.*.*.*x" is polynomial of that degree over every tensor name); empty when it is safe.
+/// (".*.*.*.*.*x" is polynomial of that degree over every tensor name), or crash it (too long);
+/// empty when it is safe.
 std::string slow_pattern(const std::string& p) {
+  // libstdc++'s regex recurses per element: a pattern of 120000 characters overflowed the stack.
+  // GGUF tensor names are at most 63 characters (GGML_MAX_NAME 64).
+  if (p.size() > 1024) return fmt::format("{} characters (at most 1024)", p.size());
   std::vector<bool> group;  // per open group: it contains a repeat
   bool top = false, closed_repeats = false, after_atom = false;
   std::size_t repeats = 0;
@@ -364,7 +368,7 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
           d.add("--override-tensor", fmt::format("unknown buffer type '{}'", buf), "one of CPU, CUDA0, CUDA1, ...");
         else if (!slow.empty())
           d.add("--override-tensor",
-                fmt::format("'{}': {}, which std::regex would try for minutes over the tensor names", pattern, slow),
+                fmt::format("'{}': {}, which std::regex cannot run safely over the tensor names", pattern, slow),
                 "name the tensors more plainly, e.g. 'blk\\.(1[0-9])\\.ffn_.*_exps=CPU'");
         else
           st.override_tensor.push_back({pattern, dev});

@@ -241,6 +241,8 @@ TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block
   CHECK(nested.code == 2);
   CHECK(nested.err.find("--override-tensor: '(.*)*x': a group that repeats holds a repeat") != std::string::npos);
   CHECK(with({"--override-tensor", ".*.*.*.*.*x=CPU"}).code == 2);
+  CHECK(with({"--override-tensor", std::string(120000, 'a') + "=CPU"}).code == 2);  // overflowed std::regex's stack
+  CHECK(with({"--override-tensor", std::string(1024, 'a') + "=CPU"}).code == 0);
   CHECK(with({"--override-tensor", "blk\\.(1[0-5])\\.ffn_.*_exps=CPU,output=CPU"}).code == 0);
   const CliResult noeq = with({"--override-tensor", "exps"});
   CHECK(noeq.code == 2);
