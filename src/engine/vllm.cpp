@@ -204,15 +204,17 @@ namespace {
 /// and a decoder layer launches the same kernels whatever its width, so a graph's own memory
 /// grows with the layers; capture through one memory pool, largest size first
 /// (gpu_model_runner.py capture_model), lets the smaller graphs reuse the largest one's
-/// activations. There is no closed form (the driver's node sizes, what the pool reuses); the
-/// figure is from the one log that isolates a total: vLLM 0.6.5 (V0) captures 35 whole-model
-/// graphs for Llama-3.2-1B (16 layers), "took 0.21 GiB" (vllm#11349): 0.21 GiB / 35 / 16 =
-/// 0.384 MiB a layer. It is used for V1's FULL and piecewise graphs too: vLLM 0.10's
-/// per-size lines for Llama-3.1-8B's 67 piecewise sizes (vllm#22897, vllm#23184) read 6 to 28
-/// MiB a size (this gives 12.3), and vLLM's own estimate for a Qwen 3.5 GGUF at the defaults
-/// (51 piecewise + 35 FULL graphs, vllm#39559) 1.62 GiB (this gives 1.03 GiB for a 32-layer
-/// model).
-constexpr std::uint64_t kGraphPerLayer = 402653;  // 0.384 MiB
+/// activations. There is no closed form (the driver's node sizes, what the pool reuses); each
+/// figure is from the one log that isolates a total:
+/// - up to 0.10: vLLM 0.6.5 (V0) captures 35 whole-model graphs for Llama-3.2-1B (16 layers),
+///   "took 0.21 GiB" (vllm#11349): 0.21 GiB / 35 / 16 = 0.384 MiB a layer; vLLM 0.10's per-size
+///   lines for Llama-3.1-8B's 67 piecewise sizes (vllm#22897, vllm#23184) read 6 to 28 MiB a
+///   size, this gives 12.3;
+/// - from 0.11 (torch.compile'd pieces, FULL decode graphs): vLLM >= 0.21 estimates 0.52 GiB
+///   for Qwen3-8B's 51 piecewise + 35 FULL graphs (36 layers; LMCache#3430, "Estimated CUDA
+///   graph memory", the figure it takes off the KV cache): 0.52 GiB / 86 / 36 = 0.172 MiB.
+constexpr std::uint64_t kGraphPerLayerV0 = 402653;  // 0.384 MiB
+constexpr std::uint64_t kGraphPerLayer = 180344;    // 0.172 MiB
 
 }  // namespace
 
@@ -260,7 +262,9 @@ CudaGraphs cuda_graphs(const spec::ModelSpec& m, const Settings& s) {
   std::reverse(sizes.begin(), sizes.end());  // captured largest first
   g.sizes = std::move(sizes);
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
-  g.bytes = Bytes{checked_mul(checked_mul(checked_add(g.full, g.piecewise), layers), kGraphPerLayer)};
+  const bool compiled = !s.v0_engine && v.at_least(0, 11);
+  g.bytes = Bytes{checked_mul(checked_mul(checked_add(g.full, g.piecewise), layers),
+                              compiled ? kGraphPerLayer : kGraphPerLayerV0)};
   // vLLM >= 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default; opt-in since its
   // introduction in vllm#30515): gpu_worker.py determine_available_memory captures the graphs
   // once during profiling (profile_cudagraph_memory: the first two graphs of each mode,
