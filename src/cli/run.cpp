@@ -168,6 +168,14 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--batch", f.batch, "N", "sequences per step (default 1)", work);
   add(e, o, "--seq", f.seq, "N", "tokens per sequence; the prompt for generate (default 2048)", work);
   add(e, o, "--new-tokens", f.new_tokens, "N", "tokens generated (generate; default 256)", work);
+  add(e, o, "--images", f.images, "N",
+      "images per sequence (vision-language models): their tokens join the prompt, the vision tower runs first "
+      "(default 0)",
+      work);
+  add(e, o, "--image-size", f.image_size, "WxH",
+      "each image's size in pixels, WIDTHxHEIGHT or N for N x N, for models that take any size (Qwen-VL, "
+      "llava_next, pixtral, idefics3, internvl, llama4; default: the model's own)",
+      work);
   add(e, o, "--optimizer", f.optimizer, "NAME", optimizer_help(), work);
   add(e, o, "--autocast", f.autocast, "DTYPE", "bf16 or fp16: mixed precision over the stored weights", work);
   add(e, o, "--checkpointing", f.checkpointing_kind, "[KIND]",

@@ -74,7 +74,8 @@ constexpr std::string_view kTransformersOnly[] = {
     "--mode", "--batch", "--seq", "--new-tokens", "--optimizer", "--autocast", "--checkpointing", "--attention",
     "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
     "--master-weights", "--kv-cache", "--gpus", "--loss", "--fsdp-mixed-precision",
-    "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context"};
+    "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context", "--images",
+    "--image-size"};
 
 std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
                        std::string_view example = "4096") {
@@ -258,6 +259,64 @@ render::LlamaCppAnswer llama_answer(const engine::llamacpp::Result& r, const eng
   return a;
 }
 
+/// Why a --override-tensor pattern could make std::regex_search run for minutes (it backtracks):
+/// a repeat of a group that itself repeats ("(.*)*"), or more than four repeats in all
+/// (".*.*.*.*.*x" is polynomial of that degree over every tensor name), or crash it (too long);
+/// empty when it is safe.
+std::string slow_pattern(const std::string& p) {
+  // libstdc++'s regex recurses per element: a pattern of 120000 characters overflowed the stack.
+  // GGUF tensor names are at most 63 characters (GGML_MAX_NAME 64).
+  if (p.size() > 1024) return fmt::format("{} characters (at most 1024)", p.size());
+  std::vector<bool> group;  // per open group: it contains a repeat
+  bool top = false, closed_repeats = false, after_atom = false;
+  std::size_t repeats = 0;
+  const auto mark = [&] {
+    if (group.empty()) top = true;
+    else group.back() = true;
+  };
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    const bool was_group = closed_repeats;
+    closed_repeats = false;
+    if (c == '\\') {
+      ++i;
+      after_atom = true;
+      continue;
+    }
+    if (c == '[') {  // a class: quantifier characters inside are literal
+      for (++i; i < p.size() && p[i] != ']'; ++i)
+        if (p[i] == '\\') ++i;
+      after_atom = true;
+      continue;
+    }
+    if (c == '(') {
+      group.push_back(false);
+      after_atom = false;
+      continue;
+    }
+    if (c == ')') {
+      const bool inner = !group.empty() && group.back();
+      if (!group.empty()) group.pop_back();
+      closed_repeats = inner;
+      if (inner) mark();
+      after_atom = true;
+      continue;
+    }
+    if ((c == '*' || c == '+' || c == '{') && after_atom) {
+      if (was_group) return "a group that repeats holds a repeat (as in (.*)*)";
+      if (++repeats > 4) return "more than four repeats (*, + or {n,m})";
+      mark();
+      if (c == '{')
+        while (i < p.size() && p[i] != '}') ++i;
+      if (i + 1 < p.size() && p[i + 1] == '?') ++i;  // lazy
+      after_atom = false;
+      continue;
+    }
+    after_atom = c != '|' && c != '^' && c != '?';
+  }
+  return {};
+}
+
 LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, CatalogSource& catalog, bool required) {
   LlamaJob j;
   Diagnostics d;
@@ -304,12 +363,23 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
                    buf.find_first_not_of("0123456789", 4) == std::string::npos) {
           dev = std::stoi(buf.substr(4));
         }
+        const std::string pattern = item.substr(0, eq);
+        const std::string slow = slow_pattern(pattern);
         if (dev == -2)
           d.add("--override-tensor", fmt::format("unknown buffer type '{}'", buf), "one of CPU, CUDA0, CUDA1, ...");
+        else if (!slow.empty())
+          d.add("--override-tensor",
+                fmt::format("'{}': {}, which std::regex cannot run safely over the tensor names", pattern, slow),
+                "name the tensors more plainly, e.g. 'blk\\.(1[0-9])\\.ffn_.*_exps=CPU'");
         else
-          st.override_tensor.push_back({item.substr(0, eq), dev});
+          st.override_tensor.push_back({pattern, dev});
       }
       item.clear();
+    }
+    if (st.override_tensor.size() > 64) {
+      d.add("--override-tensor", fmt::format("{} patterns (at most 64)", st.override_tensor.size()),
+            "join them into fewer regexes, e.g. 'blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU'");
+      st.override_tensor.clear();
     }
   }
   if (!s.tensor_split.empty())

@@ -236,6 +236,14 @@ TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block
   const CliResult buf = with({"--override-tensor", "exps=GPU0"});
   CHECK(buf.code == 2);
   CHECK(buf.err.find("--override-tensor: unknown buffer type 'GPU0'") != std::string::npos);
+  // Patterns std::regex would backtrack through for minutes: refused, not run.
+  const CliResult nested = with({"--override-tensor", "(.*)*x=CPU"});
+  CHECK(nested.code == 2);
+  CHECK(nested.err.find("--override-tensor: '(.*)*x': a group that repeats holds a repeat") != std::string::npos);
+  CHECK(with({"--override-tensor", ".*.*.*.*.*x=CPU"}).code == 2);
+  CHECK(with({"--override-tensor", std::string(120000, 'a') + "=CPU"}).code == 2);  // overflowed std::regex's stack
+  CHECK(with({"--override-tensor", std::string(1024, 'a') + "=CPU"}).code == 0);
+  CHECK(with({"--override-tensor", "blk\\.(1[0-5])\\.ffn_.*_exps=CPU,output=CPU"}).code == 0);
   const CliResult noeq = with({"--override-tensor", "exps"});
   CHECK(noeq.code == 2);
   const CliResult gpu = with({"--override-tensor", "output=CUDA1"});

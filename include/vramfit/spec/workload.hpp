@@ -100,6 +100,14 @@ struct Workload {
   std::uint64_t batch = 1;
   std::uint64_t seq = 2048;              ///< tokens per sequence (the prompt, for generate)
   std::uint64_t new_tokens = 0;          ///< generated tokens (generate)
+  /// Images per sequence (`--images`, vision-language models): each adds its tokens to the
+  /// sequence's prompt (spec::image_work) and runs through the vision tower first; 0 = text only.
+  /// `seq` stays the text tokens.
+  std::uint64_t images = 0;
+  /// `--image-size`: each image's width and height in pixels; 0 = the model's default size
+  /// (spec::native_image_size).
+  std::uint64_t image_width = 0;
+  std::uint64_t image_height = 0;
   Optimizer optimizer = Optimizer::adamw;
   bool checkpointing = false;            ///< gradient checkpointing (non-reentrant)
   /// With checkpointing: only every N-th decoder layer is checkpointed (layers i with
