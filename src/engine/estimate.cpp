@@ -824,7 +824,11 @@ LossLogits loss_logits(const ModelSpec& m, const Workload& w, std::uint64_t toke
   return {Bytes{mul(tokens, m.vocab_size, compute_bytes(w))}, Bytes{mul(tokens, m.vocab_size, 4)}};
 }
 
-std::vector<NamedTensor> single_requests(const ModelSpec& m, const Workload& w) {
+std::vector<NamedTensor> single_requests(const ModelSpec& m, const Workload& given) {
+  // --images: the logits and scores cover the image tokens too (as in estimate()).
+  Workload w = given;
+  if (given.images > 0 && m.vision)
+    w.seq = checked_add(given.seq, spec::image_work(*m.vision, given.images, given.image_width, given.image_height).prompt_tokens);
   std::vector<NamedTensor> out;
   // Each size on its own: one that overflows 64 bits is left out, the others stay.
   const auto add = [&](std::string name, const auto& size) {

@@ -10,8 +10,13 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "vramfit/core/error.hpp"
+#include "vramfit/engine/estimate.hpp"
+#include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/vision.hpp"
+#include "vramfit/spec/workload.hpp"
 
+using namespace vramfit;
 using namespace vramfit::spec;
 using nlohmann::json;
 
@@ -129,4 +134,80 @@ TEST_CASE("images: idefics3 tiles", "[spec][vision][images]") {
   CHECK(l.sequences == 17);
   CHECK(l.sequence_len == 1024);
   CHECK(l.prompt_tokens == 16 * 66 + 4 + 68);
+}
+
+TEST_CASE("images: internvl tiles of the closest aspect ratio, with a thumbnail", "[spec][vision][images]") {
+  // GotOcr2ImageProcessor.crop_to_patches (max 12 tiles of 448): the grid whose cols / rows is
+  // closest to width / height, a larger grid of the same ratio only for an image of more than
+  // half its pixels; a thumbnail when there are several. InternVLProcessor: <img> + 256 tokens
+  // per tile ((448 / 14 / 2)^2) + </img>.
+  const VisionSpec v = vision("internvl");
+  REQUIRE(takes_any_size(v));
+  ImageLoad l = image_load(v, 448, 448);  // 1 x 1 (2 x 2 would need more than 401408 pixels)
+  CHECK(l.sequences == 1);
+  CHECK(l.sequence_len == 1025);  // 32 x 32 patches + CLS
+  CHECK(l.prompt_tokens == 256 + 2);
+  l = image_load(v, 896, 448);  // 2 x 1 + thumbnail
+  CHECK(l.sequences == 3);
+  CHECK(l.prompt_tokens == 3 * 256 + 2);
+}
+
+TEST_CASE("images: llama4 canvases of up to 16 tiles", "[spec][vision][images]") {
+  // Llama4ImageProcessor get_best_fit: the smallest upscale (else the largest downscale) of the
+  // canvases r x c of 448 tiles, then the smallest area; a global tile when there are several.
+  // Llama4Processor: <|image_start|>, per tile 256 tokens ((448 / 14)^2 x 0.5^2 after the pixel
+  // shuffle) and a separator, <|image|>, the global tile's 256, <|image_end|>.
+  const VisionSpec v = vision("llama4");
+  REQUIRE(takes_any_size(v));
+  ImageLoad l = image_load(v, 448, 448);  // one tile, no global tile, no separators
+  CHECK(l.sequences == 1);
+  CHECK(l.prompt_tokens == 3 + 256);
+  l = image_load(v, 896, 448);  // 1 x 2 at scale 1, + the global tile
+  CHECK(l.sequences == 3);
+  CHECK(l.prompt_tokens == 3 + 256 + 2 * 256 + 2);
+}
+
+TEST_CASE("images: --images is checked against the model", "[spec][vision][images]") {
+  // spec::validate: a text model, a cross-attention model (mllama) and sizes on fixed-size
+  // towers are refused naming the flag.
+  ModelSpec m;
+  m.name = "m";
+  m.num_layers = 1;
+  m.num_heads = 1;
+  m.hidden_size = 64;
+  Workload w;
+  w.images = 1;
+  Diagnostics d;
+  validate(w, m, d);
+  REQUIRE_FALSE(d.empty());
+  CHECK(d.items().front().field == "--images");
+  m.vision = vision("mllama-small");
+  Diagnostics d2;
+  validate(w, m, d2);
+  REQUIRE_FALSE(d2.empty());
+  CHECK(d2.items().front().field == "--images");
+  CHECK(d2.items().front().problem ==
+        "mllama reads images through cross-attention layers, whose image states vramfit does not model");
+}
+
+TEST_CASE("images: the doctor's candidate sizes cover the image tokens", "[spec][vision][images]") {
+  // engine::single_requests (what `explain` matches an OOM's size against): the logits of the
+  // whole sequence, text and image tokens.
+  std::ifstream f(std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/vision/configs/qwen2_vl-small.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const ModelSpec m = from_config_text(ss.str(), "qwen2_vl-small.json");
+  Workload img;
+  img.seq = 64;
+  img.images = 1;
+  img.image_width = img.image_height = 448;
+  Workload text;
+  text.seq = 64 + 258;
+  const auto a = engine::single_requests(m, img);
+  const auto b = engine::single_requests(m, text);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].name == b[i].name);
+    CHECK(a[i].size == b[i].size);
+  }
 }
