@@ -260,7 +260,7 @@ render::LlamaCppAnswer llama_answer(const engine::llamacpp::Result& r, const eng
 }
 
 /// Why a --override-tensor pattern could make std::regex_search run for minutes (it backtracks):
-/// a repeat of a group that itself repeats ("(.*)*"), or more than four repeats in all
+/// a repeat of a group that itself repeats or alternates ("(.*)*", "(.|.)*"), or more than four repeats in all
 /// (".*.*.*.*.*x" is polynomial of that degree over every tensor name), or crash it (too long);
 /// empty when it is safe.
 std::string slow_pattern(const std::string& p) {
@@ -302,8 +302,18 @@ std::string slow_pattern(const std::string& p) {
       after_atom = true;
       continue;
     }
+    if (c == '|') {  // (.|.)* backtracks through 2^n ways of matching n characters
+      if (!group.empty()) group.back() = true;
+      after_atom = false;
+      continue;
+    }
+    if (c == '?' && after_atom) {  // an optional atom: (.?.?)* is as ambiguous as (.|.)*; a
+      mark();                      // group made optional matches at most once, as safe as itself
+      after_atom = false;
+      continue;
+    }
     if ((c == '*' || c == '+' || c == '{') && after_atom) {
-      if (was_group) return "a group that repeats holds a repeat (as in (.*)*)";
+      if (was_group) return "a group that repeats holds a repeat or an alternation (as in (.*)* or (a|b)*)";
       if (++repeats > 4) return "more than four repeats (*, + or {n,m})";
       mark();
       if (c == '{')
