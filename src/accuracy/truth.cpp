@@ -114,6 +114,7 @@ spec::Workload workload_of(const json& c, const std::string& where) {
   }
   w.activation_offload = flag(c, "activation_offload", where);
   w.optimizer_in_backward = flag(c, "optimizer_in_backward", where);
+  w.sequence_packing = flag(c, "sequence_packing", where);
   if (c.contains("fsdp_mixed_precision") && !c["fsdp_mixed_precision"].is_null()) {
     const auto& v = c["fsdp_mixed_precision"];
     const auto d = v.is_string() ? parse_dtype(v.get<std::string>()) : std::nullopt;

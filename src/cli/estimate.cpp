@@ -16,6 +16,7 @@
 #include "vramfit/cli/files.hpp"
 #include "vramfit/cli/hub_cache.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/json.hpp"
 #include "vramfit/core/text.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/render/format.hpp"
@@ -92,7 +93,7 @@ struct ModeFlag {
 
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 13> kModeFlags{{
+constexpr std::array<ModeFlag, 14> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", spec::trains, "--mode train, lora and qlora"},
     {"--grad-accum", spec::trains, "--mode train, lora and qlora"},
@@ -101,6 +102,7 @@ constexpr std::array<ModeFlag, 13> kModeFlags{{
     {"--activation-offload", spec::trains, "--mode train, lora and qlora"},
     {"--recipe", spec::trains, "--mode train, lora and qlora"},
     {"--optimizer-in-backward", spec::trains, "--mode train, lora and qlora"},
+    {"--packing", spec::trains, "--mode train, lora and qlora"},
     {"--fsdp-mixed-precision", spec::trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},
@@ -215,6 +217,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   }
   w.activation_offload = f.activation_offload;
   w.optimizer_in_backward = f.optimizer_in_backward;
+  w.sequence_packing = f.sequence_packing;
   w.master_weights = f.master_weights;
   if (f.has("--offload"))
     if (auto o = parse_choice(f.offload, "--offload", "offload", spec::parse_offload, spec::offload_names(), diags)) w.offload = *o;
@@ -277,6 +280,30 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   if (w.mode == spec::Mode::generate) w.new_tokens = 256;
   if (f.has("--new-tokens"))
     if (auto v = parse_count(f.new_tokens, "--new-tokens", "512", diags)) w.new_tokens = *v;
+  if (f.has("--images")) {
+    // 0 is allowed (text only, as without the flag); the upper bound is spec::validate's.
+    if (f.images == "0")
+      w.images = 0;
+    else if (auto v = parse_count(f.images, "--images", "4", diags))
+      w.images = *v;
+  }
+  if (f.has("--image-size")) {
+    // WIDTHxHEIGHT, or N for a square.
+    const std::string& t = f.image_size;
+    const std::size_t x = t.find_first_of("xX");
+    const std::string wt = x == std::string::npos ? t : t.substr(0, x);
+    const std::string ht = x == std::string::npos ? t : t.substr(x + 1);
+    Diagnostics size_diags;
+    const auto wv = parse_count(wt, "--image-size", "1024x768", size_diags);
+    const auto hv = parse_count(ht, "--image-size", "1024x768", size_diags);
+    if (wv && hv) {
+      w.image_width = *wv;
+      w.image_height = *hv;
+    } else {
+      diags.add("--image-size", fmt::format("'{}' is not WIDTHxHEIGHT in pixels", text_excerpt(t)),
+                "give e.g. --image-size 1024x768, or --image-size 448 for 448x448");
+    }
+  }
   if (f.has("--grad-accum"))
     if (auto v = parse_count(f.grad_accum, "--grad-accum", "4", diags)) w.grad_accum = *v;
   if (f.has("--gpus"))

@@ -168,6 +168,14 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--batch", f.batch, "N", "sequences per step (default 1)", work);
   add(e, o, "--seq", f.seq, "N", "tokens per sequence; the prompt for generate (default 2048)", work);
   add(e, o, "--new-tokens", f.new_tokens, "N", "tokens generated (generate; default 256)", work);
+  add(e, o, "--images", f.images, "N",
+      "images per sequence (vision-language models): their tokens join the prompt, the vision tower runs first "
+      "(default 0)",
+      work);
+  add(e, o, "--image-size", f.image_size, "WxH",
+      "each image's size in pixels, WIDTHxHEIGHT or N for N x N, for models that take any size (Qwen-VL, "
+      "llava_next, pixtral, idefics3, internvl, llama4; default: the model's own)",
+      work);
   add(e, o, "--optimizer", f.optimizer, "NAME", optimizer_help(), work);
   add(e, o, "--autocast", f.autocast, "DTYPE", "bf16 or fp16: mixed precision over the stored weights", work);
   add(e, o, "--checkpointing", f.checkpointing_kind, "[KIND]",
@@ -214,6 +222,11 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
                                  "step each parameter as its gradient is ready and free the gradient (torchtune)")
                           ->group(levers);
   o.flag_options[e->get_name()].emplace_back("--optimizer-in-backward", oib);
+  CLI::Option* pk = e->add_flag("--packing", f.sequence_packing,
+                                "padding-free packed rows (DataCollatorWithFlattening): --batch rows of --seq tokens "
+                                "each, several sequences per row")
+                        ->group(levers);
+  o.flag_options[e->get_name()].emplace_back("--packing", pk);
   if (!budget) return;
   const std::string group = e->get_name() == "estimate" ? "Budget (at most one)" : "Budget (exactly one)";
   add(e, o, "--gpu", f.gpu, "ID", "a GPU of the catalog (list them with 'vramfit gpus')", group);
@@ -251,6 +264,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
       "llama.cpp: a multimodal projector (mmproj-*.gguf), its weights counted on the first GPU; found by itself "
       "in a --config folder",
       g);
+  add(e, o, "--override-tensor", s.override_tensor, "PATTERN=BUF,...",
+      "llama.cpp -ot: tensors whose GGUF name matches the regex go to CPU or CUDA<n>", g);
   CLI::Option* nm = e->add_flag("--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them")->group(g);
   o.flag_options[e->get_name()].emplace_back("--no-mmap", nm);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
@@ -266,6 +281,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);
+  add(e, o, "--vllm-version", s.vllm_version, "X.Y",
+      "vLLM: the release (default 0.27.1): its CUDA graph sizes, and from 0.21 the graphs inside the budget", g);
 }
 
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description,

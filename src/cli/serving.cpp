@@ -61,11 +61,12 @@ constexpr FlagRow kFlags[] = {
     {"--split-mode", true, false},      {"--ctx-size", true, false},      {"--parallel", true, false},
     {"--cache-type-k", true, false},    {"--cache-type-v", true, false},  {"--batch-size", true, false},
     {"--ubatch-size", true, false},     {"--flash-attn", true, false},    {"--no-mmap", true, false},
-    {"--mmproj", true, false},
+    {"--mmproj", true, false},          {"--override-tensor", true, false},
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
     {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
     {"--block-size", false, true},     {"--disable-hybrid-kv-cache-manager", false, true},
+    {"--vllm-version", false, true},
 };
 
 /// The transformers workload flags that mean nothing to a serving engine.
@@ -73,7 +74,8 @@ constexpr std::string_view kTransformersOnly[] = {
     "--mode", "--batch", "--seq", "--new-tokens", "--optimizer", "--autocast", "--checkpointing", "--attention",
     "--lora-rank", "--lora-targets", "--lora-dropout", "--grad-accum", "--sharding", "--offload", "--nodes",
     "--master-weights", "--kv-cache", "--gpus", "--loss", "--fsdp-mixed-precision",
-    "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context"};
+    "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context", "--images",
+    "--image-size"};
 
 std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
                        std::string_view example = "4096") {
@@ -257,6 +259,64 @@ render::LlamaCppAnswer llama_answer(const engine::llamacpp::Result& r, const eng
   return a;
 }
 
+/// Why a --override-tensor pattern could make std::regex_search run for minutes (it backtracks):
+/// a repeat of a group that itself repeats ("(.*)*"), or more than four repeats in all
+/// (".*.*.*.*.*x" is polynomial of that degree over every tensor name), or crash it (too long);
+/// empty when it is safe.
+std::string slow_pattern(const std::string& p) {
+  // libstdc++'s regex recurses per element: a pattern of 120000 characters overflowed the stack.
+  // GGUF tensor names are at most 63 characters (GGML_MAX_NAME 64).
+  if (p.size() > 1024) return fmt::format("{} characters (at most 1024)", p.size());
+  std::vector<bool> group;  // per open group: it contains a repeat
+  bool top = false, closed_repeats = false, after_atom = false;
+  std::size_t repeats = 0;
+  const auto mark = [&] {
+    if (group.empty()) top = true;
+    else group.back() = true;
+  };
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    const bool was_group = closed_repeats;
+    closed_repeats = false;
+    if (c == '\\') {
+      ++i;
+      after_atom = true;
+      continue;
+    }
+    if (c == '[') {  // a class: quantifier characters inside are literal
+      for (++i; i < p.size() && p[i] != ']'; ++i)
+        if (p[i] == '\\') ++i;
+      after_atom = true;
+      continue;
+    }
+    if (c == '(') {
+      group.push_back(false);
+      after_atom = false;
+      continue;
+    }
+    if (c == ')') {
+      const bool inner = !group.empty() && group.back();
+      if (!group.empty()) group.pop_back();
+      closed_repeats = inner;
+      if (inner) mark();
+      after_atom = true;
+      continue;
+    }
+    if ((c == '*' || c == '+' || c == '{') && after_atom) {
+      if (was_group) return "a group that repeats holds a repeat (as in (.*)*)";
+      if (++repeats > 4) return "more than four repeats (*, + or {n,m})";
+      mark();
+      if (c == '{')
+        while (i < p.size() && p[i] != '}') ++i;
+      if (i + 1 < p.size() && p[i + 1] == '?') ++i;  // lazy
+      after_atom = false;
+      continue;
+    }
+    after_atom = c != '|' && c != '^' && c != '?';
+  }
+  return {};
+}
+
 LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, CatalogSource& catalog, bool required) {
   LlamaJob j;
   Diagnostics d;
@@ -282,6 +342,46 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
     else d.add("--split-mode", fmt::format("unknown split mode '{}'", s.split_mode), "one of layer, row, none");
   }
   if (s.no_mmap) st.mmap = false;
+  if (!s.override_tensor.empty()) {
+    // common/arg.cpp: comma-separated PATTERN=BUFFER; the buffer a ggml buffer type's name.
+    std::string item;
+    for (const char c : s.override_tensor + ",") {
+      if (c != ',') {
+        item += c;
+        continue;
+      }
+      const std::size_t eq = item.rfind('=');
+      if (eq == std::string::npos || eq == 0) {
+        d.add("--override-tensor", fmt::format("'{}' is not PATTERN=BUFFER", item),
+              "e.g. --override-tensor 'ffn_.*_exps=CPU' (a regex over GGUF tensor names = CPU or CUDA0, CUDA1, ...)");
+      } else {
+        const std::string buf = item.substr(eq + 1);
+        int dev = -2;
+        if (buf == "CPU") {
+          dev = -1;
+        } else if (buf.size() > 4 && buf.size() <= 7 && buf.rfind("CUDA", 0) == 0 &&
+                   buf.find_first_not_of("0123456789", 4) == std::string::npos) {
+          dev = std::stoi(buf.substr(4));
+        }
+        const std::string pattern = item.substr(0, eq);
+        const std::string slow = slow_pattern(pattern);
+        if (dev == -2)
+          d.add("--override-tensor", fmt::format("unknown buffer type '{}'", buf), "one of CPU, CUDA0, CUDA1, ...");
+        else if (!slow.empty())
+          d.add("--override-tensor",
+                fmt::format("'{}': {}, which std::regex cannot run safely over the tensor names", pattern, slow),
+                "name the tensors more plainly, e.g. 'blk\\.(1[0-9])\\.ffn_.*_exps=CPU'");
+        else
+          st.override_tensor.push_back({pattern, dev});
+      }
+      item.clear();
+    }
+    if (st.override_tensor.size() > 64) {
+      d.add("--override-tensor", fmt::format("{} patterns (at most 64)", st.override_tensor.size()),
+            "join them into fewer regexes, e.g. 'blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU'");
+      st.override_tensor.clear();
+    }
+  }
   if (!s.tensor_split.empty())
     for (const std::string& x : split(s.tensor_split)) st.tensor_split.push_back(real_of(x, "--tensor-split", d));
   d.throw_if_any();
@@ -366,6 +466,19 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   }
   st.enforce_eager = s.enforce_eager;
   st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
+  if (!s.vllm_version.empty()) {
+    if (const auto v = engine::vllm::parse_release(s.vllm_version)) {
+      st.release = *v;
+      // The V1 engine is the default from 0.8; up to 0.6.4 the non-torch memory is the
+      // device's whole use outside PyTorch (engine/vllm.cpp non_torch).
+      st.v0_engine = !v->at_least(0, 8);
+      if (!v->at_least(0, 6) || (v->major == 0 && v->minor == 6 && v->patch < 5))
+        st.profiler = engine::vllm::Profiler::device_wide;
+    } else {
+      d.add("--vllm-version", fmt::format("'{}' is not a vLLM release", s.vllm_version),
+            "give major.minor[.patch], e.g. --vllm-version 0.11.2 (default: the newest, 0.27.1)");
+    }
+  }
   d.throw_if_any();
   j.model = load_model(f, catalog);
   // The weights' packing: --quant, else the checkpoint's quantization_config, else --dtype.
@@ -391,8 +504,14 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
 
 /// vLLM starts: KV blocks for a full request, and the card's rest (1 - utilization) holds the
 /// CUDA context and the graphs.
+/// What vLLM needs beyond its budget: the CUDA context, and the CUDA graphs where they are not
+/// inside it (before 0.21).
+Bytes beyond_budget(const engine::vllm::Result& r) {
+  return r.graphs.in_budget ? r.cuda_context : r.cuda_context + r.cuda_graphs;
+}
+
 bool vllm_fits(const engine::vllm::Result& r, const engine::vllm::Settings& st) {
-  return r.error.empty() && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+  return r.error.empty() && r.budget + beyond_budget(r) <= st.gpu_memory;
 }
 
 /// The budget vLLM works within: gpu_memory_utilization x the card.
@@ -642,10 +761,10 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     rep.workload.quant = st.weights.quant;
     rep.workload.weights = st.weights.weights;
     if (!x.error.empty()) rep.notes.push_back("vLLM would stop at start-up: " + x.error);
-    if (j.cards && x.budget + x.cuda_context + x.cuda_graphs > st.gpu_memory)
+    if (j.cards && x.budget + beyond_budget(x) > st.gpu_memory)
       rep.notes.push_back(fmt::format(
           "the card's rest ({} MiB) is less than the CUDA context and graphs ({} MiB): lower --gpu-memory-utilization",
-          (st.gpu_memory - x.budget).value() >> 20, (x.cuda_context + x.cuda_graphs).value() >> 20));
+          (st.gpu_memory - x.budget).value() >> 20, beyond_budget(x).value() >> 20));
     rep.notes.push_back("--engine vllm: per GPU; the Workload line reads batch as --max-num-seqs and seq as "
                         "--max-model-len");
     return rep;
@@ -665,7 +784,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     } else {
       value = static_cast<std::uint64_t>(std::floor(r.max_concurrency));
     }
-    const bool found = value > 0 && r.budget + r.cuda_context + r.cuda_graphs <= st.gpu_memory;
+    const bool found = value > 0 && r.budget + beyond_budget(r) <= st.gpu_memory;
     const vl::Result x = vl::estimate(j.model.spec, st);
     const render::EstimateReport rep = report_for(x, st);
     text = render::render_serving_fit(rep, render::VllmAnswer{x, st},
@@ -679,7 +798,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     const auto try_fix = [&](const std::string& id, const std::string& change, const vl::Settings& st) {
       try {
         const vl::Result x = vl::estimate(j.model.spec, st);
-        options.push_back({id, change, vllm_fits(x, st), x.budget + x.cuda_context + x.cuda_graphs});
+        options.push_back({id, change, vllm_fits(x, st), x.budget + beyond_budget(x)});
       } catch (const InputError&) {
       }
     };

@@ -10,6 +10,7 @@
 // bf16, fp32, fp32 + bf16 autocast, LoRA and eager attention.
 
 #include "activations.hpp"
+#include "levers.hpp"
 
 #include <algorithm>
 
@@ -116,8 +117,10 @@ bool math_attention(const ModelSpec& m, const Workload& w) {
   return row != nullptr && row->eager_only;
 }
 
-// Sliding-window layers need an explicit boolean mask once the sequence exceeds the window.
+// Sliding-window layers need an explicit boolean mask once the sequence exceeds the window;
+// packed rows need one always (levers.hpp, packed_sdpa_mask).
 bool masked_sdpa(const ModelSpec& m, const Workload& w) {
+  if (packed_sdpa_mask(w)) return true;
   return m.sliding_window > 0 && m.sliding_layers > 0 && w.seq > m.sliding_window;
 }
 
@@ -247,9 +250,14 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
         if (rotary) tok(add(mul(add(qw, kvw), qk_bytes), trains ? mul(qw, c) : 0));
       } else {
         tok(add(mul(add(qw, kvw), qk_bytes), mul(kvw, c)));
+        // A row's rotary_cat: q is (batch, heads, seq, dim)-contiguous after torch.cat, and so is
+        // SDPA's output: transpose(1, 2).contiguous() copies it, and a trained o_proj saves the copy.
+        const spec::Architecture* row = spec::find_architecture(m.model_type);
+        if (trains && rotary && row != nullptr && row->rotary_cat) tok(mul(qw, c));
       }
     }
     tok(add(mul(qw, c), mul(m.num_heads, kFp32)));  // output + logsumexp
+    pos(packed_mask_bias(w, p));                     // packed rows: the additive mask SDPA saves
   } else if (gpt2_style(m)) {
     // GPT-2 eager: q, k, v stay views of c_attn's output; the scores go through softmax
     // (fp32 under autocast), a cast back, dropout (mask + output); matmul saves the last.
@@ -269,11 +277,18 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
     // autocast's 16-bit cast for matmul) is saved by the second matmul (2 more bytes) unless
     // that cast is a no-op (fp32 compute).
     const bool grouped = m.num_kv_heads < m.num_heads;
-    tok(mul(qw, c));  // q after rotary
-    if (grouped)
-      tok(mul(qw, 2, c));
-    else
-      tok(add(mul(kvw, c), fused ? mul(add(qw, mul(2, kvw)), c) : mul(kvw, c)));
+    // A row's fp32_qk (gptj): the scores' matmul saves fp32 copies of q and k (the 16-bit
+    // ones are not kept), and v.
+    const spec::Architecture* row = spec::find_architecture(m.model_type);
+    if (row != nullptr && row->fp32_qk && c != kFp32 && !grouped && !fused) {
+      tok(add(mul(add(qw, kvw), kFp32), mul(kvw, c)));
+    } else {
+      tok(mul(qw, c));  // q after rotary
+      if (grouped)
+        tok(mul(qw, 2, c));
+      else
+        tok(add(mul(kvw, c), fused ? mul(add(qw, mul(2, kvw)), c) : mul(kvw, c)));
+    }
     std::uint64_t per = kFp32;
     if (c != kFp32) per = add(per, kHalf);
     if (m.attention_dropout > 0) per = add(per, 1 + c);
@@ -418,6 +433,7 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
       if (row != nullptr && row->eager_scores != 0 && c != kFp32)
         s.attn_per_token_position = add(mul(m.num_heads, row->eager_scores, kHalf), c);
       s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
+      if (row != nullptr && row->fp32_qk && c != kFp32) s.attn_per_token = add(s.attn_per_token, mul(qw, 2, kFp32));
     }
   }
   return s;

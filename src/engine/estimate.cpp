@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -301,9 +302,17 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
 Bytes paged_share(Bytes paged, const Workload& w);
 
 Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
-                             std::vector<std::string> notes) {
+                             std::vector<std::string> notes, Bytes tower) {
   const std::uint64_t tokens = mul(w.batch, w.seq);
   std::vector<Acc> phases;
+  if (tower.value() > 0) {
+    // --images: the vision tower runs over the images before the language model, and frees its
+    // activations before it (only the projected features, counted with the prompt, remain).
+    Acc t = base;
+    t.id = "vision_tower";
+    t.add("activations", tower);
+    phases.push_back(t);
+  }
   std::uint64_t mlp = 0;
   std::uint64_t attn_tok = 0;
   std::uint64_t attn_pos = 0;
@@ -368,7 +377,7 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
 }
 
 Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
-                            std::uint64_t adapters, std::vector<std::string> notes) {
+                            std::uint64_t adapters, std::vector<std::string> notes, Bytes tower) {
   const std::uint64_t tokens = mul(w.batch, w.seq);
   const Training t = training_terms(m, w, p, adapters);
   const Saved s = saved_terms(m, w, p, tokens);
@@ -398,6 +407,15 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
     acts = Bytes{};
     fwd_copies = detail::autocast_caches_weights(w) ? s.fixed + head_fixed : Bytes{s.one_layer_fixed};
     kept_copies = Bytes{};
+  }
+
+  if (tower.value() > 0) {
+    // --images: the vision tower's forward, before the language model's (as in inference).
+    Acc vt = base;
+    vt.id = "vision_tower";
+    vt.add("activations", tower);
+    vt.add("gradients", held_grads);
+    phases.push_back(vt);
   }
 
   Acc fwd = base;
@@ -806,7 +824,11 @@ LossLogits loss_logits(const ModelSpec& m, const Workload& w, std::uint64_t toke
   return {Bytes{mul(tokens, m.vocab_size, compute_bytes(w))}, Bytes{mul(tokens, m.vocab_size, 4)}};
 }
 
-std::vector<NamedTensor> single_requests(const ModelSpec& m, const Workload& w) {
+std::vector<NamedTensor> single_requests(const ModelSpec& m, const Workload& given) {
+  // --images: the logits and scores cover the image tokens too (as in estimate()).
+  Workload w = given;
+  if (given.images > 0 && m.vision)
+    w.seq = checked_add(given.seq, spec::image_work(*m.vision, given.images, given.image_width, given.image_height).prompt_tokens);
   std::vector<NamedTensor> out;
   // Each size on its own: one that overflows 64 bits is left out, the others stay.
   const auto add = [&](std::string name, const auto& size) {
@@ -824,7 +846,37 @@ std::vector<NamedTensor> single_requests(const ModelSpec& m, const Workload& w) 
   return out;
 }
 
-Breakdown estimate(const ModelSpec& m, const Workload& w) {
+// --images: what the vision tower holds at its peak while it encodes the images of the batch
+// (inference_mode; measured in tests/accuracy/vision, vision tower alone). Per tower token (the
+// patches of every sequence through the tower, spec::image_load): the input pixels, three
+// hidden-width tensors (residual, normed input, attention or MLP output) and the MLP's live
+// width-I tensors (VisionSpec::mlp_live); llava-style towers run with output_hidden_states=True
+// and keep every layer's hidden states until they return; eager attention adds one sequence's
+// scores, softmax (fp32) and cast per head.
+Bytes tower_activations(const spec::VisionSpec& v, const spec::ImageWork& iw, const Workload& w,
+                        const Precision& p) {
+  const std::uint64_t seqs = mul(w.batch, iw.images, iw.per_image.sequences);
+  const std::uint64_t tokens = mul(seqs, iw.per_image.sequence_len);
+  std::uint64_t per_token = checked_add(mul(v.pixels_per_patch, p.compute),
+                                        mul(p.compute, checked_add(mul(3, v.hidden), mul(v.mlp_live, v.intermediate))));
+  if (v.keeps_hidden_states) per_token = checked_add(per_token, mul(checked_add(v.layers, 1), v.hidden, p.compute));
+  Bytes b{mul(tokens, per_token)};
+  if (w.attention == spec::Attention::eager) {
+    const std::uint64_t s = iw.per_image.sequence_len;
+    b += Bytes{mul(mul(seqs, v.heads), mul(s, s), checked_add(mul(2, p.compute), 4))};
+  }
+  return b;
+}
+
+Breakdown estimate(const ModelSpec& m, const Workload& given) {
+  // --images: the image tokens join each sequence's prompt (spec::image_work); from here on
+  // `w.seq` is the whole sequence the language model sees.
+  Workload w = given;
+  std::optional<spec::ImageWork> images;
+  if (given.images > 0 && m.vision) {
+    images = spec::image_work(*m.vision, given.images, given.image_width, given.image_height);
+    w.seq = checked_add(given.seq, images->prompt_tokens);
+  }
   // The packing is the spec's (spec::set_packing, spec::resolve_packing): the weights' dtype
   // is the scheme's packed dtype, and spec::scheme_of gives a packed dtype's default scheme.
   if (w.quant.method != spec::QuantMethod::none && w.weights != spec::packed_dtype(w.quant))
@@ -850,6 +902,19 @@ Breakdown estimate(const ModelSpec& m, const Workload& w) {
                          "--dtype bf16 estimates that");
   }
 
+  Bytes tower;
+  if (images) {
+    tower = tower_activations(*m.vision, *images, w, p);
+    notes.push_back(fmt::format(
+        "{} image{} of {}x{} per sequence: {} tokens each joined the prompt ({} text + {} = {} tokens); the vision "
+        "tower's activations ({} sequence{} of {} tokens per image) peak before the language model runs",
+        images->images, images->images == 1 ? "" : "s", images->per_image.width, images->per_image.height,
+        images->per_image.prompt_tokens, given.seq, images->prompt_tokens, w.seq, images->per_image.sequences,
+        images->per_image.sequences == 1 ? "" : "s", images->per_image.sequence_len));
+    if (w.trains())
+      notes.push_back("training with images: the vision tower's saved activations for its backward are not counted "
+                      "(only its forward, which precedes the language model's)");
+  }
   if (w.sharding != spec::Sharding::none)
     notes.push_back(fmt::format("per-GPU figures for the busiest of {} GPUs{} with {}: sharding follows the "
                                 "ZeRO/FSDP/TP/pipeline rules (not measured on several GPUs)",
@@ -862,8 +927,8 @@ Breakdown estimate(const ModelSpec& m, const Workload& w) {
                                     : "optimizer state and gradient partitions live in"));
 
   Breakdown b = (w.mode == Mode::inference || w.mode == Mode::generate)
-                    ? estimate_inference(m, w, p, base, notes)
-                    : estimate_training(m, w, p, base, adapters, notes);
+                    ? estimate_inference(m, w, p, base, notes, tower)
+                    : estimate_training(m, w, p, base, adapters, notes, tower);
   // The upper bound: the measured error of the device total for this kind of workload.
   const UpperFactor f = upper_factor(w);
   b.upper_group = f.group;

@@ -12,6 +12,8 @@
 //    fused_linear_cross_entropy.py): forward runs lm_head and the loss chunk by chunk, writes
 //    the loss gradient into the chunk's logits in place, and keeps grad_input (tokens x
 //    hidden) and grad_weight (the lm_head's shape, when it trains) for backward.
+//  - --packing: transformers' masking_utils (find_packed_sequence_indices, sdpa_mask) and
+//    PyTorch's SDPA (attention.cpp, convert_boolean_attn_mask): see packed_sdpa_mask.
 //  - --fsdp-mixed-precision: torch.distributed.fsdp MixedPrecisionPolicy (FSDP2
 //    _fsdp_param.py / _fsdp_collectives.py): each unit's parameters are all-gathered in
 //    param_dtype, its unsharded gradients reduce-scattered in reduce_dtype (fp32).
@@ -115,6 +117,14 @@ std::uint64_t checkpointed_layers(std::uint64_t first, std::uint64_t count, std:
   if (every <= 1) return count;
   const auto upto = [every](std::uint64_t n) { return (n + every - 1) / every; };  // multiples of every below n
   return upto(first + count) - upto(first);
+}
+
+bool packed_sdpa_mask(const spec::Workload& w) {
+  return w.sequence_packing && w.attention == spec::Attention::sdpa;
+}
+
+std::uint64_t packed_mask_bias(const spec::Workload& w, const Precision& p) {
+  return packed_sdpa_mask(w) ? p.compute : 0;
 }
 
 std::uint64_t gathered_param_bytes(const spec::Workload& w, const Precision& p) {

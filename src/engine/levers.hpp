@@ -47,6 +47,20 @@ std::uint64_t selective_layer_saved(const spec::ModelSpec& m, const spec::LayerG
 /// wraps, when every `every`-th layer is (layers i with i % every == 0).
 std::uint64_t checkpointed_layers(std::uint64_t first, std::uint64_t count, std::uint64_t every);
 
+/// Whether packed rows (`--packing`) make transformers hand SDPA an explicit mask: masking_utils'
+/// create_causal_mask finds the packed sequences from position_ids (find_packed_sequence_indices)
+/// and, as the mask is no longer plain causal, builds a (batch, 1, seq, seq) boolean
+/// block-diagonal causal mask instead of SDPA's is_causal; with a mask, transformers'
+/// use_gqa_in_sdpa is false (repeat_kv copies k and v) and the flash kernel is ruled out.
+bool packed_sdpa_mask(const spec::Workload& w);
+
+/// Bytes per token and key position that each decoder layer saves for backward because of the
+/// packed mask: SDPA converts the boolean mask to an additive one in the query's dtype
+/// (aten/src/ATen/native/transformers/attention.cpp, convert_boolean_attn_mask: zeros_like +
+/// masked_fill with -inf) on every call, and the memory-efficient kernel saves that bias for
+/// its backward. 0 without packing.
+std::uint64_t packed_mask_bias(const spec::Workload& w, const Precision& p);
+
 /// torchtune's CEWithChunkedOutputLoss default (num_output_chunks = 8).
 inline constexpr std::uint64_t kLossChunks = 8;
 

@@ -24,6 +24,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -224,6 +225,12 @@ struct ComputeShape {
   /// GGML_OP_OFFLOAD_MIN_BATCH = 32): the largest one's copy and its output [rows, ub] in f32.
   std::uint64_t offload_weight = 0;
   std::uint64_t offload_rows = 0;
+  /// The offloaded weight is the output layer's (the output left on the host): the graph's
+  /// whole tail then runs on this GPU (ggml-cuda's offload_op takes any op of >= 32 rows whose
+  /// weight is on the host, and the ops after follow their inputs), so the last layer's output,
+  /// its get_rows of the output tokens (inp_out_ids), the final norm and its scale, four
+  /// [n_embd, ub] f32, are alive beside the weight's copy and the logits.
+  bool offload_output = false;
 };
 
 /// llm_graph_input_attn's kq_mask [n_kv, GGML_PAD(n_tokens, GGML_KQ_MASK_PAD)]: an f32 input
@@ -260,7 +267,8 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
     peak = std::max(peak, out);
   }
   if (c.offload_weight > 0 && c.ub >= 32)
-    peak = std::max(peak, checked_add(checked_add(c.offload_weight, checked_mul(checked_mul(c.ub, c.offload_rows), f32)), act));
+    peak = std::max(peak, checked_add(checked_add(c.offload_weight, checked_mul(checked_mul(c.ub, c.offload_rows), f32)),
+                                      checked_mul(act, c.offload_output ? 4 : 1)));
   return peak;
 }
 
@@ -409,10 +417,12 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
   std::uint64_t host_read = 0;
   std::uint64_t host_matrix = 0, host_matrix_rows = 0;  // the largest weight left on the host
+  bool host_matrix_output = false;                       // ... and it is output.weight
   const auto on_host = [&](const GgufTensor& t) {
     if (t.ne.size() >= 2 && !input_tensor(t.name) && t.bytes > host_matrix) {
       host_matrix = t.bytes;
       host_matrix_rows = t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1);
+      host_matrix_output = t.name == "output.weight";
     }
     map_lo = std::min(map_lo, t.offset);
     map_hi = std::max(map_hi, checked_add(t.offset, t.bytes));
@@ -420,6 +430,25 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   };
   const auto on_gpu = [&](std::size_t d, std::uint64_t alloc) {
     gpu_model[d] = checked_add(gpu_model[d], pad(alloc, kCudaAlignment));
+  };
+  // -ot: compiled once; a bad pattern or a device past the GPUs is the flag's error.
+  std::vector<std::regex> overrides;
+  for (const auto& o : s.override_tensor) {
+    if (o.device >= static_cast<int>(r.gpus.size()))
+      throw InputError("--override-tensor", fmt::format("{}=CUDA{}: there are {} GPUs (CUDA0 to CUDA{})", o.pattern,
+                                                        o.device, r.gpus.size(), r.gpus.size() - 1),
+                       "name CPU or one of the GPUs given with --gpu");
+    try {
+      overrides.emplace_back(o.pattern);
+    } catch (const std::regex_error& e) {
+      throw InputError("--override-tensor", fmt::format("'{}' is not a regular expression ({})", o.pattern, e.what()),
+                       "e.g. --override-tensor 'blk\\.(1[0-9])\\.ffn_.*_exps=CPU'");
+    }
+  }
+  const auto overridden = [&](const std::string& name) -> std::optional<int> {
+    for (std::size_t i = 0; i < overrides.size(); ++i)
+      if (std::regex_search(name, overrides[i])) return s.override_tensor[i].device;
+    return std::nullopt;
   };
   const GgufTensor* token_embd = nullptr;
   bool has_output = false;
@@ -446,6 +475,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     } else {
       dev = p.layer_dev.back();  // output, output_norm and the other non-repeating tensors
     }
+    if (const auto o = overridden(t.name)) dev = *o;
     if (dev == kCpu) {
       on_host(t);
       continue;
@@ -544,7 +574,8 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   // layers on CUDA0, n_ctx 4096, ub 512, no flash attention): 584 MiB graph + 4 x 16 MiB hidden
   // + 3 x 8 MiB mask + 4 x 4 KiB = 672.01 MiB, as logged.
   const bool pipeline_parallel = n_gpu > 1 && s.split_mode == SplitMode::layer && s.kv_offload &&
-                                 r.host.layers == 0 && r.output_on_gpu && s.n_cpu_moe == 0;
+                                 r.host.layers == 0 && r.output_on_gpu && s.n_cpu_moe == 0 &&
+                                 s.override_tensor.empty();
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
     c.ub = ub;
@@ -556,6 +587,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     if (d == 0 && s.gpu_layers > 0) {  // the main GPU runs the host's large matmuls
       c.offload_weight = host_matrix;
       c.offload_rows = host_matrix_rows;
+      c.offload_output = host_matrix_output;
     }
     std::uint64_t bytes = compute_bytes(h, c);
     if (pipeline_parallel && (c.has_layers || c.has_output)) {

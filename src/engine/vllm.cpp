@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -173,6 +174,106 @@ std::uint64_t largest_model_len(const spec::ModelSpec& m, const Settings& s, std
                      std::max<std::uint64_t>(s.max_model_len.value_or(0), m.max_positions));
 }
 
+std::optional<Release> parse_release(const std::string& text) {
+  std::string_view t = text;
+  if (!t.empty() && (t.front() == 'v' || t.front() == 'V')) t.remove_prefix(1);
+  unsigned parts[3] = {0, 0, 0};
+  std::size_t n = 0;
+  while (n < 3) {
+    std::size_t i = 0;
+    unsigned v = 0;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9' && i < 4) v = v * 10 + static_cast<unsigned>(t[i++] - '0');
+    if (i == 0 || (i < t.size() && t[i] >= '0' && t[i] <= '9')) return std::nullopt;
+    parts[n++] = v;
+    t.remove_prefix(i);
+    if (t.empty() || t.front() != '.' || t.size() < 2 || t[1] < '0' || t[1] > '9') break;
+    t.remove_prefix(1);
+  }
+  if (n < 2) return std::nullopt;
+  // What may follow: ".post1", "rc1", ".dev123+gabc", "+cu128".
+  if (!t.empty() && t.front() != '.' && t.front() != '+' && t.front() != '-' && t.front() != 'r' && t.front() != 'a' &&
+      t.front() != 'b')
+    return std::nullopt;
+  return Release{parts[0], parts[1], parts[2]};
+}
+
+namespace {
+
+/// What one captured graph keeps per decoder layer on its GPU. A graph holds its kernel nodes
+/// (their parameters, instantiated by cudaGraphInstantiate) in device memory outside PyTorch,
+/// and a decoder layer launches the same kernels whatever its width, so a graph's own memory
+/// grows with the layers; capture through one memory pool, largest size first
+/// (gpu_model_runner.py capture_model), lets the smaller graphs reuse the largest one's
+/// activations. There is no closed form (the driver's node sizes, what the pool reuses); each
+/// figure is from the one log that isolates a total:
+/// - up to 0.10: vLLM 0.6.5 (V0) captures 35 whole-model graphs for Llama-3.2-1B (16 layers),
+///   "took 0.21 GiB" (vllm#11349): 0.21 GiB / 35 / 16 = 0.384 MiB a layer; vLLM 0.10's per-size
+///   lines for Llama-3.1-8B's 67 piecewise sizes (vllm#22897, vllm#23184) read 6 to 28 MiB a
+///   size, this gives 12.3;
+/// - from 0.11 (torch.compile'd pieces, FULL decode graphs): vLLM >= 0.21 estimates 0.52 GiB
+///   for Qwen3-8B's 51 piecewise + 35 FULL graphs (36 layers; LMCache#3430, "Estimated CUDA
+///   graph memory", the figure it takes off the KV cache): 0.52 GiB / 86 / 36 = 0.172 MiB.
+constexpr std::uint64_t kGraphPerLayerV0 = 402653;  // 0.384 MiB
+constexpr std::uint64_t kGraphPerLayer = 180344;    // 0.172 MiB
+
+}  // namespace
+
+CudaGraphs cuda_graphs(const spec::ModelSpec& m, const Settings& s) {
+  CudaGraphs g;
+  if (s.enforce_eager) return g;
+  const Release& v = s.release;
+  std::vector<std::uint64_t> sizes;
+  const auto fill = [&sizes](std::uint64_t cap, bool step16) {
+    for (const std::uint64_t b : {1, 2, 4})
+      if (b <= cap) sizes.push_back(b);
+    for (std::uint64_t b = 8; b <= cap && (!step16 || b < 256); b += 8) sizes.push_back(b);
+    if (step16)
+      for (std::uint64_t b = 256; b <= cap; b += 16) sizes.push_back(b);
+  };
+  if (s.v0_engine || !v.at_least(0, 8)) {
+    // V0 (vllm/worker/model_runner.py capture_model; from 0.7 vllm/config.py
+    // _set_cudagraph_sizes): [1, 2, 4] and the multiples of 8 up to max_num_seqs rounded up to
+    // 8, at most 256 (512 from 0.7); one graph of the whole model per size.
+    const std::uint64_t padded = cdiv(s.max_num_seqs, 8) * 8;
+    fill(std::min<std::uint64_t>(padded, v.at_least(0, 7) ? 512 : 256), false);
+    g.full = sizes.size();
+  } else if (!v.at_least(0, 11)) {
+    // V1 0.8 to 0.10 (vllm/config.py _set_cudagraph_sizes, cuda_graph_sizes = [512]):
+    // [1, 2, 4] + range(8, 513, 8), the 67 graphs of vllm#20098, at most
+    // max_num_batched_tokens; piecewise only (full_cuda_graph off).
+    fill(std::min<std::uint64_t>(512, s.max_num_batched_tokens), false);
+    g.piecewise = sizes.size();
+  } else {
+    // V1 from 0.11 (vllm/config/vllm.py _set_cudagraph_sizes): max_cudagraph_capture_size =
+    // min(2 x max_num_seqs, 512), at most max_num_batched_tokens; [1, 2, 4] + range(8, 256, 8)
+    // + range(256, max + 1, 16). cudagraph_mode FULL_AND_PIECEWISE (the default): every size
+    // piecewise for mixed prefill-decode batches, and the sizes up to max_num_seqs as FULL
+    // decode graphs ("Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35
+    // (largest=256)" at max_num_seqs 256).
+    fill(std::min({checked_mul(2, s.max_num_seqs), std::uint64_t{512}, s.max_num_batched_tokens}), true);
+    g.piecewise = sizes.size();
+    for (const std::uint64_t b : sizes)
+      if (b <= s.max_num_seqs) {
+        ++g.full;
+        g.largest_full = b;
+      }
+  }
+  if (g.full > 0 && g.largest_full == 0) g.largest_full = sizes.empty() ? 0 : sizes.back();
+  std::reverse(sizes.begin(), sizes.end());  // captured largest first
+  g.sizes = std::move(sizes);
+  const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
+  const bool compiled = !s.v0_engine && v.at_least(0, 11);
+  g.bytes = Bytes{checked_mul(checked_mul(checked_add(g.full, g.piecewise), layers),
+                              compiled ? kGraphPerLayer : kGraphPerLayerV0)};
+  // vLLM >= 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default; opt-in since its
+  // introduction in vllm#30515): gpu_worker.py determine_available_memory captures the graphs
+  // once during profiling (profile_cudagraph_memory: the first two graphs of each mode,
+  // extrapolated linearly to the rest) and takes the estimate off the KV cache
+  // ("cudagraph_memory_estimate_applied"). Before, the graphs came after, outside the budget.
+  g.in_budget = !s.v0_engine && v.at_least(0, 21);
+  return g;
+}
+
 Result estimate(const spec::ModelSpec& m, const Settings& s) {
   Diagnostics diags;
   if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0))
@@ -239,24 +340,38 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     const std::uint64_t mlp = checked_add(checked_mul(checked_mul(T, cdiv(I, tp)), d * 3), checked_mul(checked_mul(T, H), d));
     const std::uint64_t attn = checked_mul(checked_mul(T, cdiv(qkv + q, tp)), d);
     const std::uint64_t forward = checked_add(stream, std::max(mlp, attn));
-    // The dummy sampler run: fp32 logits of [max_num_seqs, vocab], their softmax and the sort
-    // of top-p/top-k (values fp32 + int64 indices) while the last hidden states stay alive.
-    // V0 keeps only the fp32 logits of the dummy requests; V1's sampler also sorts them (top-p/
-    // top-k: fp32 values + int64 indices).
-    const std::uint64_t per_logit = s.v0_engine ? 4 : 4 + 4 + 8;
-    const std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
-                                              checked_mul(checked_mul(T, H), d));
+    // The dummy sampler run over max_num_seqs requests (gpu_model_runner.py _dummy_sampler_run:
+    // the forward's hidden states [T, H] stay alive, plus the requests' rows and their
+    // torch.rand_like copy, 2 x [max_num_seqs, H]; the logits are [max_num_seqs, vocab]):
+    // - V0 keeps only the fp32 logits of the dummy requests: 4 bytes a logit;
+    // - V1 with FlashInfer's sampling kernels (the default where FlashInfer is installed, on
+    //   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
+    //   the bf16 logits, their fp32 copy (sampler.py) and FlashInfer's probabilities: 16 bytes a
+    //   logit, the figure of the two logs of that path (14.7 and 16.3 bytes a logit measured);
+    // - V1 with the PyTorch-native top-k/top-p (sort_sampler; the late-2025 releases):
+    //   apply_top_k_top_p sorts the fp32 logits while the bf16 logits (2) and their fp32 copy
+    //   (4) stay alive: torch.sort's outputs, fp32 values (4) and int64 indices (8), and its
+    //   segmented radix sort's int64 index input (8) and double buffer of keys and values
+    //   (4 + 8): 38 bytes a logit. The five H100 runs of the late-2025 write-up (vocab 128256
+    //   to 201088, max_num_seqs 1024) log 4.76 to 7.38 GiB; this gives -0.5% to -0.7% (the
+    //   rest is cuBLAS's 32 MiB Hopper workspace, not modelled per architecture).
+    const std::uint64_t per_logit = s.v0_engine ? 4 : s.sort_sampler ? 38 : 16;
+    std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
+                                        checked_mul(checked_mul(T, H), d));
+    if (!s.v0_engine) sampler = checked_add(sampler, checked_mul(checked_mul(2 * s.max_num_seqs, H), d));
     r.activation_peak = Bytes{std::max(forward, sampler)};
   }
   r.non_torch = non_torch(s);
   r.cuda_context = kContext;
 
-  // CUDA graphs: captured after the KV cache is allocated (outside the budget); vLLM's
-  // capture sizes reach min(max_num_seqs, 512) tokens. A few hundred MiB in the logs
-  // ("Graph capturing finished in 10 secs, took 0.40 GiB" for 7-8B models on one GPU).
-  r.cuda_graphs = s.enforce_eager ? Bytes{} : MiB(512);
+  // CUDA graphs (cuda_graphs() below): captured after the KV cache is allocated; up to 0.20
+  // outside the budget, from 0.21 vLLM's estimate of them comes off it.
+  r.graphs = cuda_graphs(m, s);
+  r.cuda_graphs = r.graphs.bytes;
 
-  const auto used = static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch).value());
+  Bytes taken = r.weights + r.activation_peak + r.non_torch;
+  if (r.graphs.in_budget) taken += r.cuda_graphs;
+  const auto used = static_cast<std::int64_t>(taken.value());
   r.available_kv = static_cast<std::int64_t>(r.budget.value()) - used;
   const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
   const KvLayout kv = kv_layout(m, s);
@@ -323,16 +438,26 @@ Breakdown breakdown_of(const Result& r) {
            : fmt::format("the KV blocks one request of {} tokens needs (the budget leaves {} tokens)", r.max_model_len,
                          r.kv_cache_tokens),
        true});
-  b.components.push_back({"cuda_context", r.non_torch, "non-torch memory (cuBLAS, NCCL) inside the budget", false});
+  const Bytes inside = r.graphs.in_budget ? r.non_torch + r.cuda_graphs : r.non_torch;
+  b.components.push_back({"cuda_context", inside,
+                          r.graphs.in_budget ? "non-torch memory (cuBLAS, NCCL) and the CUDA graphs inside the budget"
+                                             : "non-torch memory (cuBLAS, NCCL) inside the budget",
+                          false});
   b.peak_allocated = r.weights + r.activation_peak + kv;
-  b.cuda_context = r.non_torch;
-  b.device_total = b.peak_allocated + r.non_torch;
+  b.cuda_context = inside;
+  b.device_total = b.peak_allocated + inside;
   b.phases = {{"load", r.weights}, {"profile", r.weights + r.activation_peak}, {"serve", b.peak_allocated}};
   b.peak_phase = "serve";
   b.notes = r.notes;
-  b.notes.push_back(fmt::format("outside the budget: the CUDA context ({} MiB) and the CUDA graphs ({} MiB) need "
-                                "the rest of the card",
-                                r.cuda_context.value() >> 20, r.cuda_graphs.value() >> 20));
+  const std::string graphs = fmt::format("{} piecewise + {} FULL CUDA graphs ({} MiB)", r.graphs.piecewise,
+                                         r.graphs.full, r.cuda_graphs.value() >> 20);
+  if (r.graphs.in_budget)
+    b.notes.push_back(fmt::format("inside the budget: {} (vLLM >= 0.21 takes its estimate of them off the KV "
+                                  "cache); outside it: the CUDA context ({} MiB)",
+                                  graphs, r.cuda_context.value() >> 20));
+  else
+    b.notes.push_back(fmt::format("outside the budget: the CUDA context ({} MiB) and {} need the rest of the card",
+                                  r.cuda_context.value() >> 20, graphs));
   return b;
 }
 

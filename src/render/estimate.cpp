@@ -75,6 +75,7 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
     extra.emplace_back("gradient checkpointing");
   if (w.activation_offload) extra.emplace_back("activation offload");
   if (w.optimizer_in_backward) extra.emplace_back("optimizer in backward");
+  if (w.sequence_packing) extra.emplace_back("packed sequences");
   if (w.grad_accum > 1) extra.push_back(fmt::format("gradient accumulation {}", w.grad_accum));
   if (w.master_weights) extra.emplace_back("fp32 master weights");
   if (w.loss != spec::Loss::hf) extra.push_back(fmt::format("loss {}", spec::name_of(w.loss)));
@@ -287,9 +288,29 @@ ojson workload_json(const spec::Workload& w) {
                                                             : ojson("full");
   j["activation_offload"] = w.activation_offload;
   j["optimizer_in_backward"] = w.optimizer_in_backward;
+  j["sequence_packing"] = w.sequence_packing;
   j["loss"] = w.trains() ? ojson(spec::name_of(w.loss)) : ojson(nullptr);
   j["fsdp_mixed_precision"] = w.fsdp_param_dtype ? ojson(name_of(*w.fsdp_param_dtype)) : ojson(nullptr);
+  j["images"] = w.images;
+  j["image_size"] = w.image_width != 0 ? ojson::array({w.image_width, w.image_height}) : ojson(nullptr);
   return j;
+}
+
+/// What --images adds (null without images): the size each image is resized to, the tokens
+/// one image and all of a sequence's images add to the prompt, the sequence the language model
+/// sees, and the tower's sequences per image and tokens per sequence.
+static ojson image_tokens_json(const spec::ModelSpec& m, const spec::Workload& w) {
+  if (w.images == 0 || !m.vision) return ojson(nullptr);
+  const spec::ImageWork iw = spec::image_work(*m.vision, w.images, w.image_width, w.image_height);
+  ojson o;
+  o["width"] = iw.per_image.width;
+  o["height"] = iw.per_image.height;
+  o["per_image"] = iw.per_image.prompt_tokens;
+  o["per_sequence"] = iw.prompt_tokens;
+  o["seq"] = w.seq + iw.prompt_tokens;
+  o["tower_sequences_per_image"] = iw.per_image.sequences;
+  o["tower_sequence_len"] = iw.per_image.sequence_len;
+  return o;
 }
 
 ojson estimate_json(const EstimateReport& r) {
@@ -298,6 +319,7 @@ ojson estimate_json(const EstimateReport& r) {
   j["schema_version"] = kSchemaVersion;
   j["model"] = model_json(r.model, r.workload);
   j["workload"] = workload_json(r.workload);
+  j["image_tokens"] = image_tokens_json(r.model, r.workload);
   ojson components = ojson::array();
   for (const auto& c : b.components) {
     ojson o;

@@ -829,6 +829,10 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
     }
   }
   spec.scaled_logits = row != nullptr && row->scaled_logits;
+  if (row != nullptr && row->eager_only)
+    spec.notes.push_back(fmt::format("{}: transformers has no SDPA path for this type; attention is estimated as eager "
+                                     "(the scores are materialised) whatever the attention setting",
+                                     model_type));
   if (builder == Builder::gemma) {
     spec.final_logit_softcap = final_softcap;
     spec.attn_logit_softcap = attn_softcap;
@@ -901,17 +905,17 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
       case Builder::gptj:
         // GPTJAttention: k_proj, v_proj, q_proj, out_proj, no biases.
         llama_attention(g, s, AttnBias{});
-        g.linears.back() = lin("out_proj", mul(s.heads, s.hd), H);
+        g.linears.back() = lin(Role::attn_out, "out_proj", mul(s.heads, s.hd), H);
         break;
       case Builder::bloom:
         // BloomAttention: query_key_value (3 * hidden) and dense, with biases.
-        g.linears.push_back(lin("query_key_value", H, mul(3, H), true));
-        g.linears.push_back(lin("dense", H, H, true));
+        g.linears.push_back(lin(Role::attn_in, "query_key_value", H, mul(3, H), true));
+        g.linears.push_back(lin(Role::attn_out, "dense", H, H, true));
         break;
       case Builder::mpt:
         // MptAttention: Wqkv (3 * d_model) and out_proj, biases unless no_bias.
-        g.linears.push_back(lin("Wqkv", H, mul(3, H), mpt_bias));
-        g.linears.push_back(lin("out_proj", H, H, mpt_bias));
+        g.linears.push_back(lin(Role::attn_in, "Wqkv", H, mul(3, H), mpt_bias));
+        g.linears.push_back(lin(Role::attn_out, "out_proj", H, H, mpt_bias));
         break;
       case Builder::opt:
         // OPTAttention: k_proj, v_proj, q_proj, out_proj, bias=enable_bias.
@@ -1001,16 +1005,16 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
           g.linears.push_back(lin(Role::mlp_out, "fc2", s.I, H, opt_bias));
           break;
         case Builder::gptj:  // GPTJMLP: fc_in, fc_out with biases
-          g.linears.push_back(lin("fc_in", H, s.I, true));
-          g.linears.push_back(lin("fc_out", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "fc_in", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "fc_out", s.I, H, true));
           break;
         case Builder::bloom:  // BloomMLP: dense_h_to_4h, dense_4h_to_h with biases
-          g.linears.push_back(lin("dense_h_to_4h", H, s.I, true));
-          g.linears.push_back(lin("dense_4h_to_h", s.I, H, true));
+          g.linears.push_back(lin(Role::mlp_in, "dense_h_to_4h", H, s.I, true));
+          g.linears.push_back(lin(Role::mlp_out, "dense_4h_to_h", s.I, H, true));
           break;
         case Builder::mpt:  // MptMLP: up_proj, down_proj
-          g.linears.push_back(lin("up_proj", H, s.I, mpt_bias));
-          g.linears.push_back(lin("down_proj", s.I, H, mpt_bias));
+          g.linears.push_back(lin(Role::mlp_in, "up_proj", H, s.I, mpt_bias));
+          g.linears.push_back(lin(Role::mlp_out, "down_proj", s.I, H, mpt_bias));
           break;
         default:
           if (glm) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases

@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -182,6 +183,15 @@ std::uint64_t position_ids_bytes(std::uint64_t positions) { return mul(positions
 /// Rotary inv_freq + original_inv_freq of `dim` rotary channels: dim/2 fp32 each.
 std::uint64_t rotary_bytes(std::uint64_t dim) { return mul(2 * ((dim + 1) / 2), 4); }
 
+/// Tensors of the MLP's width alive at once inside a tower layer at inference: fc1's output and
+/// the activation's (one fused kernel: gelu, gelu_pytorch_tanh); quick_gelu (x *
+/// sigmoid(1.702 x), transformers/activations.py QuickGELUActivation) and gated MLPs (gate, up,
+/// act(gate), act(gate) * up) hold about four. Measured (tests/accuracy/vision, vision tower
+/// alone): SigLIP 2.2, Qwen2-VL (quick_gelu) 3.7, CLIP (quick_gelu) 3.3 widths.
+std::uint64_t mlp_live(const std::string& act, bool gated) {
+  return gated || act == "quick_gelu" ? 4 : 2;
+}
+
 // --- towers ------------------------------------------------------------------------------------
 // Each reads vision_config with its class's defaults (configuration_<type>.py) and fills the
 // tower's parameters and buffers, and the sizes later steps need.
@@ -195,6 +205,9 @@ void clip_tower(Keys& v, VisionSpec& s) {
                        add(add(layer_norm(t.H), mul(t.L, vit_layer(t))), layer_norm(t.H)));
   s.buffer_bytes = position_ids_bytes(positions);
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
+  s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "quick_gelu"), false);  // CLIPVisionConfig's default
 }
 
 /// SiglipVisionModel (models/siglip/modeling_siglip.py): Conv2d with bias, learned positions,
@@ -214,6 +227,8 @@ void siglip_tower(Keys& v, VisionSpec& s, bool idefics3) {
   s.tower_params = n;
   s.buffer_bytes = idefics3 ? 0 : position_ids_bytes(t.patches());
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu_pytorch_tanh"), false);
 }
 
 /// PixtralVisionModel (models/pixtral/modeling_pixtral.py): Conv2d without bias, ln_pre (RMS),
@@ -227,6 +242,8 @@ void pixtral_tower(Keys& v, VisionSpec& s) {
   s.tower_params = add(add(patch_embed(t, false), rms_norm(t.H)), mul(t.L, layer));
   s.buffer_bytes = rotary_bytes(head_dim);
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), true);
 }
 
 /// Qwen2-VL's ViT (models/qwen2_vl/modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel):
@@ -252,6 +269,8 @@ void qwen2_vl_tower(Keys& v, VisionSpec& s) {
                   "check the value against the model's config.json on the Hugging Face Hub");
   s.buffer_bytes = rotary_bytes(E / heads / 2);  // VisionRotaryEmbedding(head_dim // 2)
   s.hidden = E, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
+  s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
+  s.mlp_live = mlp_live(v.str("hidden_act", "quick_gelu"), false);
 }
 
 /// Qwen2.5-VL's ViT (models/qwen2_5_vl/modeling_qwen2_5_vl.py): as Qwen2-VL's, with RMSNorms,
@@ -274,6 +293,8 @@ void qwen2_5_vl_tower(Keys& v, VisionSpec& s) {
                   "check the value against the model's config.json on the Hugging Face Hub");
   s.buffer_bytes = rotary_bytes(H / heads / 2);
   s.hidden = H, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
+  s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
+  s.mlp_live = mlp_live(v.str("hidden_act", "silu"), true);
 }
 
 /// Qwen3-VL's ViT (models/qwen3_vl/modeling_qwen3_vl.py): a Conv3d with bias, learned
@@ -301,6 +322,8 @@ void qwen3_vl_tower(Keys& v, VisionSpec& s) {
                   "check the value against the model's config.json on the Hugging Face Hub");
   s.buffer_bytes = rotary_bytes(H / heads / 2);
   s.hidden = H, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
+  s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu_pytorch_tanh"), false);
 }
 
 /// MllamaVisionModel (models/mllama/modeling_mllama.py): class embedding, Conv2d without bias,
@@ -322,6 +345,9 @@ void mllama_tower(Keys& v, VisionSpec& s) {
                        add(mul(2, layer_norm(t.H)), add(mul(t.L, layer), mul(G, add(layer, 2)))));
   s.hidden = t.H, s.layers = add(t.L, G), s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch,
   s.image_size = t.image, s.max_tiles = tiles;
+  s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
 }
 
 /// InternVLVisionModel (models/internvl/modeling_internvl.py): CLS token, optional mask token
@@ -346,6 +372,9 @@ void internvl_tower(Keys& v, VisionSpec& s) {
   if (!v.flag("use_mean_pooling", true)) n = add(n, norm(t.H));
   s.tower_params = n;
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
+  s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
 }
 
 /// Llama4VisionModel (models/llama4/modeling_llama4.py): a Linear over unfolded patches without
@@ -364,6 +393,9 @@ void llama4_tower(Keys& v, VisionSpec& s) {
   s.projector_params = add(linear(t.I, pin, false), linear(pin, pout, false));
   s.buffer_bytes = mul(mul(positions, t.H / t.heads / 2), 8);
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
+  s.cls_token = true;
+  s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
+  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
 }
 
 
@@ -397,6 +429,9 @@ void patch_tokens(Outer& o) {
 void llava(Outer& o) {
   llava_projector(o);
   patch_tokens(o);
+  // LlavaModel.get_image_features runs the tower with output_hidden_states=True to pick
+  // vision_feature_layer: every layer's hidden states are alive until it returns.
+  o.s.keeps_hidden_states = true;
 }
 
 /// LlavaNext adds image_newline (one learned vector of the text width) to Llava's parts; the
@@ -405,11 +440,47 @@ void llava_next(Outer& o) {
   llava_projector(o);
   o.s.projector_params = add(o.s.projector_params, o.text_hidden);
   patch_tokens(o);
+  o.s.keeps_hidden_states = true;  // as llava
   o.s.tokens = ImageTokens::tiles;
+  // LlavaNextConfig's default image_grid_pinpoints (configuration_llava_next.py), as (h, w).
+  o.s.pinpoints = {{336, 672}, {672, 336}, {672, 672}, {1008, 336}, {336, 1008}};
+  const json* pp = o.top.find("image_grid_pinpoints");
+  if (pp != nullptr) {
+    o.s.pinpoints.clear();
+    bool ok = pp->is_array() && !pp->empty();
+    if (ok)
+      for (const json& e : *pp) {
+        if (!(e.is_array() && e.size() == 2 && e[0].is_number_unsigned() && e[1].is_number_unsigned())) {
+          ok = false;
+          break;
+        }
+        const auto h = e[0].get<std::uint64_t>(), w = e[1].get<std::uint64_t>();
+        if (h < o.s.image_size || w < o.s.image_size || h > kMaxDim || w > kMaxDim) {
+          ok = false;
+          break;
+        }
+        o.s.pinpoints.emplace_back(h, w);
+      }
+    if (!ok)
+      o.top.diags().add(o.top.field("image_grid_pinpoints"),
+                        fmt::format("expected a list of [height, width] pairs of at least image_size pixels, got {}",
+                                    json_excerpt(*pp)),
+                        "check the value against the model's config.json on the Hugging Face Hub");
+  }
 }
 
 /// Qwen2-VL, 2.5-VL, 3-VL: the merger was counted with the tower; images take any size.
-void qwen_vl(Outer& o) { o.s.tokens = ImageTokens::grid; }
+/// smart_resize's bounds are those of the released checkpoints' preprocessor_config.json
+/// (Qwen/Qwen2-VL-7B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct: min_pixels 3136 = 56 x 56,
+/// max_pixels 12845056 = 28 x 28 x 16384; Qwen3-VL: shortest_edge 65536, longest_edge
+/// 16777216), not Qwen2VLImageProcessor's class default max of 28 x 28 x 1280, which no
+/// released checkpoint uses.
+void qwen_vl(Outer& o) {
+  o.s.tokens = ImageTokens::grid;
+  const bool v3 = o.s.tower == "qwen3_vl";
+  o.s.min_pixels = v3 ? 65536 : 56 * 56;
+  o.s.max_pixels = v3 ? 16777216 : 28 * 28 * 16384;
+}
 
 /// Gemma3MultiModalProjector (models/gemma3/modeling_gemma3.py): mm_input_projection_weight
 /// (vision width x text width) and mm_soft_emb_norm (Gemma RMSNorm over the vision width);
@@ -418,6 +489,9 @@ void gemma3(Outer& o) {
   o.s.projector_params = add(mul(o.s.hidden, o.text_hidden), rms_norm(o.s.hidden));
   o.s.tokens = ImageTokens::fixed;
   o.s.tokens_per_image = o.top.uint("mm_tokens_per_image", 256);
+  // Gemma3Processor: each image is <start_of_image>, mm_tokens_per_image <image_soft_token>,
+  // <end_of_image> (the "\n\n" around them is text).
+  o.s.markers = 2;
 }
 
 /// PaliGemmaMultiModalProjector (models/paligemma/modeling_paligemma.py): one biased Linear
@@ -460,6 +534,7 @@ void internvl(Outer& o) {
   const std::uint64_t side = o.s.image_size / o.s.patch / inv;
   o.s.tokens = ImageTokens::tiles;
   o.s.tokens_per_image = mul(side, side);
+  o.s.max_tiles = 12;  // GotOcr2ImageProcessor max_patches
 }
 
 /// Mistral3MultiModalProjector (models/mistral3/modeling_mistral3.py): RMSNorm over the vision
@@ -472,6 +547,7 @@ void mistral3(Outer& o) {
                              add(linear(o.s.hidden, o.text_hidden, bias), linear(o.text_hidden, o.text_hidden, bias)));
   o.s.merge = m;
   o.s.tokens = ImageTokens::grid;
+  o.s.keeps_hidden_states = true;  // Mistral3Model.get_image_features: output_hidden_states=True
 }
 
 /// MllamaForConditionalGeneration's multi_modal_projector: one biased Linear from
@@ -494,6 +570,7 @@ void llama4(Outer& o, Keys& v) {
   const double ratio = r != nullptr && r->is_number() ? r->get<double>() : 0.5;
   const std::uint64_t side = o.s.image_size / o.s.patch;
   o.s.tokens_per_image = static_cast<std::uint64_t>(std::llround(static_cast<double>(mul(side, side)) * ratio * ratio));
+  o.s.max_tiles = 16;  // Llama4ImageProcessor max_patches
 }
 
 using TowerFn = void (*)(Keys&, VisionSpec&);
@@ -626,5 +703,207 @@ std::optional<VisionSpec> vision_from_config(const json& config, std::string_vie
   diags.throw_if_any();
   return s;
 }
+
+// --- images ------------------------------------------------------------------------------------
+
+namespace {
+
+ImageLoad tiled_load(const VisionSpec& v, std::uint64_t width, std::uint64_t height);
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+/// Qwen2-VL's smart_resize (models/qwen2_vl/image_processing_qwen2_vl.py): both sides rounded
+/// to a multiple of `factor` (Python's round, half to even), then scaled down (floor) or up
+/// (ceil) to keep the pixels between min_pixels and max_pixels.
+std::pair<std::uint64_t, std::uint64_t> smart_resize(std::uint64_t h, std::uint64_t w, std::uint64_t factor,
+                                                     std::uint64_t min_pixels, std::uint64_t max_pixels) {
+  const double f = static_cast<double>(factor);
+  const double hd = static_cast<double>(h), wd = static_cast<double>(w);
+  auto hb = static_cast<std::uint64_t>(std::max(f, std::nearbyint(hd / f) * f));
+  auto wb = static_cast<std::uint64_t>(std::max(f, std::nearbyint(wd / f) * f));
+  if (static_cast<double>(hb) * static_cast<double>(wb) > static_cast<double>(max_pixels)) {
+    const double beta = std::sqrt(hd * wd / static_cast<double>(max_pixels));
+    hb = static_cast<std::uint64_t>(std::max(f, std::floor(hd / beta / f) * f));
+    wb = static_cast<std::uint64_t>(std::max(f, std::floor(wd / beta / f) * f));
+  } else if (static_cast<double>(hb) * static_cast<double>(wb) < static_cast<double>(min_pixels)) {
+    const double beta = std::sqrt(static_cast<double>(min_pixels) / (hd * wd));
+    hb = static_cast<std::uint64_t>(std::ceil(hd * beta / f) * f);
+    wb = static_cast<std::uint64_t>(std::ceil(wd * beta / f) * f);
+  }
+  return {hb, wb};
+}
+
+}  // namespace
+
+std::pair<std::uint64_t, std::uint64_t> native_image_size(const VisionSpec& v) {
+  if (v.image_size == 0) return {1024, 1024};
+  return {v.image_size, v.image_size};
+}
+
+bool takes_any_size(const VisionSpec& v) { return v.tokens != ImageTokens::fixed; }
+
+ImageLoad image_load(const VisionSpec& v, std::uint64_t width, std::uint64_t height) {
+  ImageLoad l;
+  const std::uint64_t side = v.patch == 0 ? 0 : v.image_size / v.patch;
+  const std::uint64_t cls = v.cls_token ? 1 : 0;
+  switch (v.tokens) {
+    case ImageTokens::fixed:
+      // Resized to the tower's image_size whatever it was.
+      l.width = l.height = v.image_size;
+      l.sequences = 1;
+      l.sequence_len = side * side + cls;
+      l.prompt_tokens = v.tokens_per_image + v.markers;
+      return l;
+    case ImageTokens::grid: {
+      if (v.min_pixels > 0) {  // Qwen2-VL family
+        const auto [h, w] = smart_resize(height, width, v.patch * v.merge, v.min_pixels, v.max_pixels);
+        l.height = h, l.width = w;
+        l.sequences = 1;
+        l.sequence_len = (h / v.patch) * (w / v.patch);
+        // <|vision_start|> image pads <|vision_end|> (the chat template's markers).
+        l.prompt_tokens = l.sequence_len / (v.merge * v.merge) + 2;
+        return l;
+      }
+      // Pixtral (models/pixtral/image_processing_pixtral.py): scaled down (floor) so the
+      // longest side is at most image_size, then up to whole patches; the prompt has one
+      // token per merge x merge patches, an [IMG_BREAK] per row and [IMG_END].
+      std::uint64_t h = height, w = width;
+      const double ratio = std::max(static_cast<double>(h), static_cast<double>(w)) / static_cast<double>(v.image_size);
+      if (ratio > 1) {
+        h = static_cast<std::uint64_t>(std::floor(static_cast<double>(h) / ratio));
+        w = static_cast<std::uint64_t>(std::floor(static_cast<double>(w) / ratio));
+      }
+      h = ceil_div(std::max<std::uint64_t>(h, 1), v.patch) * v.patch;
+      w = ceil_div(std::max<std::uint64_t>(w, 1), v.patch) * v.patch;
+      l.height = h, l.width = w;
+      l.sequences = 1;
+      l.sequence_len = (h / v.patch) * (w / v.patch);
+      const std::uint64_t rows = h / (v.patch * v.merge), cols = w / (v.patch * v.merge);
+      l.prompt_tokens = rows * (cols + 1);
+      return l;
+    }
+    case ImageTokens::tiles:
+      return tiled_load(v, width, height);
+    case ImageTokens::cross: {
+      // MllamaImageProcessor pads to max_image_tiles tiles, all of which go through the tower,
+      // each padded to a multiple of 8 tokens (MllamaVisionModel); one <|image|> in the prompt.
+      l.width = l.height = v.image_size;
+      l.sequences = v.max_tiles;
+      l.sequence_len = side * side + cls;
+      l.sequence_len += (8 - l.sequence_len % 8) % 8;
+      l.prompt_tokens = 1;
+      return l;
+    }
+  }
+  return l;
+}
+
+ImageWork image_work(const VisionSpec& v, std::uint64_t images, std::uint64_t width, std::uint64_t height) {
+  if (width == 0 || height == 0) std::tie(width, height) = native_image_size(v);
+  ImageWork work;
+  work.per_image = image_load(v, width, height);
+  work.images = images;
+  work.prompt_tokens = checked_mul(images, work.per_image.prompt_tokens, "--images");
+  return work;
+}
+
+namespace {
+
+// Tiled processors: each tile is a sequence of the tower, plus a downscaled global image.
+ImageLoad tiled_load(const VisionSpec& v, std::uint64_t width, std::uint64_t height) {
+  ImageLoad l;
+  const std::uint64_t T = v.image_size;
+  const std::uint64_t side = v.patch == 0 ? 0 : T / v.patch;
+  const std::uint64_t seq = side * side + (v.cls_token ? 1 : 0);
+  const std::uint64_t per_tile = v.tokens_per_image;
+  std::uint64_t rows = 1, cols = 1;
+  const double h = static_cast<double>(height), w = static_cast<double>(width);
+  if (v.model_type == "idefics3") {
+    // Idefics3ImageProcessor: longest side resized to 4 tiles, each side up to whole tiles;
+    // Idefics3Processor._prompt_split_image: <fake><row_i_col_j> + tokens per tile, a newline
+    // per row, then "\n<fake><global-img>" + tokens + <fake>.
+    const double longest = 4.0 * static_cast<double>(T);
+    const double scale = longest / std::max(h, w);
+    const auto rh = static_cast<std::uint64_t>(height >= width ? longest : std::floor(h * scale));
+    const auto rw = static_cast<std::uint64_t>(width >= height ? longest : std::floor(w * scale));
+    rows = ceil_div(std::max<std::uint64_t>(rh, 1), T), cols = ceil_div(std::max<std::uint64_t>(rw, 1), T);
+    const std::uint64_t n = rows * cols;
+    l.sequences = n > 1 ? n + 1 : 1;
+    l.prompt_tokens = n > 1 ? n * (per_tile + 2) + rows + 1 + per_tile + 3 : per_tile + 3;
+  } else if (v.model_type == "internvl") {
+    // GotOcr2ImageProcessor crop_to_patches (InternVL's processor): the grid of at most
+    // max_tiles tiles whose aspect ratio is closest (ties: the larger grid when the image has
+    // more than half its pixels), plus a thumbnail; <img> + tokens per tile + </img>.
+    const double aspect = w / h;
+    double best_diff = 1e300;
+    std::uint64_t bi = 1, bj = 1;
+    for (std::uint64_t n = 1; n <= v.max_tiles; ++n)  // sorted by area as the processor does
+      for (std::uint64_t i = 1; i <= n; ++i) {
+        if (n % i != 0) continue;
+        const std::uint64_t j = n / i;
+        const double diff = std::abs(aspect - static_cast<double>(i) / static_cast<double>(j));
+        if (diff < best_diff) {
+          best_diff = diff, bi = i, bj = j;
+        } else if (diff == best_diff && h * w > 0.5 * static_cast<double>(T * T * i * j)) {
+          bi = i, bj = j;
+        }
+      }
+    cols = bi, rows = bj;
+    const std::uint64_t n = rows * cols;
+    l.sequences = n > 1 ? n + 1 : 1;
+    l.prompt_tokens = l.sequences * per_tile + 2;
+  } else if (v.model_type == "llama4") {
+    // Llama4ImageProcessor get_best_fit: of the canvases of r x c tiles (r*c <= max_tiles),
+    // the smallest upscale, else the largest downscale, then the smallest canvas; a global
+    // tile when there are several. Llama4Processor: <|image_start|>, per tile its tokens and
+    // a separator, <|image|>, the global tile's tokens, <|image_end|>.
+    double chosen = -1;
+    bool up = false;
+    for (std::uint64_t r = 1; r <= v.max_tiles; ++r)
+      for (std::uint64_t c = 1; r * c <= v.max_tiles; ++c) {
+        const double s = std::min(static_cast<double>(r * T) / h, static_cast<double>(c * T) / w);
+        if (s >= 1 && (!up || s < chosen)) chosen = s, up = true;
+        else if (!up && s > chosen) chosen = s;
+      }
+    std::uint64_t area = ~0ULL;
+    for (std::uint64_t r = 1; r <= v.max_tiles; ++r)
+      for (std::uint64_t c = 1; r * c <= v.max_tiles; ++c) {
+        const double s = std::min(static_cast<double>(r * T) / h, static_cast<double>(c * T) / w);
+        if (s == chosen && r * c < area) area = r * c, rows = r, cols = c;
+      }
+    const std::uint64_t n = rows * cols;
+    l.sequences = n > 1 ? n + 1 : 1;
+    l.prompt_tokens = 3 + per_tile + (n > 1 ? n * per_tile + rows * cols : 0);
+  } else {
+    // LlavaNext (anyres): the pinpoint keeping the most of the image's pixels (ties: the least
+    // padding), cut into tiles, plus the base image; LlavaNextProcessor._get_number_of_features:
+    // the unpadded features of the grid, a newline per row, and the base image's patches.
+    std::uint64_t best_h = T, best_w = T;
+    double best_eff = -1, best_waste = 1e300;
+    for (const auto& [ph, pw] : v.pinpoints) {
+      const double scale = std::min(static_cast<double>(pw) / w, static_cast<double>(ph) / h);
+      const double dw = std::floor(w * scale), dh = std::floor(h * scale);
+      const double eff = std::min(dw * dh, w * h);
+      const double waste = static_cast<double>(ph * pw) - eff;
+      if (eff > best_eff || (eff == best_eff && waste < best_waste)) best_eff = eff, best_waste = waste, best_h = ph, best_w = pw;
+    }
+    rows = best_h / T, cols = best_w / T;
+    l.sequences = rows * cols + 1;
+    double cur_h = static_cast<double>(side * rows), cur_w = static_cast<double>(side * cols);
+    if (w / h > cur_w / cur_h) {
+      const double new_h = std::floor(h * (cur_w / w) + 1e-7);
+      cur_h -= 2 * std::floor((cur_h - new_h) / 2);
+    } else {
+      const double new_w = std::floor(w * (cur_h / h) + 1e-7);
+      cur_w -= 2 * std::floor((cur_w - new_w) / 2);
+    }
+    l.prompt_tokens = static_cast<std::uint64_t>(cur_h * cur_w + cur_h) + per_tile;
+  }
+  l.sequence_len = seq;
+  l.width = cols * T, l.height = rows * T;
+  return l;
+}
+
+}  // namespace
 
 }  // namespace vramfit::spec

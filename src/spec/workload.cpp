@@ -156,6 +156,8 @@ namespace {
 
 constexpr std::uint64_t kMaxSeq = 1ULL << 31;
 constexpr std::uint64_t kMaxGpus = 4096;
+constexpr std::uint64_t kMaxImages = 4096;      // --images per sequence
+constexpr std::uint64_t kMaxImageSide = 65536;  // --image-size, pixels a side
 
 }  // namespace
 
@@ -277,6 +279,66 @@ bool zero_like(Sharding s) {
 }
 }  // namespace
 
+/// `--images` and `--image-size` against the model: a vision tower to take them, a size only
+/// where the processor keeps it, and sequences that stay within kMaxSeq with the image tokens.
+static void validate_images(const Workload& w, const ModelSpec& m, Diagnostics& out) {
+  const bool sized = w.image_width != 0 || w.image_height != 0;
+  if (w.images == 0) {
+    if (sized) out.add("--image-size", "no images to size", "add --images N (images per sequence), or drop --image-size");
+    return;
+  }
+  if (w.images > kMaxImages) {
+    out.add("--images", fmt::format("{} images per sequence is more than vramfit models (at most {})", w.images, kMaxImages),
+            "give the images of one sequence (one prompt), e.g. --images 4");
+    return;
+  }
+  if (!m.vision) {
+    out.add("--images",
+            fmt::format("{} has no vision tower (its config has no vision_config), so it takes no images",
+                        m.name.empty() ? std::string("the model") : m.name),
+            "drop --images, or give a vision-language model (llava, llava_next, qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3, "
+            "paligemma, idefics3, internvl, mistral3, llama4)");
+    return;
+  }
+  const VisionSpec& v = *m.vision;
+  if (v.tokens == ImageTokens::cross) {
+    out.add("--images",
+            fmt::format("{} reads images through cross-attention layers, whose image states vramfit does not model",
+                        v.model_type),
+            "drop --images: the estimate without images counts the tower's weights but not its image states");
+    return;
+  }
+  if (sized && !takes_any_size(v)) {
+    const auto [nw, nh] = native_image_size(v);
+    out.add("--image-size",
+            fmt::format("{} resizes every image to {}x{}, so the size does not change its tokens", v.model_type, nw, nh),
+            "drop --image-size");
+    return;
+  }
+  if (sized && (w.image_width > kMaxImageSide || w.image_height > kMaxImageSide || w.image_width == 0 ||
+                w.image_height == 0)) {
+    out.add("--image-size", fmt::format("{}x{} is not a size vramfit models (1 to {} pixels a side)", w.image_width,
+                                        w.image_height, kMaxImageSide),
+            "give WIDTHxHEIGHT in pixels, e.g. --image-size 1024x768");
+    return;
+  }
+  if (sized && v.min_pixels > 0 &&
+      std::max(w.image_width, w.image_height) > 200 * std::min(w.image_width, w.image_height)) {
+    // smart_resize (image_processing_qwen2_vl.py) raises for an aspect ratio of 200 or more.
+    out.add("--image-size", fmt::format("{}x{}: the Qwen-VL processor refuses an aspect ratio above 200", w.image_width,
+                                        w.image_height),
+            "give a less elongated size");
+    return;
+  }
+  const ImageWork iw = image_work(v, w.images, w.image_width, w.image_height);
+  if (w.seq <= kMaxSeq && (iw.prompt_tokens > kMaxSeq - w.seq ||
+                           (w.mode == Mode::generate && w.new_tokens > kMaxSeq - w.seq - iw.prompt_tokens)))
+    out.add("--images",
+            fmt::format("{} text + {} image tokens{} is beyond what vramfit models (at most 2^31 = {})", w.seq,
+                        iw.prompt_tokens, w.mode == Mode::generate ? " + the new tokens" : "", kMaxSeq),
+            "give fewer or smaller images");
+}
+
 void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   if (w.batch < 1) out.add("--batch", "must be at least 1, got 0", "use --batch 1 or more");
   if (w.seq < 1) out.add("--seq", "must be at least 1 token, got 0", "use --seq 1 or more (e.g. 2048)");
@@ -296,6 +358,8 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
               "use a realistic number of new tokens");
     }
   }
+
+  validate_images(w, m, out);
 
   // Tensor parallelism splits the attention heads over the GPUs (Megatron's and transformers'
   // tp_plan views [batch, seq, heads / tp, head_dim]): an uneven split does not run, so it is
@@ -385,6 +449,10 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
                                                      w.grad_accum),
               "drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too)");
   }
+  if (w.sequence_packing && !w.trains())
+    out.add("--packing", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+            "packed batches are a training data layout (DataCollatorWithFlattening): use --mode train, lora or "
+            "qlora, or drop --packing");
   if ((w.checkpoint_every > 1 || w.checkpoint_selective) && !w.checkpointing)
     out.add("--checkpointing", "a checkpointing kind without checkpointing", "give --checkpointing KIND");
   if (w.loss != Loss::hf && !w.trains())

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -122,4 +123,91 @@ TEST_CASE("parts add up on every levers case", "[accuracy][levers]") {
     INFO(c.id);
     CHECK(sum == b.peak_allocated);
   }
+}
+
+namespace {
+
+// --packing (results/packing.jsonl): packed rows of T tokens beside the unpacked batch of the
+// same tokens, per model and mode.
+struct Packing {
+  std::vector<accuracy::TruthCase> cases;
+  std::map<std::string, spec::ModelSpec> specs;
+  std::vector<accuracy::CaseResult> results;
+};
+
+const Packing& packing() {
+  static const Packing p = [] {
+    Packing out;
+    out.cases = accuracy::parse_truth(slurp(kDir / "results/packing.jsonl"), "results/packing.jsonl");
+    for (const auto& c : out.cases)
+      if (!out.specs.count(c.config))
+        out.specs.emplace(c.config, spec::from_config_text(slurp(kDir / c.config), c.config));
+    for (const auto& c : out.cases) out.results.push_back(accuracy::evaluate(c, out.specs.at(c.config)));
+    return out;
+  }();
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("sequence packing (--packing) meets the plain loop's bounds on the H200", "[accuracy][levers][packing]") {
+  const auto& p = packing();
+  REQUIRE(p.cases.size() == 30);
+  std::vector<const accuracy::CaseResult*> packed, unpacked;
+  std::map<std::string, int> models;
+  std::map<std::uint64_t, int> lengths;
+  for (const auto& r : p.results) {
+    INFO(r.truth->id << ": " << r.error * 100 << "%");
+    REQUIRE(r.truth->status == "ok");
+    CHECK(r.error >= -0.05);
+    CHECK(r.error <= 0.05);
+    if (r.truth->workload.sequence_packing) {
+      packed.push_back(&r);
+      ++models[r.truth->config];
+      ++lengths[r.truth->workload.seq];
+    } else {
+      unpacked.push_back(&r);
+    }
+  }
+  const auto sp = accuracy::stats(packed);
+  const auto su = accuracy::stats(unpacked);
+  double worst_under = 0, worst_over = 0;
+  for (const auto* r : packed) {
+    worst_under = std::min(worst_under, r->error);
+    worst_over = std::max(worst_over, r->error);
+  }
+  WARN("packed: " << sp.cases << " cases, median |error| " << sp.median_abs * 100 << "%, worst under "
+                  << worst_under * 100 << "%, worst over " << worst_over * 100 << "%; unpacked: " << su.cases
+                  << " cases, median " << su.median_abs * 100 << "%");
+  CHECK(packed.size() == 18);
+  CHECK(models.size() == 3);
+  CHECK(lengths.size() == 3);  // T = 2048, 4096 (2 rows), 8192
+  CHECK(sp.median_abs <= 0.01);
+  CHECK(su.median_abs <= 0.01);
+}
+
+TEST_CASE("sequence packing: what packing adds at equal tokens, estimated against measured", "[accuracy][levers][packing]") {
+  // Each packed row of T tokens beside the unpacked batch of T tokens (4 x 512, 8 x 1024):
+  // the difference is the mask (the boolean one, the additive copy each layer saves) and
+  // repeat_kv's copies of k and v, with the longer rows' own share.
+  const auto& p = packing();
+  std::map<std::string, const accuracy::CaseResult*> by_id;
+  for (const auto& r : p.results) by_id[r.truth->id] = &r;
+  int pairs = 0;
+  for (const auto& r : p.results) {
+    const auto& w = r.truth->workload;
+    if (!w.sequence_packing || w.batch != 1 || w.checkpointing) continue;
+    const std::string id = r.truth->id;
+    const std::string base = w.seq == 2048 ? "b4s512" : "b8s1024";
+    std::string uid = id.substr(0, id.find("/b1s")) + "/" + base + "/unpacked";
+    REQUIRE(by_id.count(uid) == 1);
+    const auto* u = by_id.at(uid);
+    const double measured = static_cast<double>(r.truth->peak_allocated.value()) - static_cast<double>(u->truth->peak_allocated.value());
+    const double estimated = static_cast<double>(r.estimate_peak.value()) - static_cast<double>(u->estimate_peak.value());
+    INFO(id << ": packing adds " << measured / (1 << 20) << " MiB measured, " << estimated / (1 << 20) << " MiB estimated");
+    CHECK(measured > 0);
+    CHECK(std::abs(estimated - measured) <= 0.02 * static_cast<double>(r.truth->peak_allocated.value()));
+    ++pairs;
+  }
+  CHECK(pairs == 12);
 }

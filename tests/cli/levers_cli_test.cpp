@@ -101,6 +101,23 @@ TEST_CASE("levers CLI: checkpointing kinds, activation offload, optimizer in bac
                       "accumulate (drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too))\n");
 }
 
+TEST_CASE("levers CLI: --packing is training only and costs the packed rows' mask", "[cli][levers]") {
+  // One packed row of 4096 tokens against the same row unpacked: SDPA gets a (1, 1, 4096, 4096)
+  // boolean mask and each of smollm2-135m's 30 layers saves its bf16 additive copy.
+  const auto plain = json_of(estimate(with({"--mode", "lora", "--batch", "1", "--seq", "4096", "--json"})));
+  const auto packed =
+      json_of(estimate(with({"--mode", "lora", "--batch", "1", "--seq", "4096", "--packing", "--json"})));
+  CHECK(plain["workload"]["sequence_packing"] == false);
+  CHECK(packed["workload"]["sequence_packing"] == true);
+  CHECK(peak(packed) > peak(plain) + 30ull * 4096 * 4096 * 2);
+  require_usage_error(estimate(with({"--packing"})),
+                      "vramfit: error: --packing: does not apply to --mode inference (it is used by --mode train, "
+                      "lora and qlora; drop it or change --mode)\n");
+  require_usage_error(estimate(with({"--mode", "generate", "--new-tokens", "8", "--packing"})),
+                      "vramfit: error: --packing: does not apply to --mode generate (it is used by --mode train, "
+                      "lora and qlora; drop it or change --mode)\n");
+}
+
 TEST_CASE("levers CLI: a recipe sets its stack's default levers, typed flags win", "[cli][levers]") {
   const auto tt = json_of(estimate(with({"--mode", "train", "--recipe", "torchtune", "--json"})));
   CHECK(tt["workload"]["checkpointing_kind"] == "full");

@@ -113,8 +113,10 @@ TEST_CASE("serving: --engine vllm: vLLM's own error when max_model_len does not 
   CHECK(parse(fit)["value"] == e["kv_cache_tokens"]);
   // Where the cache holds more than the model's context (Gemma 2 9B: 8192 positions; its
   // sliding-window layers keep only the window), the answer stops at the model's limit.
+  // (vLLM 0.20: its CUDA graphs outside the budget; from 0.21 their 42 layers' estimate leaves
+  // the 4090 about 1 GiB of KV cache, 2016 tokens.)
   const CliResult gem = run_cli({"fit", "--engine", "vllm", "--model", "gemma-2-9b", "--gpu", "rtx-4090",
-                                 "--solve", "max-model-len", "--json"});
+                                 "--solve", "max-model-len", "--vllm-version", "0.20", "--json"});
   REQUIRE(gem.code == 0);
   CHECK(parse(gem)["value"] == 8192);
 
@@ -183,4 +185,69 @@ TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
                                "--max-model-len", "8192"});
   CHECK(t.code == 0);
   CHECK(t.out.find("It fits as given: no change is needed.") != std::string::npos);
+}
+
+TEST_CASE("serving: --vllm-version: the graphs inside the budget from 0.21, a bad release exits 2", "[cli][serving]") {
+  const std::vector<std::string> base = {"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu",
+                                         "h100-80gb", "--max-model-len", "8192", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  const CliResult now = with({});
+  const CliResult old = with({"--vllm-version", "0.20.2"});
+  REQUIRE(now.code == 0);
+  REQUIRE(old.code == 0);
+  const json n = parse(now)["engine"], o = parse(old)["engine"];
+  CHECK(n["vllm_version"] == "0.27.1");
+  CHECK(n["cuda_graphs_in_budget"] == true);
+  CHECK(o["cuda_graphs_in_budget"] == false);
+  CHECK(n["cuda_graphs_piecewise"] == 51);
+  CHECK(n["cuda_graphs_full"] == 35);
+  CHECK(o["available_kv_cache_bytes"].get<std::int64_t>() - n["available_kv_cache_bytes"].get<std::int64_t>() ==
+        n["cuda_graph_bytes"].get<std::int64_t>());
+  const CliResult bad = with({"--vllm-version", "latest"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--vllm-version: 'latest' is not a vLLM release") != std::string::npos);
+  const CliResult llama = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--vllm-version", "0.11"});
+  CHECK(llama.code == 2);
+}
+
+TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block; bad values exit 2", "[cli][serving]") {
+  const std::vector<std::string> base = {"estimate", "--engine", "llama.cpp", "--model", "olmoe-1b-7b", "--gpu",
+                                         "rtx-4090", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  const CliResult ot = with({"--override-tensor", "exps=CPU"});
+  const CliResult moe = with({"--n-cpu-moe", "16"});
+  REQUIRE(ot.code == 0);
+  REQUIRE(moe.code == 0);
+  const json a = parse(ot)["engine"], b = parse(moe)["engine"];
+  CHECK(a["devices"][0]["model_buffer_bytes"] == b["devices"][0]["model_buffer_bytes"]);
+  CHECK(a["host"]["model_buffer_bytes"] == b["host"]["model_buffer_bytes"]);
+  CHECK(a["devices"][0]["compute_buffer_bytes"] == b["devices"][0]["compute_buffer_bytes"]);
+  const CliResult regex = with({"--override-tensor", "blk.(=CPU"});
+  CHECK(regex.code == 2);
+  CHECK(regex.err.find("--override-tensor: 'blk.(' is not a regular expression") != std::string::npos);
+  const CliResult buf = with({"--override-tensor", "exps=GPU0"});
+  CHECK(buf.code == 2);
+  CHECK(buf.err.find("--override-tensor: unknown buffer type 'GPU0'") != std::string::npos);
+  // Patterns std::regex would backtrack through for minutes: refused, not run.
+  const CliResult nested = with({"--override-tensor", "(.*)*x=CPU"});
+  CHECK(nested.code == 2);
+  CHECK(nested.err.find("--override-tensor: '(.*)*x': a group that repeats holds a repeat") != std::string::npos);
+  CHECK(with({"--override-tensor", ".*.*.*.*.*x=CPU"}).code == 2);
+  CHECK(with({"--override-tensor", std::string(120000, 'a') + "=CPU"}).code == 2);  // overflowed std::regex's stack
+  CHECK(with({"--override-tensor", std::string(1024, 'a') + "=CPU"}).code == 0);
+  CHECK(with({"--override-tensor", "blk\\.(1[0-5])\\.ffn_.*_exps=CPU,output=CPU"}).code == 0);
+  const CliResult noeq = with({"--override-tensor", "exps"});
+  CHECK(noeq.code == 2);
+  const CliResult gpu = with({"--override-tensor", "output=CUDA1"});
+  CHECK(gpu.code == 2);
+  CHECK(gpu.err.find("there are 1 GPUs") != std::string::npos);
+  CHECK(run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--override-tensor", "exps=CPU"}).code == 2);
 }

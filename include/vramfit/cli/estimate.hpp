@@ -41,8 +41,10 @@ struct EstimateFlags {
   std::string alloc_conf, cuda_context;    ///< `--alloc-conf`, `--cuda-context`
   std::string checkpointing_kind;          ///< `--checkpointing [full|selective|every-N]` ("" = full)
   std::string recipe;                      ///< `--recipe`: a stack's default levers
+  std::string images, image_size;          ///< `--images N`, `--image-size WxH` (vision-language models)
   bool activation_offload = false;
   bool optimizer_in_backward = false;
+  bool sequence_packing = false;         ///< `--packing` (padding-free packed rows)
   bool double_quant = false;
   bool master_weights = false;
   std::string gpu, budget, headroom;

@@ -19,11 +19,13 @@ struct ServingFlags {
   // llama.cpp / Ollama
   std::string gpu_layers, n_cpu_moe, tensor_split, split_mode, ctx_size, parallel, cache_type_k, cache_type_v;
   std::string batch_size, ubatch_size, flash_attn;
+  std::string override_tensor;  ///< --override-tensor PATTERN=BUFFER,... (llama.cpp -ot)
   bool no_mmap = false;
   std::string mmproj;  ///< --mmproj FILE: a multimodal projector GGUF (llama.cpp, Ollama)
   // vLLM
   std::string gpu_memory_utilization, max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_dtype;
   std::string tensor_parallel_size, pipeline_parallel_size, block_size;
+  std::string vllm_version;  ///< --vllm-version X.Y[.Z]: the release's CUDA graphs and profiling
   bool enforce_eager = false;
   bool disable_hybrid_kv_cache_manager = false;
 };

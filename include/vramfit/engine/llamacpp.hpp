@@ -38,6 +38,14 @@ enum class LayerRule { current, legacy };
 struct Settings {
   std::uint64_t gpu_layers = 999;     ///< -ngl: layers offloaded (more than n_layer + 1 = all)
   std::uint64_t n_cpu_moe = 0;        ///< --n-cpu-moe: expert tensors of the first N blocks on the CPU
+  /// -ot / --override-tensor PATTERN=BUFFER,... (common/arg.cpp): llama-model.cpp's
+  /// create_tensor puts a tensor whose name matches PATTERN (std::regex_search, the first
+  /// pattern that matches) in BUFFER: device -1 for "CPU", n for "CUDA<n>".
+  struct TensorOverride {
+    std::string pattern;
+    int device = -1;
+  };
+  std::vector<TensorOverride> override_tensor;
   /// --tensor-split: the share of each GPU; empty means "by free memory" (gpu_memory).
   std::vector<double> tensor_split;
   /// Memory of each GPU (--gpu a,b): the default split follows it; its size is the GPU count.

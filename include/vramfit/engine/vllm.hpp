@@ -4,7 +4,8 @@
 // determine_available_memory; vllm/utils memory_profiling; vllm/v1/core/kv_cache_utils.py):
 // the budget is gpu_memory_utilization x the card; the weights, the profile run's activation
 // peak at max_num_batched_tokens and the non-torch memory come off it; what is left becomes KV
-// blocks of block_size tokens. CUDA graphs and the CUDA context sit outside the budget.
+// blocks of block_size tokens. The CUDA context sits outside the budget; the CUDA graphs too up
+// to vLLM 0.20, inside it (vLLM's own estimate taken off the KV cache) from 0.21.
 
 #include <cstdint>
 #include <optional>
@@ -23,6 +24,18 @@ enum class Profiler {
   since_snapshot,  ///< vLLM >= 0.6.5: the increase since init_device's snapshot
   device_wide,     ///< vLLM <= 0.6.4: used - torch allocated, the CUDA context included
 };
+
+/// A vLLM release (major.minor.patch): what it captures as CUDA graphs and where it counts them.
+struct Release {
+  unsigned major = 0;
+  unsigned minor = 27;
+  unsigned patch = 1;
+  [[nodiscard]] bool at_least(unsigned ma, unsigned mi) const { return major > ma || (major == ma && minor >= mi); }
+};
+
+/// "0.11", "0.6.4", "v0.21.0" (a leading v and a suffix after the numbers such as
+/// ".post1" or "rc1" are allowed); nullopt for anything else.
+std::optional<Release> parse_release(const std::string& text);
 
 /// vLLM's engine arguments that change memory (vllm/engine/arg_utils.py), with the defaults of
 /// `vllm serve` (V1 engine).
@@ -47,7 +60,28 @@ struct Settings {
   /// layer keeps a full-length cache.
   bool hybrid_kv = true;
   Profiler profiler = Profiler::since_snapshot;
+  /// The release (--vllm-version; default the newest seen, 0.27.1): the CUDA graph capture
+  /// sizes and whether the graphs' estimate comes off the KV cache (see cuda_graphs()).
+  Release release;
+  /// V1's dummy sampler sorts the logits (PyTorch-native top-k/top-p,
+  /// vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p) instead of FlashInfer's
+  /// sampling kernels: the late-2025 releases' profile peak (see engine/vllm.cpp).
+  bool sort_sampler = false;
 };
+
+/// The CUDA graphs vLLM captures on one GPU and what they take.
+struct CudaGraphs {
+  std::vector<std::uint64_t> sizes;  ///< cudagraph_capture_sizes, in tokens, largest first
+  std::uint64_t piecewise = 0;       ///< sizes captured piecewise (V1's compiled model, attention eager)
+  std::uint64_t full = 0;            ///< whole-model graphs (V1 FULL decode graphs; V0: every size)
+  std::uint64_t largest_full = 0;    ///< the largest FULL size
+  Bytes bytes;                       ///< "Graph capturing finished ... took X GiB"
+  bool in_budget = false;            ///< vLLM >= 0.21: its estimate comes off the KV cache
+};
+
+/// The capture sizes for the release and what the graphs take (engine/vllm.cpp has the
+/// sources); none with --enforce-eager.
+CudaGraphs cuda_graphs(const spec::ModelSpec& m, const Settings& s);
 
 /// Everything vLLM reports at start-up, per GPU.
 struct Result {
@@ -56,6 +90,7 @@ struct Result {
   Bytes activation_peak;    ///< "torch peak memory increase" of the profile run
   Bytes non_torch;          ///< "non-torch forward increase memory" (cuBLAS, NCCL)
   Bytes cuda_graphs;        ///< "Graph capturing finished ... took X GiB" (0 with --enforce-eager)
+  CudaGraphs graphs;        ///< the sizes captured; graphs.in_budget: cuda_graphs is inside the budget
   Bytes cuda_context;       ///< the CUDA context, before vLLM's first snapshot
   std::int64_t available_kv = 0;  ///< "Available KV cache memory" (negative: none)
   /// Bytes of one block id over this GPU's layers: block_size tokens of every layer without

@@ -52,6 +52,14 @@ struct Architecture {
   /// key position, where the type's attention differs from llama's eager_attention_forward
   /// (0: llama's rule, 5 in bf16: scores, their fp32 copy and the fp32 softmax).
   unsigned eager_scores = 0;
+  /// The eager scores are computed from fp32 copies of q and k (GPTJAttention._attn:
+  /// query.to(torch.float32), key.to(torch.float32)), which matmul saves for backward.
+  bool fp32_qk = false;
+  /// Rotary embeddings applied to a slice of each head and joined back with torch.cat (every
+  /// call, whatever partial_rotary_factor says): q comes out contiguous in (batch, heads, seq,
+  /// dim), so does SDPA's output, and `transpose(1, 2).contiguous()` copies it for o_proj,
+  /// which saves the copy when it trains.
+  bool rotary_cat = false;
 };
 
 /// Every supported model type, in the README's order.

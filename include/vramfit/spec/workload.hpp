@@ -100,6 +100,14 @@ struct Workload {
   std::uint64_t batch = 1;
   std::uint64_t seq = 2048;              ///< tokens per sequence (the prompt, for generate)
   std::uint64_t new_tokens = 0;          ///< generated tokens (generate)
+  /// Images per sequence (`--images`, vision-language models): each adds its tokens to the
+  /// sequence's prompt (spec::image_work) and runs through the vision tower first; 0 = text only.
+  /// `seq` stays the text tokens.
+  std::uint64_t images = 0;
+  /// `--image-size`: each image's width and height in pixels; 0 = the model's default size
+  /// (spec::native_image_size).
+  std::uint64_t image_width = 0;
+  std::uint64_t image_height = 0;
   Optimizer optimizer = Optimizer::adamw;
   bool checkpointing = false;            ///< gradient checkpointing (non-reentrant)
   /// With checkpointing: only every N-th decoder layer is checkpointed (layers i with
@@ -114,6 +122,11 @@ struct Workload {
   /// The optimizer steps each parameter in a post-accumulate-grad hook and frees its
   /// gradient at once (torchtune optimizer_in_bwd): no full set of gradients is alive.
   bool optimizer_in_backward = false;
+  /// Padding-free packed batches (`--packing`; transformers' DataCollatorWithFlattening, TRL's
+  /// padding_free): each of `batch` rows holds `seq` tokens made of several sequences, told
+  /// apart by position_ids restarting at 0. With SDPA, transformers' masking_utils builds a
+  /// block-diagonal causal mask of (batch, 1, seq, seq) booleans instead of using is_causal.
+  bool sequence_packing = false;
   Attention attention = Attention::sdpa;
   Lora lora;
   std::uint64_t grad_accum = 1;

@@ -22,6 +22,12 @@ Levers, per case key (absent = the plain loop of measure.py):
   optimizer_in_backward: one optimizer per parameter stepped in a post-accumulate-grad hook
                         (PyTorch's "optimizer step in backward" recipe, torchtune's
                         optimizer_in_bwd), the gradient freed right after
+  sequence_packing: true  padding-free packed rows as transformers' DataCollatorWithFlattening
+                        writes them: each of `batch` rows holds `seq` tokens made of several
+                        sequences (lengths from packed_lengths), position_ids restart at 0 at
+                        each sequence, labels -100 at each sequence's first token, no
+                        attention_mask (masking_utils finds the sequences from position_ids)
+Each packed case also records the first SDPA call's mask (dtype, shape) and is_causal.
 Writes measure.py's fields. Models are built from config.json with random weights.
 """
 import argparse
@@ -96,7 +102,11 @@ def shifted_labels(ids):
     return F.pad(ids, (0, 1), value=-100)[..., 1:].contiguous()
 
 
-def forward_loss(model, ids, kind):
+def forward_loss(model, ids, kind, pos=None, labels=None):
+    if pos is not None:
+        if kind not in (None, "hf"):
+            raise ValueError("sequence_packing is measured with the hf loss only")
+        return model(input_ids=ids, labels=labels, position_ids=pos).loss
     if kind in (None, "hf"):
         return model(input_ids=ids, labels=ids).loss
     lm = base_causal_lm(model)
@@ -163,9 +173,62 @@ def set_checkpointing(model, case):
             layer.gradient_checkpointing = i % n == 0
 
 
+def packed_lengths(seq):
+    """Sequence lengths filling one packed row of `seq` tokens (a fixed, uneven pattern)."""
+    out, left, i = [], seq, 0
+    pattern = (0.34, 0.15, 0.25, 0.26)
+    while left > 0:
+        n = min(left, max(1, int(seq * pattern[i % len(pattern)])))
+        out.append(n)
+        left -= n
+        i += 1
+    return out
+
+
+def packed_inputs(ids):
+    """position_ids and labels of DataCollatorWithFlattening for rows of packed sequences."""
+    lengths = packed_lengths(ids.shape[1])
+    pos = torch.cat([torch.arange(n, device=ids.device) for n in lengths])[None].expand(ids.shape[0], -1)
+    labels = ids.clone()
+    start = 0
+    for n in lengths:
+        labels[:, start] = -100
+        start += n
+    return pos.contiguous(), labels
+
+
+SDPA_SEEN = {}
+
+
+def watch_sdpa():
+    real = F.scaled_dot_product_attention
+
+    def wrapped(*args, **kwargs):
+        if "mask" not in SDPA_SEEN:
+            m = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+            SDPA_SEEN["mask"] = None if m is None else {"dtype": str(m.dtype), "shape": list(m.shape),
+                                                        "contiguous": m.is_contiguous()}
+            SDPA_SEEN["is_causal"] = bool(kwargs.get("is_causal", False))
+            SDPA_SEEN["enable_gqa"] = bool(kwargs.get("enable_gqa", False))
+            try:  # the backend SDPA dispatches to (torch.nn.attention.SDPBackend's numbering)
+                SDPA_SEEN["backend"] = int(torch._fused_sdp_choice(
+                    args[0], args[1], args[2], attn_mask=m, dropout_p=kwargs.get("dropout_p", 0.0),
+                    is_causal=SDPA_SEEN["is_causal"], scale=kwargs.get("scale"),
+                    enable_gqa=SDPA_SEEN["enable_gqa"]))
+            except Exception as e:  # noqa: BLE001
+                SDPA_SEEN["backend"] = f"{type(e).__name__}: {e}"[:200]
+        return real(*args, **kwargs)
+
+    F.scaled_dot_product_attention = wrapped
+    torch.nn.functional.scaled_dot_product_attention = wrapped
+
+
 def run_train(model, case, steps=3):
     b, s = case["batch"], case["seq"]
     ids = torch.randint(0, model.config.vocab_size, (b, s), device="cuda")
+    pos = labels = None
+    if case.get("sequence_packing"):
+        pos, labels = packed_inputs(ids)
     model.train()
     model.config.use_cache = False
     set_checkpointing(model, case)
@@ -191,9 +254,9 @@ def run_train(model, case, steps=3):
         with torch.autocast("cuda", dtype=M.DTYPES[autocast or "bf16"], enabled=autocast is not None):
             if offload:
                 with torch.autograd.graph.save_on_cpu(pin_memory=True):
-                    loss = forward_loss(model, ids, case.get("loss"))
+                    loss = forward_loss(model, ids, case.get("loss"), pos, labels)
             else:
-                loss = forward_loss(model, ids, case.get("loss"))
+                loss = forward_loss(model, ids, case.get("loss"), pos, labels)
         fwd_peak = torch.cuda.max_memory_allocated()
         after_fwd = torch.cuda.memory_allocated()
         loss.backward()
@@ -219,7 +282,11 @@ def run_train(model, case, steps=3):
         for h in handles:
             h.remove()
     del opt, per_param
+    extra = {"sdpa_first_call": dict(SDPA_SEEN)}
+    if case.get("sequence_packing"):
+        extra["packed_lengths"] = packed_lengths(s)
     return {
+        **extra,
         "steps": per_step,
         "optimizer_state_bytes": state_bytes,
         "peak_allocated_bytes": max(st["opt_peak"] for st in per_step),
@@ -243,6 +310,7 @@ def main():
             if line.strip() and "id" in json.loads(line):
                 done.add(json.loads(line)["id"])
     out = open(args.out, "a")
+    watch_sdpa()
     torch.cuda.init()
     a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
     (a @ a).sum().item()
@@ -277,6 +345,7 @@ def main():
             total, trainable, buffers = M.count_params(model)
             rec.update(params=total, trainable_params=trainable, buffer_bytes=buffers,
                        resident_bytes=torch.cuda.memory_allocated())
+            SDPA_SEEN.clear()
             rec.update(run_train(model, case))
             rec["status"] = "ok"
         except torch.OutOfMemoryError as e:

@@ -219,3 +219,28 @@ TEST_CASE("levers: a paged optimizer's state is sharded under FSDP", "[engine][l
   w.sharding = spec::Sharding::ddp;  // a replica per GPU keeps it whole
   CHECK(part(engine::estimate(m, w), "paged_optimizer_state") == whole);
 }
+
+TEST_CASE("levers: packed rows give SDPA a mask that each layer saves as an additive copy", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::lora, DType::bf16);
+  const Precision p = precision_of(w);
+  CHECK_FALSE(packed_sdpa_mask(w));
+  CHECK(packed_mask_bias(w, p) == 0);
+  const auto plain = engine::estimate(m, w);
+  w.sequence_packing = true;
+  CHECK(packed_sdpa_mask(w));
+  CHECK(packed_mask_bias(w, p) == 2);  // bf16, the query's dtype
+  const auto packed = engine::estimate(m, w);
+  // 2 rows of 512: per layer the (2, 1, 512, 512) bf16 bias and repeat_kv's copies of k and v
+  // (q + 2 x 4-head k/v = 768 values a token, against q + k + v = 512); once, the boolean mask.
+  const std::uint64_t bias = 2ULL * 512 * 512 * 2;
+  const std::uint64_t repeat = 2ULL * 512 * (768 - 512) * 2;
+  const std::uint64_t mask = 2ULL * 512 * 512;
+  CHECK(part(packed, "activations") - part(plain, "activations") == 2 * (bias + repeat) + mask);
+  // Eager attention builds its (batch, 1, seq, seq) mask packed or not: no change.
+  w.attention = spec::Attention::eager;
+  CHECK_FALSE(packed_sdpa_mask(w));
+  const auto eager_packed = engine::estimate(m, w);
+  w.sequence_packing = false;
+  CHECK(engine::estimate(m, w).peak_allocated == eager_packed.peak_allocated);
+}

@@ -245,3 +245,23 @@ TEST_CASE("llama.cpp: tensors_of lays a config out as llama-quantize does", "[ll
   const Result b = estimate(t.spec, tensors, s);
   CHECK(b.host.model == a.host.model);
 }
+
+TEST_CASE("llama.cpp: --override-tensor moves the tensors its first matching pattern names", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 512;
+  s.override_tensor = {{"blk\\.1\\.ffn_(gate|up|down)", -1}};
+  Result r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].model.value() == 2 * kLayerOnCuda + kOutputOnCuda - 3 * 9216);
+  CHECK(r.host.model.value() > kTokenEmbd);  // the mapped range now reaches blk.1's FFN
+  // The first pattern that matches wins: ffn_down stays, ffn_gate, ffn_up and ffn_norm (256
+  // bytes) of both blocks go.
+  s.override_tensor = {{"ffn_down", 0}, {"ffn_.*", -1}};
+  r = estimate(t.spec, t.header.tensors, s);
+  CHECK(r.gpus[0].model.value() == 2 * kLayerOnCuda + kOutputOnCuda - 4 * 9216 - 2 * 256);
+  // A pattern onto a GPU that is not there, or one that is not a regex: the flag's error.
+  s.override_tensor = {{"output", 1}};
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+  s.override_tensor = {{"blk.(", -1}};
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+}

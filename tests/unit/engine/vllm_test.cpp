@@ -53,9 +53,11 @@ TEST_CASE("vllm: weights as 'Model loading took', blocks from what the budget le
   // bf16 parameters + the rotary cos/sin cache (131072 positions x 128 x 2 bytes).
   CHECK(r.weights.value() == 8030261248ULL * 2 + 131072ULL * 128 * 2);
   CHECK(r.budget.value() == static_cast<std::uint64_t>(0.9L * 80 * 1024 * 1024 * 1024));
+  // The current release (>= 0.21) takes its CUDA graph estimate off the KV cache too.
+  REQUIRE(r.graphs.in_budget);
   CHECK(r.available_kv ==
         static_cast<std::int64_t>(r.budget.value()) -
-            static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch).value()));
+            static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch + r.cuda_graphs).value()));
   CHECK(r.page_bytes == 131072 * 16);
   CHECK(r.num_gpu_blocks == static_cast<std::uint64_t>(r.available_kv) / r.page_bytes);
   CHECK(r.kv_cache_tokens == r.num_gpu_blocks * 16);
@@ -177,5 +179,66 @@ TEST_CASE("vllm: non-torch memory by what the release counts, and tensor paralle
   const Result r = estimate(m, s);
   CHECK(r.non_torch.value() == 139586437ULL + r.cuda_context.value());
   CHECK(r.available_kv == static_cast<std::int64_t>(r.budget.value()) -
-                              static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch).value()));
+                              static_cast<std::int64_t>((r.weights + r.activation_peak + r.non_torch + r.cuda_graphs).value()));
+}
+
+TEST_CASE("vllm: CUDA graph capture sizes per release, their memory, and where vLLM counts it", "[vllm]") {
+  const spec::ModelSpec m = preset("llama-3.1-8b");  // 32 layers
+  Settings s = on(GiB(80));
+  s.max_model_len = 8192;
+  // The current release: min(2 x 256, 512) = 512; [1, 2, 4] + 8..248 + 256..512 step 16 = 51
+  // piecewise sizes, FULL decode graphs for the 35 sizes up to max_num_seqs.
+  CudaGraphs g = cuda_graphs(m, s);
+  CHECK(g.piecewise == 51);
+  CHECK(g.full == 35);
+  CHECK(g.largest_full == 256);
+  REQUIRE(g.sizes.size() == 51);
+  CHECK(g.sizes.front() == 512);
+  CHECK(g.sizes[16] == 256);
+  CHECK(g.sizes[17] == 248);
+  CHECK(g.sizes.back() == 1);
+  CHECK(g.bytes.value() == (35ULL + 51) * 32 * 180344);
+  CHECK(g.in_budget);
+  // A small max_num_seqs captures few graphs: 8 -> sizes up to 16, FULL up to 8.
+  s.max_num_seqs = 8;
+  g = cuda_graphs(m, s);
+  CHECK(g.piecewise == 5);
+  CHECK(g.full == 4);
+  CHECK(g.sizes == std::vector<std::uint64_t>{16, 8, 4, 2, 1});
+  // 0.20 and older: the graphs outside the budget; 0.10: 67 piecewise sizes up to 512.
+  s.max_num_seqs = 256;
+  s.release = *parse_release("0.10.1");
+  g = cuda_graphs(m, s);
+  CHECK(g.piecewise == 67);
+  CHECK(g.full == 0);
+  CHECK_FALSE(g.in_budget);
+  const Result old = estimate(m, s);
+  CHECK(old.available_kv == static_cast<std::int64_t>(old.budget.value()) -
+                                static_cast<std::int64_t>((old.weights + old.activation_peak + old.non_torch).value()));
+  // V0: one whole-model graph per size up to max_num_seqs.
+  s.release = *parse_release("0.6.4");
+  s.v0_engine = true;
+  g = cuda_graphs(m, s);
+  CHECK(g.full == 35);
+  CHECK(g.piecewise == 0);
+  CHECK(g.bytes.value() == 35ULL * 32 * 402653);
+  s.enforce_eager = true;
+  CHECK(cuda_graphs(m, s).bytes.value() == 0);
+  CHECK(cuda_graphs(m, s).sizes.empty());
+}
+
+TEST_CASE("vllm: --vllm-version strings", "[vllm]") {
+  const auto v = parse_release("v0.21.0");
+  REQUIRE(v);
+  CHECK(v->minor == 21);
+  CHECK(v->at_least(0, 21));
+  CHECK_FALSE(v->at_least(0, 22));
+  CHECK(parse_release("0.8.5.post1"));
+  CHECK(parse_release("0.10.1rc1"));
+  CHECK(parse_release("0.11")->patch == 0);
+  CHECK_FALSE(parse_release("latest"));
+  CHECK_FALSE(parse_release("0"));
+  CHECK_FALSE(parse_release("0.x"));
+  CHECK_FALSE(parse_release("0.123456"));
+  CHECK_FALSE(parse_release(""));
 }

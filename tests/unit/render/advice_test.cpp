@@ -63,7 +63,8 @@ TEST_CASE("workload_json: one shape for every workload, the knobs the advisor ch
     "lora": {"rank": 16, "targets": ["all-linear"], "dropout": 0.0}, "grad_accum": 4, "gpus": 2, "nodes": 1,
     "sharding": "fsdp", "offload": "none", "master_weights": false, "kv_cache": null,
     "expandable_segments": true, "alloc_conf": "expandable_segments:True", "cuda_context": null, "checkpointing_kind": "full", "activation_offload": false,
-    "optimizer_in_backward": false, "loss": "hf", "fsdp_mixed_precision": null})"));
+    "optimizer_in_backward": false, "sequence_packing": false, "loss": "hf", "fsdp_mixed_precision": null,
+    "images": 0, "image_size": null})"));
   const json i = json(workload_json(inference_fp32()));
   CHECK(i["autocast"].is_null());
   CHECK(i["lora"].is_null());

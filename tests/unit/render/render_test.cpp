@@ -106,7 +106,7 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
   const auto j = nlohmann::ordered_json::parse(text);
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);
-  CHECK(keys == std::vector<std::string>{"schema_version", "model", "workload", "components", "phases",
+  CHECK(keys == std::vector<std::string>{"schema_version", "model", "workload", "image_tokens", "components", "phases",
                                          "peak_phase", "peak_allocated_bytes", "device_total_bytes",
                                          "device_total_upper_bytes", "upper_bound", "budget", "tight_fix",
                                          "notes"});
@@ -123,7 +123,8 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
                                          "checkpointing", "attention", "lora", "grad_accum", "gpus",
                                          "nodes", "sharding", "offload", "master_weights", "kv_cache",
                                          "expandable_segments", "alloc_conf", "cuda_context", "checkpointing_kind", "activation_offload",
-                                         "optimizer_in_backward", "loss", "fsdp_mixed_precision"});
+                                         "optimizer_in_backward", "sequence_packing", "loss", "fsdp_mixed_precision",
+                                         "images", "image_size"});
   CHECK(j["schema_version"] == 3);
   CHECK(j["model"]["params"] == 8030261248ULL);
   CHECK(j["model"]["dtype"] == "bf16");
