@@ -145,25 +145,8 @@ InputError overflow_error(const EstimateFlags& f, const spec::Workload& w, const
   return InputError(flags, fmt::format("the memory of {} overflows 64 bits (over 16 EiB)", job), fix);
 }
 
-}  // namespace
-
-CatalogSource::CatalogSource(std::string data_dir, std::string field)
-    : dir_(std::move(data_dir)), field_(std::move(field)) {}
-
-const catalog::Catalog& CatalogSource::get() {
-  if (dir_.empty()) return catalog::Catalog::embedded();
-  if (!loaded_) loaded_ = catalog::Catalog::parse(read_data_dir(dir_, field_));
-  return *loaded_;
-}
-
-Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRule rule) {
-  Diagnostics diags;
-  Estimate result;
-  render::EstimateReport& report = result.report;
-  result.fail_on_tight = f.fail_on_tight;
-  spec::Workload& w = report.workload;
-
-  // --- the model source: exactly one ---
+/// The model source: exactly one of --params, --model, --config (returned, in that order).
+std::vector<std::string> model_sources(const EstimateFlags& f, Diagnostics& diags) {
   std::vector<std::string> sources;
   for (const char* s : {"--params", "--model", "--config"})
     if (f.has(s)) sources.emplace_back(s);
@@ -174,8 +157,32 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   else if (sources.size() > 1)
     diags.add("model", fmt::format("{} and {} were both given", sources[0], sources[1]),
               "give exactly one of --params, --model, --config");
+  return sources;
+}
 
-  // --- the workload's names ---
+/// --checkpointing [full|selective|every-N].
+void parse_checkpointing(const EstimateFlags& f, spec::Workload& w, Diagnostics& diags) {
+  if (!f.has("--checkpointing")) return;
+  w.checkpointing = true;
+  const std::string& k = f.checkpointing_kind;
+  const std::string fix = "give full, selective or every-N (N a whole number >= 1), e.g. --checkpointing every-2";
+  if (k == "selective") {
+    w.checkpoint_selective = true;
+  } else if (k.rfind("every-", 0) == 0) {
+    const std::string n = k.substr(6);
+    std::uint64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+    if (n.empty() || ec != std::errc() || ptr != n.data() + n.size() || v == 0)
+      diags.add("--checkpointing", fmt::format("'{}' is not every-N with N a positive whole number", k), fix);
+    else
+      w.checkpoint_every = v;
+  } else if (!k.empty() && k != "full") {
+    diags.add("--checkpointing", fmt::format("unknown checkpointing '{}'", k), fix);
+  }
+}
+
+/// The workload's names: mode, dtypes, optimizer, attention, allocator, sharding and the levers.
+void parse_workload_names(const EstimateFlags& f, spec::Workload& w, Diagnostics& diags) {
   if (f.has("--mode"))
     if (auto m = parse_choice(f.mode, "--mode", "mode", spec::parse_mode, spec::mode_names(), diags)) w.mode = *m;
   if (f.has("--dtype"))
@@ -197,24 +204,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   if (f.has("--sharding"))
     if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, spec::sharding_names(), diags))
       w.sharding = *s;
-  if (f.has("--checkpointing")) {
-    w.checkpointing = true;
-    const std::string& k = f.checkpointing_kind;
-    const std::string fix = "give full, selective or every-N (N a whole number >= 1), e.g. --checkpointing every-2";
-    if (k == "selective") {
-      w.checkpoint_selective = true;
-    } else if (k.rfind("every-", 0) == 0) {
-      const std::string n = k.substr(6);
-      std::uint64_t v = 0;
-      const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
-      if (n.empty() || ec != std::errc() || ptr != n.data() + n.size() || v == 0)
-        diags.add("--checkpointing", fmt::format("'{}' is not every-N with N a positive whole number", k), fix);
-      else
-        w.checkpoint_every = v;
-    } else if (!k.empty() && k != "full") {
-      diags.add("--checkpointing", fmt::format("unknown checkpointing '{}'", k), fix);
-    }
-  }
+  parse_checkpointing(f, w, diags);
   w.activation_offload = f.activation_offload;
   w.optimizer_in_backward = f.optimizer_in_backward;
   w.sequence_packing = f.sequence_packing;
@@ -230,9 +220,17 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   if (f.has("--kv-cache"))
     if (auto d = parse_choice(f.kv_cache, "--kv-cache", "KV cache dtype", parse_kv_dtype, kKvCache, diags))
       w.kv_cache = *d;
+}
 
-  // --- how the weights are packed ---
+/// How the weights are packed, as the flags ask (resolved against the model later).
+struct PackingFlags {
   std::optional<spec::Quantization> quant;
+  std::vector<std::string> skip;
+};
+
+PackingFlags parse_packing_flags(const EstimateFlags& f, const spec::Workload& w, Diagnostics& diags) {
+  PackingFlags pf;
+  std::optional<spec::Quantization>& quant = pf.quant;
   if (f.has("--quant")) {
     quant = parse_choice(f.quant, "--quant", "scheme", spec::parse_quant, spec::quant_names(), diags);
     if (quant && f.has("--dtype") && !is_float_compute(w.weights))
@@ -263,7 +261,7 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
       quant->double_quant = true;
     }
   }
-  std::vector<std::string> skip;
+  std::vector<std::string>& skip = pf.skip;
   if (f.has("--skip-modules")) {
     skip = split_targets(f.skip_modules);
     if (skip.empty())
@@ -271,8 +269,11 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     else if (!quant && is_float_compute(w.weights) && w.mode != spec::Mode::qlora)
       diags.add("--skip-modules", "the weights are not quantized", "add --quant nf4 (or another scheme)");
   }
+  return pf;
+}
 
-  // --- the workload's numbers ---
+/// The workload's numbers: batch, sequence, tokens, GPUs, LoRA.
+void parse_workload_numbers(const EstimateFlags& f, spec::Workload& w, Diagnostics& diags) {
   if (f.has("--batch"))
     if (auto v = parse_count(f.batch, "--batch", "8", diags)) w.batch = *v;
   if (f.has("--seq"))
@@ -333,21 +334,28 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     else
       w.lora.dropout = p == 0 ? 0.0 : p;  // `-0` would be reported as "dropout -0"
   }
+}
 
-  // --- a stack's default levers, under the flags typed ---
+/// A stack's default levers (--recipe), under the flags typed.
+void apply_recipe_flag(const EstimateFlags& f, spec::Workload& w, Diagnostics& diags) {
   if (f.has("--recipe"))
     if (auto r = parse_choice(f.recipe, "--recipe", "recipe", spec::parse_recipe, spec::recipe_names(), diags))
       spec::apply_recipe(
           w, *r, [](const void* ctx, std::string_view flag) { return static_cast<const EstimateFlags*>(ctx)->has(std::string(flag)); },
           &f);
+}
 
-  // --- flags the mode does not use ---
+/// Flags the mode does not use are refused, naming the mode that uses them.
+void check_mode_flags(const EstimateFlags& f, const spec::Workload& w, Diagnostics& diags) {
   for (const auto& mf : kModeFlags)
     if (f.has(std::string(mf.flag)) && !mf.applies(w.mode))
       diags.add(std::string(mf.flag), fmt::format("does not apply to --mode {}", spec::name_of(w.mode)),
                 fmt::format("it is used by {}; drop it or change --mode", mf.used_by));
+}
 
-  // --- the budget and its margin ---
+/// The budget and its margin: --gpu or --budget, --headroom.
+void parse_budget(const EstimateFlags& f, CatalogSource& catalog, BudgetRule rule, render::EstimateReport& report,
+                  Diagnostics& diags) {
   advisor::Headroom headroom;
   if (f.has("--headroom"))
     diags.collect([&] { headroom = advisor::parse_headroom(f.headroom, "--headroom"); });
@@ -371,8 +379,13 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     if (f.has("--headroom")) report.budget->headroom_label = f.headroom;
     diags.collect([&] { advisor::check_budget(*report.budget); });
   }
+}
 
-  // --- the model itself, once the flags are sound (its errors come after theirs) ---
+/// The model itself, once the flags are sound (its errors come after theirs), and the checks
+/// of the workload against it.
+void load_model(const EstimateFlags& f, CatalogSource& catalog, const std::vector<std::string>& sources,
+                const PackingFlags& pf, render::EstimateReport& report, Diagnostics& diags) {
+  spec::Workload& w = report.workload;
   bool have_model = false;
   if (sources.size() == 1) {
     have_model = diags.collect([&] {
@@ -398,9 +411,9 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
   if (have_model && diags.empty()) {
     // The weights' packing: the spec's one precedence rule.
     const spec::ModelSpec& model = report.model;
-    if (auto note = spec::resolve_packing(w, model, {quant, f.has("--dtype"), f.double_quant, skip}))
+    if (auto note = spec::resolve_packing(w, model, {pf.quant, f.has("--dtype"), f.double_quant, pf.skip}))
       report.notes.push_back(std::move(*note));
-    for (const std::string& name : skip) {
+    for (const std::string& name : pf.skip) {
       bool found = false;
       for (const auto& g : model.layers)
         for (const auto& l : g.linears) found = found || spec::lora_target_matches(name, l.name);
@@ -410,6 +423,34 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
     }
     spec::validate(w, model, diags);
   }
+}
+
+}  // namespace
+
+CatalogSource::CatalogSource(std::string data_dir, std::string field)
+    : dir_(std::move(data_dir)), field_(std::move(field)) {}
+
+const catalog::Catalog& CatalogSource::get() {
+  if (dir_.empty()) return catalog::Catalog::embedded();
+  if (!loaded_) loaded_ = catalog::Catalog::parse(read_data_dir(dir_, field_));
+  return *loaded_;
+}
+
+Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRule rule) {
+  Diagnostics diags;
+  Estimate result;
+  render::EstimateReport& report = result.report;
+  result.fail_on_tight = f.fail_on_tight;
+  spec::Workload& w = report.workload;
+
+  const std::vector<std::string> sources = model_sources(f, diags);
+  parse_workload_names(f, w, diags);
+  const PackingFlags packing = parse_packing_flags(f, w, diags);
+  parse_workload_numbers(f, w, diags);
+  apply_recipe_flag(f, w, diags);
+  check_mode_flags(f, w, diags);
+  parse_budget(f, catalog, rule, report, diags);
+  load_model(f, catalog, sources, packing, report, diags);
   diags.throw_if_any();
 
   try {

@@ -18,6 +18,7 @@
 #include "vramfit/engine/vllm.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 #include <string_view>
 
@@ -412,6 +413,18 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     r.fix = fmt::format("--max-model-len {} (the most the KV cache holds), or --kv-cache-dtype fp8, or a larger "
                         "--tensor-parallel-size",
                         r.largest_model_len);
+  {
+    // A release newer than the newest whose source was read (the Release default) is
+    // estimated with that one's rules: say so rather than pass it off as modelled.
+    const Release newest{};
+    const auto key = [](const Release& v) { return std::tuple(v.major, v.minor, v.patch); };
+    if (key(s.release) > key(newest))
+      r.notes.push_back(fmt::format(
+          "vLLM {}.{}.{} is newer than the newest release vramfit follows ({}.{}.{}): its CUDA graphs and "
+          "profiling are estimated as {}.{}.{}'s; check the release notes for memory changes",
+          s.release.major, s.release.minor, s.release.patch, newest.major, newest.minor, newest.patch, newest.major,
+          newest.minor, newest.patch));
+  }
   r.notes.push_back(fmt::format("vLLM budget {:.2f} GiB = {} x the card; available KV cache memory {:.2f} GiB",
                                 gib(r.budget.value()), s.gpu_memory_utilization,
                                 static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0)));

@@ -1,5 +1,6 @@
 #include "vramfit/engine/vllm.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "vramfit/catalog/catalog.hpp"
@@ -241,4 +242,27 @@ TEST_CASE("vllm: --vllm-version strings", "[vllm]") {
   CHECK_FALSE(parse_release("0.x"));
   CHECK_FALSE(parse_release("0.123456"));
   CHECK_FALSE(parse_release(""));
+}
+
+TEST_CASE("vllm: a release newer than the newest followed is estimated as it, and says so", "[vllm]") {
+  const spec::ModelSpec m = preset("llama-3.1-8b");
+  const auto said = [](const Result& r) {
+    return std::count_if(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+      return n.find("is newer than the newest release vramfit follows (0.27.1)") != std::string::npos;
+    });
+  };
+  Settings s = on(GiB(80));
+  s.max_model_len = 8192;
+  const Result current = estimate(m, s);
+  CHECK(said(current) == 0);
+  s.release = *parse_release("0.27.1");
+  CHECK(said(estimate(m, s)) == 0);
+  s.release = *parse_release("0.20");
+  CHECK(said(estimate(m, s)) == 0);
+  s.release = *parse_release("0.28.0");
+  const Result newer = estimate(m, s);
+  CHECK(said(newer) == 1);
+  // The same figures as the newest followed release.
+  CHECK(newer.num_gpu_blocks == current.num_gpu_blocks);
+  CHECK(newer.cuda_graphs == current.cuda_graphs);
 }
