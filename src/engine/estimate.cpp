@@ -377,7 +377,7 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
 }
 
 Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
-                            std::uint64_t adapters, std::vector<std::string> notes, Bytes tower) {
+                            std::uint64_t adapters, std::vector<std::string> notes, Bytes tower, Bytes tower_saved) {
   const std::uint64_t tokens = mul(w.batch, w.seq);
   const Training t = training_terms(m, w, p, adapters);
   const Saved s = saved_terms(m, w, p, tokens);
@@ -418,6 +418,15 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
     phases.push_back(vt);
   }
 
+  // --images, full training: the tower ran first and its saved tensors stay through the language
+  // model's forward and backward; its backward comes last, so at the language model's first layer
+  // the tower's (and projector's) gradients do not exist yet.
+  const Bytes tower_grads{w.mode == Mode::train && tower_saved.value() > 0 && m.vision
+                              ? mul(m.vision->params(), p.param)
+                              : 0};
+  fwd_acts += tower_saved;
+  acts += tower_saved;
+
   Acc fwd = base;
   fwd.id = "forward_end";
   fwd.add("activations", fwd_acts);
@@ -438,7 +447,7 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
     // The last layer is recomputed first: its saved tensors exist with every layer input.
     Acc rec = base;
     rec.id = "backward_recompute";
-    rec.add("activations", (w.activation_offload ? Bytes{} : s.ckpt_acts) + s.one_layer);
+    rec.add("activations", (w.activation_offload ? Bytes{} : s.ckpt_acts) + s.one_layer + tower_saved);
     rec.add("autocast_cache", head_fixed + Bytes{s.one_layer_fixed});
     rec.add("temporaries", s.bwd_transient);
     rec.add("gradients", w.grad_accum > 1 ? t.grads
@@ -456,9 +465,9 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   Acc last = base;
   last.id = "backward_last_layer";
   last.add("gradients", in_bwd ? t.one_grad + (m.tied_embeddings ? t.embedding_grad : Bytes{})
-                               : Bytes::saturating_sub(t.grads, t.embedding_grad));
+                               : Bytes::saturating_sub(Bytes::saturating_sub(t.grads, t.embedding_grad), tower_grads));
   if (in_bwd) last.add("optimizer_step", t.one_step_temp);
-  last.add("activations", s.one_layer);
+  last.add("activations", s.one_layer + tower_saved);
   last.add("autocast_cache", Bytes{s.one_layer_fixed});
   last.add("temporaries", s.bwd_transient);
   phases.push_back(last);
@@ -868,6 +877,25 @@ Bytes tower_activations(const spec::VisionSpec& v, const spec::ImageWork& iw, co
   return b;
 }
 
+// --images, full training: what the vision tower saves for its backward, per layer and tower
+// token (autograd's saved tensors of a pre-norm ViT layer: both norms' inputs and outputs, q, k,
+// v, the attention output and its reshaped copy for the output projection: 8 hidden widths; the
+// MLP's VisionSpec::mlp_saved widths); eager attention its probabilities per head. Under
+// gradient checkpointing (transformers enables it on the tower too) each layer's input only.
+// Measured: llava-small 1 image, full fine-tuning, forward peak of step 2 (tests/accuracy/vision).
+Bytes tower_saved_activations(const spec::VisionSpec& v, const spec::ImageWork& iw, const Workload& w,
+                              const Precision& p) {
+  const std::uint64_t seqs = mul(w.batch, iw.images, iw.per_image.sequences);
+  const std::uint64_t tokens = mul(seqs, iw.per_image.sequence_len);
+  if (w.checkpointing) return Bytes{mul(mul(tokens, v.layers), v.hidden, p.compute)};
+  Bytes b{mul(mul(tokens, v.layers), p.compute, checked_add(mul(8, v.hidden), mul(v.mlp_saved, v.intermediate)))};
+  if (w.attention == spec::Attention::eager) {
+    const std::uint64_t s = iw.per_image.sequence_len;
+    b += Bytes{mul(mul(seqs, v.heads), mul(mul(s, s), v.layers), checked_add(p.compute, 4))};
+  }
+  return b;
+}
+
 Breakdown estimate(const ModelSpec& m, const Workload& given) {
   // --images: the image tokens join each sequence's prompt (spec::image_work); from here on
   // `w.seq` is the whole sequence the language model sees.
@@ -903,6 +931,7 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
   }
 
   Bytes tower;
+  Bytes tower_saved;
   if (images) {
     tower = tower_activations(*m.vision, *images, w, p);
     notes.push_back(fmt::format(
@@ -911,9 +940,11 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
         images->images, images->images == 1 ? "" : "s", images->per_image.width, images->per_image.height,
         images->per_image.prompt_tokens, given.seq, images->prompt_tokens, w.seq, images->per_image.sequences,
         images->per_image.sequences == 1 ? "" : "s", images->per_image.sequence_len));
-    if (w.trains())
-      notes.push_back("training with images: the vision tower's saved activations for its backward are not counted "
-                      "(only its forward, which precedes the language model's)");
+    if (w.mode == Mode::train && !w.activation_offload)
+      tower_saved = tower_saved_activations(*m.vision, *images, w, p);
+    if (spec::uses_lora(w.mode))
+      notes.push_back("LoRA with images: adapters on the vision tower's linears (peft's all-linear targets them too) "
+                      "and the tower's saved activations are not counted, only its forward");
   }
   if (w.sharding != spec::Sharding::none)
     notes.push_back(fmt::format("per-GPU figures for the busiest of {} GPUs{} with {}: sharding follows the "
@@ -928,7 +959,7 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
 
   Breakdown b = (w.mode == Mode::inference || w.mode == Mode::generate)
                     ? estimate_inference(m, w, p, base, notes, tower)
-                    : estimate_training(m, w, p, base, adapters, notes, tower);
+                    : estimate_training(m, w, p, base, adapters, notes, tower, tower_saved);
   // The upper bound: the measured error of the device total for this kind of workload.
   const UpperFactor f = upper_factor(w);
   b.upper_group = f.group;

@@ -183,13 +183,16 @@ std::uint64_t position_ids_bytes(std::uint64_t positions) { return mul(positions
 /// Rotary inv_freq + original_inv_freq of `dim` rotary channels: dim/2 fp32 each.
 std::uint64_t rotary_bytes(std::uint64_t dim) { return mul(2 * ((dim + 1) / 2), 4); }
 
-/// Tensors of the MLP's width alive at once inside a tower layer at inference: fc1's output and
+/// The MLP's width-I tensors of a tower layer. Alive at once at inference: fc1's output and
 /// the activation's (one fused kernel: gelu, gelu_pytorch_tanh); quick_gelu (x *
 /// sigmoid(1.702 x), transformers/activations.py QuickGELUActivation) and gated MLPs (gate, up,
 /// act(gate), act(gate) * up) hold about four. Measured (tests/accuracy/vision, vision tower
 /// alone): SigLIP 2.2, Qwen2-VL (quick_gelu) 3.7, CLIP (quick_gelu) 3.3 widths.
-std::uint64_t mlp_live(const std::string& act, bool gated) {
-  return gated || act == "quick_gelu" ? 4 : 2;
+void set_mlp(VisionSpec& s, const std::string& act, bool gated) {
+  s.mlp_live = gated || act == "quick_gelu" ? 4 : 2;
+  // Saved for backward (training): fc1's output and the activation's (one fused kernel); quick_gelu
+  // also its sigmoid (mul saves both factors); a gated MLP gate, up, act(gate) and the product.
+  s.mlp_saved = gated ? 4 : act == "quick_gelu" ? 3 : 2;
 }
 
 // --- towers ------------------------------------------------------------------------------------
@@ -207,7 +210,7 @@ void clip_tower(Keys& v, VisionSpec& s) {
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.cls_token = true;
   s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
-  s.mlp_live = mlp_live(v.str("hidden_act", "quick_gelu"), false);  // CLIPVisionConfig's default
+  set_mlp(s, v.str("hidden_act", "quick_gelu"), false);  // CLIPVisionConfig's default
 }
 
 /// SiglipVisionModel (models/siglip/modeling_siglip.py): Conv2d with bias, learned positions,
@@ -228,7 +231,7 @@ void siglip_tower(Keys& v, VisionSpec& s, bool idefics3) {
   s.buffer_bytes = idefics3 ? 0 : position_ids_bytes(t.patches());
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
-  s.mlp_live = mlp_live(v.str("hidden_act", "gelu_pytorch_tanh"), false);
+  set_mlp(s, v.str("hidden_act", "gelu_pytorch_tanh"), false);
 }
 
 /// PixtralVisionModel (models/pixtral/modeling_pixtral.py): Conv2d without bias, ln_pre (RMS),
@@ -243,7 +246,7 @@ void pixtral_tower(Keys& v, VisionSpec& s) {
   s.buffer_bytes = rotary_bytes(head_dim);
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
-  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), true);
+  set_mlp(s, v.str("hidden_act", "gelu"), true);
 }
 
 /// Qwen2-VL's ViT (models/qwen2_vl/modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel):
@@ -270,7 +273,7 @@ void qwen2_vl_tower(Keys& v, VisionSpec& s) {
   s.buffer_bytes = rotary_bytes(E / heads / 2);  // VisionRotaryEmbedding(head_dim // 2)
   s.hidden = E, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
   s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
-  s.mlp_live = mlp_live(v.str("hidden_act", "quick_gelu"), false);
+  set_mlp(s, v.str("hidden_act", "quick_gelu"), false);
 }
 
 /// Qwen2.5-VL's ViT (models/qwen2_5_vl/modeling_qwen2_5_vl.py): as Qwen2-VL's, with RMSNorms,
@@ -294,7 +297,7 @@ void qwen2_5_vl_tower(Keys& v, VisionSpec& s) {
   s.buffer_bytes = rotary_bytes(H / heads / 2);
   s.hidden = H, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
   s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
-  s.mlp_live = mlp_live(v.str("hidden_act", "silu"), true);
+  set_mlp(s, v.str("hidden_act", "silu"), true);
 }
 
 /// Qwen3-VL's ViT (models/qwen3_vl/modeling_qwen3_vl.py): a Conv3d with bias, learned
@@ -323,7 +326,7 @@ void qwen3_vl_tower(Keys& v, VisionSpec& s) {
   s.buffer_bytes = rotary_bytes(H / heads / 2);
   s.hidden = H, s.layers = L, s.heads = heads, s.intermediate = I, s.patch = p, s.merge = m;
   s.pixels_per_patch = mul(mul(C, tp), mul(p, p));
-  s.mlp_live = mlp_live(v.str("hidden_act", "gelu_pytorch_tanh"), false);
+  set_mlp(s, v.str("hidden_act", "gelu_pytorch_tanh"), false);
 }
 
 /// MllamaVisionModel (models/mllama/modeling_mllama.py): class embedding, Conv2d without bias,
@@ -347,7 +350,7 @@ void mllama_tower(Keys& v, VisionSpec& s) {
   s.image_size = t.image, s.max_tiles = tiles;
   s.cls_token = true;
   s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
-  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
+  set_mlp(s, v.str("hidden_act", "gelu"), false);
 }
 
 /// InternVLVisionModel (models/internvl/modeling_internvl.py): CLS token, optional mask token
@@ -374,7 +377,7 @@ void internvl_tower(Keys& v, VisionSpec& s) {
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.cls_token = true;
   s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
-  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
+  set_mlp(s, v.str("hidden_act", "gelu"), false);
 }
 
 /// Llama4VisionModel (models/llama4/modeling_llama4.py): a Linear over unfolded patches without
@@ -395,7 +398,7 @@ void llama4_tower(Keys& v, VisionSpec& s) {
   s.hidden = t.H, s.layers = t.L, s.heads = t.heads, s.intermediate = t.I, s.patch = t.patch, s.image_size = t.image;
   s.cls_token = true;
   s.pixels_per_patch = mul(t.C, mul(t.patch, t.patch));
-  s.mlp_live = mlp_live(v.str("hidden_act", "gelu"), false);
+  set_mlp(s, v.str("hidden_act", "gelu"), false);
 }
 
 

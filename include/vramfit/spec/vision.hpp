@@ -50,6 +50,7 @@ struct VisionSpec {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> pinpoints;  ///< llava_next: image_grid_pinpoints (h, w)
   std::uint64_t pixels_per_patch = 0;  ///< input values per patch token (channels x patch^2, x temporal_patch_size for Qwen-VL)
   std::uint64_t mlp_live = 2;          ///< tensors of the MLP's width alive at once in a tower layer (activations)
+  std::uint64_t mlp_saved = 2;         ///< tensors of the MLP's width a tower layer saves for backward (training)
   bool keeps_hidden_states = false;    ///< the tower runs with output_hidden_states=True (llava: vision_feature_layer)
   std::uint64_t markers = 0;           ///< fixed: prompt tokens around each image's tokens (gemma3: boi + eoi)
 
