@@ -131,6 +131,11 @@ TEST_CASE("images: bad --images and --image-size exit 2 naming the flag", "[cli]
                       "vramfit: error: --images: smollm2-135m has no vision tower (its config has no vision_config), so "
                       "it takes no images (drop --images, or give a vision-language model (llava, llava_next, qwen2_vl, "
                       "qwen2_5_vl, qwen3_vl, gemma3, paligemma, idefics3, internvl, mistral3, llama4))\n");
+  // The text report's heading says the images.
+  const CliResult text = estimate({"--config", qwen, "--images", "2", "--image-size", "448x448"});
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("2 images of 448x448 per sequence") != std::string::npos);
+  CHECK(text.out.find("258 tokens each joined the prompt") != std::string::npos);
   // 0 images is text only, as without the flag.
   const json zero = ok_json(estimate({"--config", qwen, "--images", "0", "--json"}));
   CHECK(zero["image_tokens"].is_null());
