@@ -140,3 +140,23 @@ TEST_CASE("images: bad --images and --image-size exit 2 naming the flag", "[cli]
   const json zero = ok_json(estimate({"--config", qwen, "--images", "0", "--json"}));
   CHECK(zero["image_tokens"].is_null());
 }
+
+TEST_CASE("images: fit --solve seq solves the text tokens; the position note counts the images", "[cli][images]") {
+  const TempDir dir;
+  const std::string cfg = vlm_config(dir, "qwen2_vl-small");
+  const CliResult r = vramfit::test::run_cli({"fit", "--data-dir", vramfit::test::fixture_dir(), "--config", cfg,
+                                              "--images", "4", "--image-size", "1036", "--budget", "24GiB", "--solve",
+                                              "seq", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const std::uint64_t value = j["value"];
+  bool noted = false;
+  for (const json& n : j["notes"]) {
+    const std::string s = n;
+    // 4 x (1369 + 2) image tokens beside the text tokens solved.
+    if (s.find("max_position_embeddings") != std::string::npos)
+      noted = s.rfind(std::to_string(value + 4 * 1371) + " tokens exceed", 0) == 0;
+  }
+  CHECK(noted);
+}
