@@ -113,7 +113,10 @@ FitResult solve(const spec::ModelSpec& model, const spec::Workload& workload, co
     r.notes.push_back(
         fmt::format("the search stops at {} {}: larger values may fit too", name_of(dimension), cap));
   if (dimension == Dimension::seq && model.max_positions > 0) {
-    const std::uint64_t tokens = checked_add(r.value, w.mode == spec::Mode::generate ? w.new_tokens : 0);
+    std::uint64_t tokens = checked_add(r.value, w.mode == spec::Mode::generate ? w.new_tokens : 0);
+    // --images: their tokens are positions of the sequence too (the value solved is the text's).
+    if (w.images > 0 && model.vision)
+      tokens = checked_add(tokens, spec::image_work(*model.vision, w.images, w.image_width, w.image_height).prompt_tokens);
     if (tokens > model.max_positions)
       r.notes.push_back(
           fmt::format("{} tokens exceed the model's max_position_embeddings ({}): memory allows it, "

@@ -76,6 +76,11 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
   if (w.activation_offload) extra.emplace_back("activation offload");
   if (w.optimizer_in_backward) extra.emplace_back("optimizer in backward");
   if (w.sequence_packing) extra.emplace_back("packed sequences");
+  if (w.images > 0)
+    extra.push_back(w.image_width != 0
+                        ? fmt::format("{} image{} of {}x{} per sequence", w.images, w.images == 1 ? "" : "s",
+                                      w.image_width, w.image_height)
+                        : fmt::format("{} image{} per sequence", w.images, w.images == 1 ? "" : "s"));
   if (w.grad_accum > 1) extra.push_back(fmt::format("gradient accumulation {}", w.grad_accum));
   if (w.master_weights) extra.emplace_back("fp32 master weights");
   if (w.loss != spec::Loss::hf) extra.push_back(fmt::format("loss {}", spec::name_of(w.loss)));

@@ -131,7 +131,32 @@ TEST_CASE("images: bad --images and --image-size exit 2 naming the flag", "[cli]
                       "vramfit: error: --images: smollm2-135m has no vision tower (its config has no vision_config), so "
                       "it takes no images (drop --images, or give a vision-language model (llava, llava_next, qwen2_vl, "
                       "qwen2_5_vl, qwen3_vl, gemma3, paligemma, idefics3, internvl, mistral3, llama4))\n");
+  // The text report's heading says the images.
+  const CliResult text = estimate({"--config", qwen, "--images", "2", "--image-size", "448x448"});
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("2 images of 448x448 per sequence") != std::string::npos);
+  CHECK(text.out.find("258 tokens each joined the prompt") != std::string::npos);
   // 0 images is text only, as without the flag.
   const json zero = ok_json(estimate({"--config", qwen, "--images", "0", "--json"}));
   CHECK(zero["image_tokens"].is_null());
+}
+
+TEST_CASE("images: fit --solve seq solves the text tokens; the position note counts the images", "[cli][images]") {
+  const TempDir dir;
+  const std::string cfg = vlm_config(dir, "qwen2_vl-small");
+  const CliResult r = vramfit::test::run_cli({"fit", "--data-dir", vramfit::test::fixture_dir(), "--config", cfg,
+                                              "--images", "4", "--image-size", "1036", "--budget", "24GiB", "--solve",
+                                              "seq", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const std::uint64_t value = j["value"];
+  bool noted = false;
+  for (const json& n : j["notes"]) {
+    const std::string s = n;
+    // 4 x (1369 + 2) image tokens beside the text tokens solved.
+    if (s.find("max_position_embeddings") != std::string::npos)
+      noted = s.rfind(std::to_string(value + 4 * 1371) + " tokens exceed", 0) == 0;
+  }
+  CHECK(noted);
 }
