@@ -45,6 +45,11 @@ bool frozen_base(const Workload& w) { return spec::uses_lora(w.mode); }
 
 bool is_role(const Linear& l, spec::Role r) { return l.role == r; }
 
+// How many of a layer's linears play role `r`.
+std::ptrdiff_t count_role(const spec::LayerGroup& g, spec::Role r) {
+  return std::count_if(g.linears.begin(), g.linears.end(), [r](const Linear& l) { return is_role(l, r); });
+}
+
 // Bytes per token that a norm keeps for its own backward, for an input of `width` elements.
 // llama RMSNorm: `x.to(float32)` (a copy unless already fp32) saved by pow; the normalised
 // tensor, cast back, saved by `weight * x` only when the weight trains (autograd saves an
@@ -126,16 +131,12 @@ bool masked_sdpa(const ModelSpec& m, const Workload& w) {
 
 // q, k and v come out of one projection (c_attn, query_key_value, qkv_proj): the layer's only
 // linear reading the attention norm's output. MLA's two (q_a/q and kv_a) are not fused.
-bool fused_qkv(const spec::LayerGroup& g) {
-  return std::count_if(g.linears.begin(), g.linears.end(),
-                       [](const Linear& l) { return l.role == spec::Role::attn_in; }) == 1;
-}
+bool fused_qkv(const spec::LayerGroup& g) { return count_role(g, spec::Role::attn_in) == 1; }
 
 // gate and up come out of one projection (Phi3MLP, GlmMLP: gate_up_proj): a gated MLP whose
 // only linear reading the norm's output is that fused one.
 bool fused_gate_up(const ModelSpec& m, const spec::LayerGroup& g) {
-  return m.gated_mlp && std::count_if(g.linears.begin(), g.linears.end(),
-                                      [](const Linear& l) { return l.role == spec::Role::mlp_in; }) == 1;
+  return m.gated_mlp && count_role(g, spec::Role::mlp_in) == 1;
 }
 
 bool gpt2_style(const ModelSpec& m) { return m.learned_positions; }
