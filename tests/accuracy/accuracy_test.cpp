@@ -13,17 +13,11 @@
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/render/validate.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "../cli/cli_helper.hpp"
 
 namespace {
 
 using namespace vramfit;
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 struct Loaded {
   std::string text;
@@ -41,10 +35,10 @@ const Loaded& load(const std::string& file, const std::filesystem::path& dir = V
   if (it != cache.end()) return it->second;
   Loaded& l = cache[key];
   if (!std::filesystem::exists(dir / file)) return l;
-  l.text = slurp(dir / file);
+  l.text = vramfit::test::read_text(dir / file);
   l.cases = accuracy::parse_truth(l.text, file);
   for (const auto& c : l.cases)
-    if (!l.specs.count(c.config)) l.specs.emplace(c.config, spec::from_config_text(slurp(dir / c.config), c.config));
+    if (!l.specs.count(c.config)) l.specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
   for (const auto& c : l.cases) l.results.push_back(accuracy::evaluate(c, l.specs.at(c.config)));
   return l;
 }

@@ -23,18 +23,12 @@
 #include "vramfit/accuracy/truth.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "../cli/cli_helper.hpp"
 
 namespace {
 
 using namespace vramfit;
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 struct Expected {
   const char* setting;  // "default" or "expandable"
@@ -165,11 +159,11 @@ std::vector<Row> compute() {
                                                        {"expandable", "snap_more_expandable.jsonl"},
                                                        {"expandable", "snap_heldout_expandable.jsonl"}};
   for (const auto& [setting, file] : files) {
-    const auto cases = accuracy::parse_truth(slurp(dir / file), file);
+    const auto cases = accuracy::parse_truth(vramfit::test::read_text(dir / file), file);
     for (const auto& c : cases) {
       if (c.status != "ok") continue;
       if (!specs.count(c.config))
-        specs.emplace(c.config, spec::from_config_text(slurp(truth / c.config), c.config));
+        specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(truth / c.config), c.config));
       const auto r = accuracy::evaluate(c, specs.at(c.config));
       rows.push_back({setting, c.id, r.error, r.device_error});
     }

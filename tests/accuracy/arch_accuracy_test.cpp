@@ -18,19 +18,9 @@
 #include "vramfit/render/validate.hpp"
 #include "vramfit/spec/architectures.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "../cli/cli_helper.hpp"
 
 using namespace vramfit;
-
-namespace {
-
-std::string slurp_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 // Every measured model has a bound here (a model without one fails the test): its median and
 // worst |error| on the peak, and whether any case may be under by more than 5 % (only the
@@ -109,13 +99,13 @@ constexpr Bound kBounds[] = {
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
           "[accuracy][arch]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
-  const std::string text = slurp_file(dir / "results.jsonl");
+  const std::string text = vramfit::test::read_text(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
   REQUIRE(cases.size() == 194);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
-    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(slurp_file(dir / c.config), c.config));
+    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
     results.push_back(accuracy::evaluate(c, specs.at(c.config)));
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
@@ -141,19 +131,19 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
 TEST_CASE("the README's model-type table is generated from src/spec/architectures", "[readme][arch]") {
   const std::filesystem::path root = VRAMFIT_SOURCE_DIR;
   const std::filesystem::path dir = root / "tests/accuracy/arch";
-  const std::string text = slurp_file(dir / "results.jsonl");
+  const std::string text = vramfit::test::read_text(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
-    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(slurp_file(dir / c.config), c.config));
+    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
     results.push_back(accuracy::evaluate(c, specs.at(c.config)));
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   // model name (cases.json's "model") -> its model_type, from the measured config itself.
   std::map<std::string, std::string> type_of;
   for (const auto& c : cases) type_of[c.model] = specs.at(c.config).model_type;
-  const auto counts = nlohmann::json::parse(slurp_file(root / "tests/unit/spec/data/arch/transformers_counts.json"));
+  const auto counts = nlohmann::json::parse(vramfit::test::read_text(root / "tests/unit/spec/data/arch/transformers_counts.json"));
 
   std::string table =
       "| model_type | layout follows (transformers 5.17) | parameters equal transformers' | measured in "
@@ -208,7 +198,7 @@ TEST_CASE("the README's model-type table is generated from src/spec/architecture
     }
   }
 
-  std::string readme = slurp_file(root / "README.md");
+  std::string readme = vramfit::test::read_text(root / "README.md");
   bool rewrite = false;
   for (const auto& [name, body] : {std::pair<std::string, std::string>{"model-types", table}, {"arch-accuracy", acc}}) {
     const std::string begin = "<!-- " + name + ":begin -->\n", end = "<!-- " + name + ":end -->";

@@ -14,18 +14,12 @@
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/engine/upper_bound.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "../cli/cli_helper.hpp"
 
 namespace {
 
 using namespace vramfit;
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Every measured case of the project: shared/truth and tests/accuracy (configs beside results/).
 const std::vector<std::string>& sources() {
@@ -56,12 +50,12 @@ const All& all() {
     for (const auto& src : sources()) {
       const fs::path file = root / src;
       REQUIRE(fs::exists(file));
-      out.cases.push_back(accuracy::parse_truth(slurp(file), src));
+      out.cases.push_back(accuracy::parse_truth(vramfit::test::read_text(file), src));
       fs::path dir = file.parent_path().parent_path();
       if (!out.cases.back().empty() && !fs::exists(dir / out.cases.back().front().config)) dir = VRAMFIT_TRUTH_DIR;
       for (const auto& c : out.cases.back()) {
         const std::string key = (dir / c.config).lexically_normal().string();
-        if (!out.specs.count(key)) out.specs.emplace(key, spec::from_config_text(slurp(dir / c.config), c.config));
+        if (!out.specs.count(key)) out.specs.emplace(key, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
         out.results.push_back(accuracy::evaluate(c, out.specs.at(key)));
       }
     }
@@ -88,7 +82,7 @@ TEST_CASE("data/calibration.json is what the measured cases give", "[calibration
   }
   INFO("estimates or measured cases changed: regenerate with VRAMFIT_UPDATE_CALIBRATION=1 "
        "./build/tests/vramfit_tests \"[calibration]\", rebuild, and commit data/calibration.json");
-  CHECK(slurp(file) == text);
+  CHECK(vramfit::test::read_text(file) == text);
 }
 
 TEST_CASE("the device total's upper bound covers at least 95% of measured cases per group", "[calibration]") {

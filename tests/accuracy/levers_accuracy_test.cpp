@@ -16,19 +16,13 @@
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/render/validate.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "../cli/cli_helper.hpp"
 
 namespace {
 
 using namespace vramfit;
 
 const std::filesystem::path kDir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/levers";
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 struct Measured {
   std::vector<accuracy::TruthCase> cases;
@@ -41,13 +35,13 @@ const Measured& measured() {
   static const Measured m = [] {
     Measured out;
     for (const char* file : {"results/levers.jsonl", "results/sharded.jsonl"}) {
-      const std::string text = slurp(kDir / file);
+      const std::string text = vramfit::test::read_text(kDir / file);
       if (out.text.empty()) out.text = text;
       for (auto& c : accuracy::parse_truth(text, file)) out.cases.push_back(std::move(c));
     }
     for (const auto& c : out.cases)
       if (!out.specs.count(c.config))
-        out.specs.emplace(c.config, spec::from_config_text(slurp(kDir / c.config), c.config));
+        out.specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(kDir / c.config), c.config));
     for (const auto& c : out.cases) out.results.push_back(accuracy::evaluate(c, out.specs.at(c.config)));
     return out;
   }();
@@ -138,10 +132,10 @@ struct Packing {
 const Packing& packing() {
   static const Packing p = [] {
     Packing out;
-    out.cases = accuracy::parse_truth(slurp(kDir / "results/packing.jsonl"), "results/packing.jsonl");
+    out.cases = accuracy::parse_truth(vramfit::test::read_text(kDir / "results/packing.jsonl"), "results/packing.jsonl");
     for (const auto& c : out.cases)
       if (!out.specs.count(c.config))
-        out.specs.emplace(c.config, spec::from_config_text(slurp(kDir / c.config), c.config));
+        out.specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(kDir / c.config), c.config));
     for (const auto& c : out.cases) out.results.push_back(accuracy::evaluate(c, out.specs.at(c.config)));
     return out;
   }();

@@ -17,25 +17,15 @@
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/vision.hpp"
 #include "vramfit/spec/workload.hpp"
+#include "../cli/cli_helper.hpp"
 
 using namespace vramfit;
 using nlohmann::json;
 
-namespace {
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-}  // namespace
-
 TEST_CASE("vision forwards measured on the H200: image tokens, parameters and peak within the measured error",
           "[accuracy][vision]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/vision";
-  std::istringstream lines(slurp(dir / "results.jsonl"));
+  std::istringstream lines(vramfit::test::read_text(dir / "results.jsonl"));
   std::string line;
   // Relative error of the peak allocated, (estimate - measured) / measured, per case: the
   // bounds pinned here are the errors measured when the engine hook landed, rounded out.
@@ -58,7 +48,7 @@ TEST_CASE("vision forwards measured on the H200: image tokens, parameters and pe
     const std::string id = r["id"];
     INFO(id);
     const spec::ModelSpec m =
-        spec::from_config_text(slurp(dir / "configs" / (r["model"].get<std::string>() + ".json")), r["model"].get<std::string>());
+        spec::from_config_text(vramfit::test::read_text(dir / "configs" / (r["model"].get<std::string>() + ".json")), r["model"].get<std::string>());
     REQUIRE(m.vision);
     CHECK(m.params == r["params"].get<std::uint64_t>());
 
@@ -100,14 +90,14 @@ TEST_CASE("vision full fine-tuning measured on the H200: the tower's saved activ
   // 3930.7 (+0.76 %; without them 3419.6, -13.0 %), peak 5133.1 + 0 against 5065.4 above 0
   // (+1.34 %).
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/vision";
-  std::istringstream lines(slurp(dir / "results.jsonl"));
+  std::istringstream lines(vramfit::test::read_text(dir / "results.jsonl"));
   std::string line;
   bool found = false;
   while (std::getline(lines, line)) {
     const json r = json::parse(line);
     if (r.value("env", false) || r["mode"] != "train") continue;
     found = true;
-    const spec::ModelSpec m = spec::from_config_text(slurp(dir / "configs" / "llava-small.json"), "llava-small");
+    const spec::ModelSpec m = spec::from_config_text(vramfit::test::read_text(dir / "configs" / "llava-small.json"), "llava-small");
     spec::Workload w;
     w.mode = spec::Mode::train;
     w.images = r["images"];

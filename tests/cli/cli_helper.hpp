@@ -86,10 +86,15 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+/// The whole text of a file (empty when it cannot be read).
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 /// The text of a file of the source tree.
 inline std::string source_file(const std::string& relative) {
-  std::ifstream in(std::string(VRAMFIT_SOURCE_DIR) + "/" + relative, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return read_text(std::string(VRAMFIT_SOURCE_DIR) + "/" + relative);
 }
 
 }  // namespace vramfit::test

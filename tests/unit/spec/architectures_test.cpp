@@ -12,26 +12,20 @@
 
 #include "vramfit/spec/architectures.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "../../cli/cli_helper.hpp"
 
 using namespace vramfit::spec;
 
 namespace {
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 const std::filesystem::path kSource = VRAMFIT_SOURCE_DIR;
 
 }  // namespace
 
 TEST_CASE("architectures: every row counts what transformers builds from its defaults", "[spec][arch]") {
-  const auto counts = nlohmann::json::parse(read_text(kSource / "tests/unit/spec/data/arch/transformers_counts.json"));
+  const auto counts = nlohmann::json::parse(vramfit::test::read_text(kSource / "tests/unit/spec/data/arch/transformers_counts.json"));
   REQUIRE(counts["transformers"] == "5.17.0");
-  const auto vision = nlohmann::json::parse(read_text(kSource / "tests/unit/spec/data/vision.json"));
+  const auto vision = nlohmann::json::parse(vramfit::test::read_text(kSource / "tests/unit/spec/data/vision.json"));
   for (const Architecture& a : architectures()) {
     INFO(a.model_type);
     const nlohmann::json* found = nullptr;
@@ -52,7 +46,7 @@ TEST_CASE("architectures: every row counts what transformers builds from its def
       // measured config instead (tests/accuracy/arch, exact against the model built on the H200).
       bool measured = false;
       for (const auto& f : std::filesystem::directory_iterator(kSource / "tests/accuracy/arch/models"))
-        measured = measured || nlohmann::json::parse(read_text(f.path())).value("model_type", "") == a.model_type;
+        measured = measured || nlohmann::json::parse(vramfit::test::read_text(f.path())).value("model_type", "") == a.model_type;
       CHECK(measured);
       continue;
     }
@@ -72,7 +66,7 @@ TEST_CASE("architectures: every row counts what transformers builds from its def
 }
 
 TEST_CASE("architectures: the README lists every supported model type", "[spec][arch]") {
-  const std::string readme = read_text(kSource / "README.md");
+  const std::string readme = vramfit::test::read_text(kSource / "README.md");
   const auto begin = readme.find("### Model types");
   REQUIRE(begin != std::string::npos);
   const auto end = readme.find("**Refused", begin);
@@ -129,7 +123,7 @@ const Linear* find_linear(const ModelSpec& s, const std::string& name, std::size
 }  // namespace
 
 TEST_CASE("architectures: every builder gives each decoder linear its role", "[spec][arch]") {
-  const auto counts = nlohmann::json::parse(read_text(kSource / "tests/unit/spec/data/arch/transformers_counts.json"));
+  const auto counts = nlohmann::json::parse(vramfit::test::read_text(kSource / "tests/unit/spec/data/arch/transformers_counts.json"));
   std::size_t built = 0;
   for (const Architecture& a : architectures()) {
     const std::string id = std::string(a.model_type) + ":default";

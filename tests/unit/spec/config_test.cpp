@@ -12,6 +12,7 @@
 
 #include "vramfit/core/error.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "../../cli/cli_helper.hpp"
 
 using namespace vramfit;
 using namespace vramfit::spec;
@@ -28,13 +29,6 @@ std::vector<Diagnostic> diags_of(const std::string& text) {
     return e.diagnostics();
   }
   return {};
-}
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 const Linear* find_linear(const LayerGroup& g, const std::string& name) {
@@ -101,7 +95,7 @@ TEST_CASE("config: measured truth models have the exact parameter and buffer cou
     INFO(t.name);
     const auto path = dir / (std::string(t.name) + ".json");
     REQUIRE(std::filesystem::exists(path));
-    const ModelSpec s = from_config_text(read_file(path), path.string());
+    const ModelSpec s = from_config_text(vramfit::test::read_text(path), path.string());
     CHECK(s.params == t.params);
     CHECK(s.buffer_bytes == t.buffers);
     CHECK(s.params == count_params(s));
@@ -232,7 +226,7 @@ TEST_CASE("config: every data/models preset matches its published parameter coun
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".json") continue;
     INFO(entry.path().filename().string());
-    const nlohmann::json preset = nlohmann::json::parse(read_file(entry.path()));
+    const nlohmann::json preset = nlohmann::json::parse(vramfit::test::read_text(entry.path()));
     REQUIRE(preset.contains("config"));
     const ModelSpec s = from_config(preset["config"], preset.value("id", std::string("preset")));
     CHECK(s.params == count_params(s));
@@ -657,19 +651,19 @@ TEST_CASE("config: gpt_oss has its experts, sinks and biases (was 2.39B as a gen
   // openai/gpt-oss-20b's config.json; 20914757184 is GptOssForCausalLM built from it by
   // transformers 5.17 (tests/unit/spec/data/arch/transformers_counts.json).
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
-  const ModelSpec s = parse(read_file(dir / "gpt-oss-20b.json"));
+  const ModelSpec s = parse(vramfit::test::read_text(dir / "gpt-oss-20b.json"));
   CHECK(s.params == 20914757184ULL);
   CHECK(s.moe.num_experts == 32);
   CHECK(s.moe.experts_per_token == 4);
   CHECK(s.sliding_window == 128);
   CHECK(s.sliding_layers == 12);
   CHECK(s.buffer_bytes == 256);
-  CHECK(parse(read_file(dir / "gpt-oss-120b.json")).params == 116829156672ULL);
+  CHECK(parse(vramfit::test::read_text(dir / "gpt-oss-120b.json")).params == 116829156672ULL);
 }
 
 TEST_CASE("config: gpt_oss's MXFP4 checkpoint packs only the experts, at 4.25 bits", "[spec]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
-  std::string text = read_file(dir / "gpt-oss-20b.json");
+  std::string text = vramfit::test::read_text(dir / "gpt-oss-20b.json");
   // openai/gpt-oss-20b's quantization_config.
   text.insert(1, R"("quantization_config":{"modules_to_not_convert":["model.layers.*.self_attn",
     "model.layers.*.mlp.router","model.embed_tokens","lm_head"],"quant_method":"mxfp4"},)");
@@ -687,7 +681,7 @@ TEST_CASE("config: gpt_oss's MXFP4 checkpoint packs only the experts, at 4.25 bi
 TEST_CASE("config: falcon counts exactly (multi-query, new decoder architecture)", "[spec]") {
   // Counts from FalconForCausalLM built by transformers 5.17 (data/arch/transformers_counts.json).
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
-  const ModelSpec f7 = parse(read_file(dir / "falcon-7b.json"));
+  const ModelSpec f7 = parse(vramfit::test::read_text(dir / "falcon-7b.json"));
   CHECK(f7.params == 6921720704ULL);
   CHECK(f7.family == "falcon");
   CHECK(f7.num_kv_heads == 1);  // multi_query: one k/v head (query_key_value 4544 -> 4672)
@@ -697,11 +691,11 @@ TEST_CASE("config: falcon counts exactly (multi-query, new decoder architecture)
   CHECK(f7.norm == Norm::layer);
   CHECK(f7.tied_embeddings);
   CHECK(f7.buffer_bytes == 256);
-  const ModelSpec f40 = parse(read_file(dir / "falcon-40b.json"));
+  const ModelSpec f40 = parse(vramfit::test::read_text(dir / "falcon-40b.json"));
   CHECK(f40.params == 41303293952ULL);  // ln_attn + ln_mlp, 8 k/v heads
   CHECK(f40.num_kv_heads == 8);
   // Without parallel attention: input and post-attention norms; a separate lm_head.
-  std::string seq = read_file(dir / "falcon-7b.json");
+  std::string seq = vramfit::test::read_text(dir / "falcon-7b.json");
   seq.replace(seq.find("\"parallel_attn\": true"), 21, "\"parallel_attn\": false");
   seq.insert(1, R"("tie_word_embeddings":false,)");
   CHECK(parse(seq).params == 6921720704ULL + 32 * 2 * 4544 + 65024ULL * 4544);
@@ -709,7 +703,7 @@ TEST_CASE("config: falcon counts exactly (multi-query, new decoder architecture)
 
 TEST_CASE("config: opt counts exactly (ffn_dim, positions offset by 2, project_in/out)", "[spec]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch/real";
-  const ModelSpec o125 = parse(read_file(dir / "opt-125m.json"));
+  const ModelSpec o125 = parse(vramfit::test::read_text(dir / "opt-125m.json"));
   CHECK(o125.params == 125239296ULL);
   CHECK(o125.family == "opt");
   CHECK(o125.intermediate_size == 3072);
@@ -717,7 +711,7 @@ TEST_CASE("config: opt counts exactly (ffn_dim, positions offset by 2, project_i
   CHECK(o125.learned_positions);
   CHECK(o125.hidden_dropout == 0.1);
   CHECK(o125.buffer_bytes == 0);
-  const ModelSpec o350 = parse(read_file(dir / "opt-350m.json"));
+  const ModelSpec o350 = parse(vramfit::test::read_text(dir / "opt-350m.json"));
   CHECK(o350.params == 331196416ULL);  // word_embed_proj_dim 512, post-norm: no final norm
   const auto d = diags_of(R"({"model_type":"opt","hidden_size":768,"num_attention_heads":12,"num_hidden_layers":12,
     "vocab_size":50272})");
