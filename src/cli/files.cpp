@@ -27,9 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// safetensors refuses headers over 100 MB (safetensors/src/tensor.rs, MAX_HEADER_SIZE).
-constexpr std::uint64_t kMaxSafetensorsHeader = 100'000'000;
-
 std::string quote(const fs::path& p) { return "'" + text_excerpt(p.string(), 200) + "'"; }
 
 // Files are read this many bytes at a time, so memory follows what was read, never what a
@@ -266,6 +263,43 @@ std::map<std::string, std::string> read_data_dir(const fs::path& dir, std::strin
   return files;
 }
 
+std::uint64_t safetensors_header_length(std::string_view first8, const std::string& origin) {
+  std::uint64_t header_len = 0;
+  // The first 8 bytes are the header length, little-endian (safetensors format).
+  for (std::size_t i = 0; i < first8.size() && i < 8; ++i)
+    header_len |= static_cast<std::uint64_t>(static_cast<unsigned char>(first8[i])) << (8 * i);
+  if (first8.size() >= 8 && header_len > kMaxSafetensorsHeader)
+    throw InputError(origin, fmt::format("header length {} is over the 100 MB limit", header_len),
+                     "the file is not a safetensors file, or is damaged");
+  return header_len;
+}
+
+spec::ModelSpec spec_from_checkpoint(std::string_view config_text, const std::string& config_origin,
+                                     const std::vector<SafetensorsHead>& heads, std::string_view field,
+                                     const std::string& where) {
+  // An unknown model_type is estimable only from the checkpoint's exact weights.
+  spec::ModelSpec spec = spec::from_config_text(config_text, config_origin,
+                                                heads.empty() ? spec::UnknownType::refuse : spec::UnknownType::generic);
+  std::vector<spec::TensorInfo> tensors;
+  for (const auto& h : heads) {
+    auto part = spec::parse_safetensors_header(h.prefix, h.file_size, h.origin);
+    tensors.insert(tensors.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
+  // Safetensors files with no tensor at all are damaged downloads (or placeholders): their
+  // weights cannot be checked against the config, so they are refused as empty ones are.
+  if (!heads.empty() && tensors.empty())
+    throw InputError(std::string(field), fmt::format("the safetensors file(s) in {} hold no tensors", where),
+                     "download the weights again, or give the config file alone");
+  if (!tensors.empty()) spec::apply_checkpoint(spec, tensors);
+  if (!heads.empty() && spec.family == "generic" && !spec.exact_from_checkpoint)
+    throw InputError(config_origin + ": model_type",
+                     fmt::format("model_type '{}' is not one vramfit knows, and the checkpoint is quantized: its "
+                                 "headers do not give the exact weights either",
+                                 spec.model_type),
+                     "give a supported model_type (see the README's list), or the unquantized checkpoint");
+  return spec;
+}
+
 spec::ModelSpec load_config(const fs::path& path, std::string_view field) {
   std::error_code ec;
   const auto st = fs::status(path, ec);
@@ -290,42 +324,15 @@ spec::ModelSpec load_config(const fs::path& path, std::string_view field) {
                      "give the folder of a Hugging Face checkpoint, or the config file itself");
   }
 
-  // An unknown model_type is estimable only from the checkpoint's exact weights.
-  const std::vector<fs::path> shards = folder ? safetensors_files(path, field) : std::vector<fs::path>{};
-  spec::ModelSpec spec = spec::from_config_text(read_file(config, field), config.string(),
-                                                shards.empty() ? spec::UnknownType::refuse : spec::UnknownType::generic);
-  if (folder) {
-    std::vector<spec::TensorInfo> tensors;
-    for (const auto& file : shards) {
-      const std::string origin = file.string();
-      const std::uint64_t size = file_size(file, field);
-      const std::string head = read_prefix(file, 8, field);
-      std::uint64_t header_len = 0;
-      // The first 8 bytes are the header length, little-endian (safetensors format).
-      for (std::size_t i = 0; i < head.size(); ++i)
-        header_len |= static_cast<std::uint64_t>(static_cast<unsigned char>(head[i])) << (8 * i);
-      if (head.size() == 8 && header_len > kMaxSafetensorsHeader)
-        throw InputError(origin, fmt::format("header length {} is over the 100 MB limit", header_len),
-                         "the file is not a safetensors file, or is damaged");
-      const std::string prefix = read_prefix(file, 8 + header_len, field);
-      auto part = spec::parse_safetensors_header(prefix, size, origin);
-      tensors.insert(tensors.end(), std::make_move_iterator(part.begin()),
-                     std::make_move_iterator(part.end()));
+  std::vector<SafetensorsHead> heads;
+  if (folder)
+    for (const auto& file : safetensors_files(path, field)) {
+      SafetensorsHead h{file.string(), file_size(file, field), read_prefix(file, 8, field)};
+      const std::uint64_t header_len = safetensors_header_length(h.prefix, h.origin);
+      if (h.prefix.size() == 8) h.prefix = read_prefix(file, 8 + header_len, field);
+      heads.push_back(std::move(h));
     }
-    // Safetensors files with no tensor at all are damaged downloads (or placeholders): their
-    // weights cannot be checked against the config, so they are refused as empty ones are.
-    if (!shards.empty() && tensors.empty())
-      throw InputError(std::string(field),
-                       fmt::format("the safetensors file(s) in {} hold no tensors", quote(path)),
-                       "download the weights again, or give the config file alone");
-    if (!tensors.empty()) spec::apply_checkpoint(spec, tensors);
-    if (spec.family == "generic" && !spec.exact_from_checkpoint)
-      throw InputError(config.string() + ": model_type",
-                       fmt::format("model_type '{}' is not one vramfit knows, and the checkpoint is quantized: its "
-                                   "headers do not give the exact weights either",
-                                   spec.model_type),
-                       "give a supported model_type (see the README's list), or the unquantized checkpoint");
-  }
+  spec::ModelSpec spec = spec_from_checkpoint(read_file(config, field), config.string(), heads, field, quote(path));
   spec.name = path.string();
   spec.source = "config";
   return spec;

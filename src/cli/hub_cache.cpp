@@ -3,7 +3,8 @@
 //   <cache>/models--<org>--<name>/refs/<revision>       the commit hash a branch or tag points to
 //   <cache>/models--<org>--<name>/snapshots/<commit>/   config.json, the index, the weights
 //                                                       (symlinks into ../../blobs/)
-// No network: a repo that is not in the cache is refused with the command that downloads it.
+// A repo that is not in the cache is fetched from the Hub (cli/hub_http.cpp) unless HF_HUB_OFFLINE
+// is set or libcurl is missing: then it is refused with the command that downloads it.
 #include "vramfit/cli/hub_cache.hpp"
 
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vramfit/cli/files.hpp"
+#include "vramfit/cli/hub_http.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/json.hpp"
 #include "vramfit/core/text.hpp"
@@ -84,9 +86,10 @@ bool is_commit_hash(std::string_view s) {
 std::string download_fix(const HubId& id) {
   return fmt::format(
       "download its config and index first: huggingface-cli download {}{} --include config.json '*.json' (add "
-      "'*.safetensors' for the exact weights; vramfit reads only their headers), or pass --config PATH; vramfit "
-      "does not fetch from the Hub itself",
-      id.repo, id.revision_given ? " --revision " + id.revision : "");
+      "'*.safetensors' for the exact weights; vramfit reads only their headers), or pass --config PATH; {}",
+      id.repo, id.revision_given ? " --revision " + id.revision : "",
+      hub_fetch_available() ? "vramfit fetches from the Hub itself when HF_HUB_OFFLINE is unset"
+                            : "this vramfit was built without libcurl, so it does not fetch from the Hub itself");
 }
 
 /// The snapshot folder of `id` in `cache`, or throws naming what was looked at.
@@ -265,13 +268,21 @@ spec::ModelSpec load_model_arg(std::string_view value, const catalog::Catalog& c
   }
   std::string from;
   const fs::path cache = hub_cache_dir(&from);
-  if (cache.empty())
-    throw InputError(std::string(field),
-                     fmt::format("'{}' is not a preset's repo, and there is no Hugging Face cache to look in "
-                                 "(HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME and HOME are unset)",
-                                 text_excerpt(id.repo)),
-                     download_fix(id));
-  const fs::path snapshot = find_snapshot(cache, from, id, field);
+  fs::path snapshot;
+  try {
+    if (cache.empty())
+      throw InputError(std::string(field),
+                       fmt::format("'{}' is not a preset's repo, and there is no Hugging Face cache to look in "
+                                   "(HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME and HOME are unset)",
+                                   text_excerpt(id.repo)),
+                       download_fix(id));
+    snapshot = find_snapshot(cache, from, id, field);
+  } catch (const InputError&) {
+    // Not in the cache: the Hub itself, unless HF_HUB_OFFLINE says no (or libcurl is missing).
+    const HubEndpoint endpoint = hub_endpoint_from_env();
+    if (endpoint.offline || !hub_fetch_available()) throw;
+    return fetch_from_hub(id, endpoint, field);
+  }
   const bool partial = shards_missing(snapshot);
   spec::ModelSpec m = load_config(partial ? snapshot / "config.json" : snapshot, field);
   m.name = id.repo + "@" + id.revision;

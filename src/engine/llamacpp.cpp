@@ -182,8 +182,11 @@ Placement place_layers(std::uint64_t n_layer, const Settings& s, const std::vect
 
 struct Hparams {
   std::uint64_t n_embd = 0, n_head = 0, n_vocab = 0, n_ff = 0;
+  std::uint64_t n_head_kv = 0, head_dim = 0;
   std::uint64_t n_embd_k = 0, n_embd_v = 0;  // per layer, over the KV heads
   std::uint64_t n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  bool qkv_bias = false;  // Q, K and V have biases (qwen2): one add each, in place
+  bool fused_up = false;  // gate and up in one [n_embd, 2 n_ff] weight (phi3's, glm4's gate_up_proj)
 };
 
 Hparams hparams_of(const spec::ModelSpec& m) {
@@ -198,9 +201,17 @@ Hparams hparams_of(const spec::ModelSpec& m) {
     h.n_embd_v = m.kv_lora_rank;
   } else {
     const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+    h.n_head_kv = kvh;
     h.n_embd_k = checked_mul(kvh, m.head_dim);
     h.n_embd_v = checked_mul(kvh, m.v_head_dim != 0 ? m.v_head_dim : m.head_dim);
   }
+  h.head_dim = m.head_dim;
+  for (const spec::LayerGroup& g : m.layers)
+    for (const spec::Linear& l : g.linears) {
+      if (l.expert || l.shared_expert) continue;
+      if (l.role == spec::Role::attn_in && l.bias) h.qkv_bias = true;
+      if (l.role == spec::Role::mlp_in && l.out_features == checked_mul(m.intermediate_size, 2)) h.fused_up = true;
+    }
   h.n_expert_used = m.moe.experts_per_token;
   h.n_ff_exp = m.moe.expert_intermediate;
   h.n_ff_shexp = m.moe.shared_intermediate;
@@ -270,6 +281,275 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
     peak = std::max(peak, checked_add(checked_add(c.offload_weight, checked_mul(checked_mul(c.ub, c.offload_rows), f32)),
                                       checked_mul(act, c.offload_output ? 4 : 1)));
   return peak;
+}
+
+// --- the graph allocator, simulated ---
+// A GPU's compute buffer is the high-water mark of ggml-alloc over the scheduler's graph
+// (ggml/src/ggml-alloc.c), which reuses memory but never moves a tensor, so the peak includes
+// the holes left below live tensors. Modelled: ggml_dyn_tallocr (free blocks kept sorted by
+// offset, best fit among all but the last block, else the tail; freed blocks merged with their
+// neighbours; sizes padded to the CUDA buffer's 128 bytes) and ggml_gallocr_alloc_graph_impl
+// (nodes in graph order; a node takes its parent's memory in place when the op allows it, the
+// layouts match and the parent, a tensor the allocator placed and not a view, has no other child
+// or view; a tensor is freed after its last child; views take no memory and keep their source
+// alive).
+
+/// ggml_dyn_tallocr: the free blocks of one buffer and its high-water mark.
+class DynAlloc {
+ public:
+  std::uint64_t alloc(std::uint64_t size) {
+    size = pad(size, kCudaAlignment);
+    std::size_t best = blocks_.size() - 1;  // the tail, unless a block before it fits
+    std::uint64_t best_size = std::numeric_limits<std::uint64_t>::max();
+    for (std::size_t i = 0; i + 1 < blocks_.size(); ++i)
+      if (blocks_[i].size >= size && blocks_[i].size <= best_size) {
+        best = i;
+        best_size = blocks_[i].size;
+      }
+    const std::uint64_t off = blocks_[best].off;
+    blocks_[best].off += size;
+    blocks_[best].size -= size;
+    if (blocks_[best].size == 0) blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(best));
+    max_ = std::max(max_, off + size);
+    return off;
+  }
+  void free(std::uint64_t off, std::uint64_t size) {
+    size = pad(size, kCudaAlignment);
+    for (std::size_t i = 0; i < blocks_.size(); ++i) {
+      Block& b = blocks_[i];
+      if (b.off + b.size == off) {  // at the end of a block: grow it, and merge with the next
+        b.size += size;
+        if (i + 1 < blocks_.size() && b.off + b.size == blocks_[i + 1].off) {
+          b.size += blocks_[i + 1].size;
+          blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i + 1));
+        }
+        return;
+      }
+      if (off + size == b.off) {  // at the start of a block: grow it, and merge with the previous
+        b.off = off;
+        b.size += size;
+        if (i > 0 && blocks_[i - 1].off + blocks_[i - 1].size == b.off) {
+          blocks_[i - 1].size += b.size;
+          blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        return;
+      }
+    }
+    auto at = std::find_if(blocks_.begin(), blocks_.end(), [&](const Block& b) { return b.off >= off; });
+    blocks_.insert(at, Block{off, size});
+  }
+  [[nodiscard]] std::uint64_t peak() const { return max_; }
+
+ private:
+  struct Block {
+    std::uint64_t off = 0, size = 0;
+  };
+  std::vector<Block> blocks_{Block{0, std::numeric_limits<std::uint64_t>::max() / 4}};
+  std::uint64_t max_ = 0;
+};
+
+/// One tensor of the graph: a node the allocator places, a view of one, or an input
+/// (a split input: allocated at the start of the split, or with pipeline parallelism one of
+/// the scheduler's copies, kept to the end).
+struct GNode {
+  std::uint64_t size = 0;
+  bool can_inplace = false;  // ggml_op_can_inplace: add, mul, scale, unary, rope, rms_norm, soft_max
+  std::array<int, 4> src{-1, -1, -1, -1};
+  int view_src = -1;         // a view (reshape, permute, transpose, view): takes no memory
+  bool sink = false;         // takes no memory here (a store into the KV cache, a copy to the next device)
+  bool keep = false;         // GGML_TENSOR_FLAG_OUTPUT: never freed, never reused
+  // the allocator's bookkeeping
+  int children = 0, views = 0;
+  bool allocated = false;
+  std::uint64_t off = 0;
+};
+
+class Graph {
+ public:
+  /// A tensor of `size` bytes computed from `srcs` (weights and the KV cache, allocated
+  /// elsewhere, are left out of the sources).
+  int node(std::uint64_t size, std::initializer_list<int> srcs, bool can_inplace = false) {
+    GNode n;
+    n.size = size;
+    n.can_inplace = can_inplace;
+    std::size_t k = 0;
+    for (const int s : srcs)
+      if (s >= 0) n.src.at(k++) = s;
+    nodes_.push_back(n);
+    return static_cast<int>(nodes_.size()) - 1;
+  }
+  /// A view of `a` (reshape, permute, transpose): the same memory.
+  int view(int a) {
+    const int base = nodes_[static_cast<std::size_t>(a)].view_src >= 0 ? nodes_[static_cast<std::size_t>(a)].view_src : a;
+    const int v = node(0, {a});
+    nodes_[static_cast<std::size_t>(v)].view_src = base;
+    return v;
+  }
+  /// A child of `a` that takes no memory here (the KV cache store, a copy to the next device).
+  void use(int a) { nodes_[static_cast<std::size_t>(node(0, {a}))].sink = true; }
+  void keep(int a) { nodes_[static_cast<std::size_t>(a)].keep = true; }
+  /// Leaves allocated before any node (the scheduler's copies of the split inputs).
+  int leaf(std::uint64_t size) {
+    const int n = node(size, {});
+    nodes_[static_cast<std::size_t>(n)].keep = true;
+    leaves_.push_back(n);
+    return n;
+  }
+  /// ggml_gallocr_alloc_graph_impl over the nodes in order; the buffer's size.
+  std::uint64_t peak() {
+    DynAlloc a;
+    auto at = [&](int i) -> GNode& { return nodes_[static_cast<std::size_t>(i)]; };
+    const auto allocate = [&](int i) {
+      GNode& n = at(i);
+      if (n.allocated || n.view_src != -1 || n.sink) return;
+      n.allocated = true;
+      if (n.can_inplace) {
+        for (const int p : n.src) {
+          if (p < 0) continue;
+          GNode& pn = at(p);
+          // Only a parent the allocator placed itself (ggml_gallocr_is_own: a view never is), with
+          // this node as its last child and no views left.
+          if (pn.keep || !pn.allocated || pn.view_src >= 0 || pn.children != 1 || pn.views != 0) continue;
+          if (pn.size != n.size) continue;  // the same layout: the same size here
+          n.off = pn.off;
+          pn.allocated = false;
+          return;
+        }
+      }
+      n.off = a.alloc(n.size);
+    };
+    for (const int l : leaves_) allocate(l);
+    for (GNode& n : nodes_) {
+      if (n.view_src >= 0) ++at(n.view_src).views;
+      for (const int p : n.src)
+        if (p >= 0) ++at(p).children;
+    }
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      allocate(static_cast<int>(i));
+      for (const int p : nodes_[i].src) {
+        if (p < 0) continue;
+        GNode& pn = at(p);
+        if (--pn.children != 0 || pn.views != 0) continue;
+        GNode* owner = &pn;
+        if (pn.view_src >= 0) {
+          owner = &at(pn.view_src);
+          if (--owner->views != 0 || owner->children != 0) continue;
+        }
+        if (owner->allocated && !owner->keep) {
+          a.free(owner->off, owner->size);
+          owner->allocated = false;
+        }
+      }
+    }
+    return a.peak();
+  }
+
+ private:
+  std::vector<GNode> nodes_;
+  std::vector<int> leaves_;
+};
+
+/// What one GPU runs of the graph llama.cpp reserves its buffers with (llama-context.cpp,
+/// graph_reserve: a ubatch of n_ubatch tokens, all of them outputs, every KV cell in view).
+struct DeviceGraph {
+  std::uint64_t ub = 0, n_kv = 0;
+  std::uint64_t layers = 0;       // repeating layers run here (a contiguous range)
+  bool last_layer = false;        // the last block runs here: its get_rows of the output tokens
+  bool output = false;            // the output norm and the logits run here
+  bool casts_mask = true;         // no earlier backend ran attention: the f32 KQ mask comes in
+                                  // from the host (and is cast to f16 here with flash attention)
+  std::uint64_t copies = 1;       // the scheduler's n_copies (pipeline parallelism)
+  bool flash_attn = false;
+  bool glu_op = true;             // ggml's GLU op (swiglu_split): gate, up and product all alive
+};
+
+/// The high-water mark of one GPU's compute buffer for a dense decoder of llama's graph
+/// (src/models/llama.cpp and llama-graph.cpp's build_attn / build_ffn: attention norm, Q K V
+/// with their biases, RoPE, the KV store, attention, output projection, residual, FFN norm,
+/// gate/up/down or a fused up of 2 n_ff, residual; then the output norm and the logits).
+std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
+  constexpr std::uint64_t f32 = 4;
+  Graph g;
+  const std::uint64_t ub = d.ub;
+  const std::uint64_t act = checked_mul(checked_mul(h.n_embd, ub), f32);
+  const std::uint64_t qs = checked_mul(checked_mul(checked_mul(h.n_head, h.head_dim), ub), f32);
+  const std::uint64_t ks = checked_mul(checked_mul(h.n_embd_k, ub), f32);
+  const std::uint64_t vs = checked_mul(checked_mul(h.n_embd_v, ub), f32);
+  const std::uint64_t head_dim_v = h.n_head_kv == 0 ? h.head_dim : h.n_embd_v / h.n_head_kv;
+  const std::uint64_t os = checked_mul(checked_mul(checked_mul(h.n_head, head_dim_v), ub), f32);
+  const std::uint64_t mask_cells = checked_mul(d.n_kv, pad(ub, kKqMaskPad));
+  // The split's inputs, in the order the scheduler meets them: at the split's start, or with
+  // pipeline parallelism n_copies leaves each, allocated first and kept.
+  const auto input = [&](std::uint64_t size) {
+    if (d.copies <= 1) return g.node(size, {});
+    const int first = g.leaf(size);
+    for (std::uint64_t c = 1; c < d.copies; ++c) g.leaf(size);
+    return first;
+  };
+  int inp = input(act);  // the hidden state: the host's embeddings or the previous GPU's output
+  int pos = -1, mask = -1, mask_cnv = -1, out_ids = -1;
+  if (d.layers > 0) {
+    pos = input(checked_mul(ub, 4));
+    mask = input(checked_mul(mask_cells, d.flash_attn && !d.casts_mask ? 2 : 4));
+    if (d.flash_attn && !d.casts_mask) mask_cnv = mask;  // the f16 copy cast by an earlier backend
+  }
+  if (d.last_layer) out_ids = input(checked_mul(ub, 4));
+  for (std::uint64_t il = 0; il < d.layers; ++il) {
+    int sa = inp;
+    int cur = g.node(act, {g.node(act, {inp}, true)}, true);  // rms_norm, x weight
+    const auto proj = [&](std::uint64_t size) {
+      int t = g.node(size, {cur});
+      if (h.qkv_bias) t = g.node(size, {t}, true);
+      return t;
+    };
+    const int q = g.node(qs, {g.view(proj(qs)), pos}, true);  // reshape, RoPE in place
+    const int k = g.node(ks, {g.view(proj(ks)), pos}, true);
+    const int v = g.view(proj(vs));
+    g.use(k);                                                    // the K store
+    g.use(d.flash_attn ? v : g.view(g.view(v)));                // the V store (transposed without FA)
+    const int qp = g.view(q);
+    int o = -1;
+    if (d.flash_attn) {
+      if (mask_cnv < 0) mask_cnv = g.node(checked_mul(mask_cells, 2), {mask});
+      o = g.view(g.node(os, {qp, mask_cnv}));
+    } else {
+      const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(d.n_kv, ub), h.n_head), f32);
+      const int kq = g.node(kq_size, {g.node(kq_size, {qp}), mask}, true);  // KQ, soft_max in place
+      o = g.node(os, {g.view(g.node(os, {kq}))});                             // KQV, permute, cont
+    }
+    cur = g.node(act, {o});  // the output projection
+    if (il + 1 == d.layers && d.last_layer) {
+      cur = g.node(act, {cur, out_ids});
+      sa = g.node(act, {sa, out_ids});
+    }
+    const int ffn_inp = g.node(act, {cur, sa}, true);
+    cur = g.node(act, {g.node(act, {ffn_inp}, true)}, true);
+    const std::uint64_t fs = checked_mul(checked_mul(h.n_ff, ub), f32);
+    int y = -1;
+    if (h.fused_up) {  // one up of 2 n_ff (phi3, glm4): swiglu on its halves
+      const int up = g.node(checked_mul(fs, 2), {cur});
+      if (d.glu_op) {
+        y = g.node(fs, {up});
+      } else {  // ggml_cont of each half, silu in place, the product in place
+        const int x0 = g.node(fs, {g.node(fs, {g.view(up)})}, true);
+        y = g.node(fs, {x0, g.node(fs, {g.view(up)})}, true);
+      }
+    } else if (d.glu_op) {
+      const int gate = g.node(fs, {cur});
+      y = g.node(fs, {gate, g.node(fs, {cur})});
+    } else {  // silu(gate) in place, then gate x up in place
+      const int gate = g.node(fs, {g.node(fs, {cur})}, true);
+      y = g.node(fs, {gate, g.node(fs, {cur})}, true);
+    }
+    inp = g.node(act, {g.node(act, {y}), ffn_inp}, true);  // down, residual
+  }
+  if (d.output) {
+    const int e = g.node(act, {g.node(act, {inp}, true)}, true);
+    g.node(checked_mul(checked_mul(h.n_vocab, ub), f32), {e});
+  } else {
+    g.use(inp);  // copied to the next device
+  }
+  return g.peak();
 }
 
 }  // namespace
@@ -576,6 +856,13 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   const bool pipeline_parallel = n_gpu > 1 && s.split_mode == SplitMode::layer && s.kv_offload &&
                                  r.host.layers == 0 && r.output_on_gpu && s.n_cpu_moe == 0 &&
                                  s.override_tensor.empty();
+  // A dense decoder with one kind of cache, attention on its layers' GPUs: each GPU's buffer is
+  // ggml-alloc's high-water mark over its part of the graph (simulated_compute), the scheduler's
+  // n_copies of its split inputs included. Other models (MoE, MLA, SWA) keep the estimate of the
+  // largest set of tensors alive at once (compute_bytes).
+  const bool simulate = !any_swa && h.n_expert_used == 0 && m.kv_lora_rank == 0 && s.kv_offload &&
+                        eff.split_mode != SplitMode::row;
+  bool attention_before = r.host.layers > 0;  // the host runs the first layers (partial offload)
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
     c.ub = ub;
@@ -588,6 +875,23 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
       c.offload_weight = host_matrix;
       c.offload_rows = host_matrix_rows;
       c.offload_output = host_matrix_output;
+    }
+    if (simulate) {
+      DeviceGraph dg;
+      dg.ub = ub;
+      dg.n_kv = gpu_nkv[d];
+      dg.layers = r.gpus[d].layers;
+      dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
+      dg.output = c.has_output;
+      dg.casts_mask = !attention_before;
+      dg.copies = pipeline_parallel ? kSchedMaxCopies : 1;
+      dg.flash_attn = s.flash_attn;
+      dg.glu_op = s.glu_op;
+      const std::uint64_t graph = dg.layers > 0 || dg.output ? simulated_compute(h, dg) : 0;
+      if (dg.layers > 0) attention_before = true;
+      c.has_layers = c.has_output = false;  // what is left: the op offload of host weights
+      r.gpus[d].compute = Bytes{std::max(graph, compute_bytes(h, c))};
+      continue;
     }
     std::uint64_t bytes = compute_bytes(h, c);
     if (pipeline_parallel && (c.has_layers || c.has_output)) {

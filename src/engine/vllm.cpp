@@ -198,6 +198,15 @@ std::optional<Release> parse_release(const std::string& text) {
   return Release{parts[0], parts[1], parts[2]};
 }
 
+SamplerKernel sampler_kernel(const Release& r) {
+  const auto before = [&r](unsigned mi, unsigned pa) { return r.major == 0 && (r.minor < mi || (r.minor == mi && r.patch < pa)); };
+  if (before(8, 0)) return SamplerKernel::flashinfer;
+  if (before(9, 1)) return SamplerKernel::torch_sort;
+  if (before(11, 1)) return SamplerKernel::flashinfer;
+  if (before(16, 0)) return SamplerKernel::torch_sort;
+  return SamplerKernel::triton;
+}
+
 namespace {
 
 /// What one captured graph keeps per decoder layer on its GPU. A graph holds its kernel nodes
@@ -349,14 +358,18 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     //   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
     //   the bf16 logits, their fp32 copy (sampler.py) and FlashInfer's probabilities: 16 bytes a
     //   logit, the figure of the two logs of that path (14.7 and 16.3 bytes a logit measured);
-    // - V1 with the PyTorch-native top-k/top-p (sort_sampler; the late-2025 releases):
+    // - V1 with the PyTorch-native top-k/top-p (sampler_kernel: 0.8.0-0.9.0, 0.11.1-0.15):
     //   apply_top_k_top_p sorts the fp32 logits while the bf16 logits (2) and their fp32 copy
     //   (4) stay alive: torch.sort's outputs, fp32 values (4) and int64 indices (8), and its
     //   segmented radix sort's int64 index input (8) and double buffer of keys and values
     //   (4 + 8): 38 bytes a logit. The five H100 runs of the late-2025 write-up (vocab 128256
     //   to 201088, max_num_seqs 1024) log 4.76 to 7.38 GiB; this gives -0.5% to -0.7% (the
     //   rest is cuBLAS's 32 MiB Hopper workspace, not modelled per architecture).
-    const std::uint64_t per_logit = s.v0_engine ? 4 : s.sort_sampler ? 38 : 16;
+    // - V1 with the Triton top-k/top-p (from 0.16): the bf16 logits, their fp32 copy, the
+    //   probabilities and the exponential noise (2 + 4 + 4 + 4) and the kernel's [programs,
+    //   vocab] scratch: taken at FlashInfer's 16 (kvcached#448's 2026 run: -1.0%).
+    const bool sorts = !s.v0_engine && sampler_kernel(s.release) == SamplerKernel::torch_sort;
+    const std::uint64_t per_logit = s.v0_engine ? 4 : sorts ? 38 : 16;
     std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
                                         checked_mul(checked_mul(T, H), d));
     if (!s.v0_engine) sampler = checked_add(sampler, checked_mul(checked_mul(2 * s.max_num_seqs, H), d));

@@ -11,77 +11,171 @@ namespace vramfit::spec {
 namespace {
 
 using L = Layout;
+using A = Activation;
+using N = NormKind;
+using Q = QkNorm;
+using W = MlpWidth;
+using S = Sliding;
+
+// Rows name only what differs from Llama (the Architecture defaults, LlamaConfig's). Each
+// comment gives the transformers source that decides the fields of the row.
+
+/// Gemma3TextConfig's defaults of the size keys (gemma-3 config.json files leave most of
+/// text_config to them).
+constexpr std::pair<std::string_view, std::uint64_t> kGemma3TextDefaults[] = {
+    {"hidden_size", 2304},      {"intermediate_size", 9216},         {"num_hidden_layers", 26},
+    {"num_attention_heads", 8}, {"num_key_value_heads", 4},          {"head_dim", 256},
+    {"vocab_size", 262208},     {"max_position_embeddings", 131072}, {"sliding_window", 4096},
+};
+
+/// GPT-2's three dropouts (GPT2Config attn_pdrop, resid_pdrop, embd_pdrop = 0.1).
+constexpr Dropouts kGpt2Dropouts{.attention = "attn_pdrop", .attention_dflt = 0.1, .hidden = "resid_pdrop",
+                                 .hidden_dflt = 0.1, .embedding = "embd_pdrop", .embedding_dflt = 0.1};
+
+constexpr ConfigFlag kAlways{{}, true};
 
 constexpr Architecture kArchitectures[] = {
     // LlamaConfig: tie_word_embeddings=False, attention_bias=False, mlp_bias=False.
-    {"llama", L::llama, "llama", false, false, false, 0, "llama/modeling_llama.py"},
+    {.model_type = "llama", .source = "llama/modeling_llama.py"},
     // MistralConfig: sliding_window applies to every layer when set.
-    {"mistral", L::llama, "llama", false, false, false, 0, "mistral/modeling_mistral.py"},
+    {.model_type = "mistral", .source = "mistral/modeling_mistral.py", .sliding = S::every},
     // MixtralConfig: num_local_experts routed experts of intermediate_size in every layer.
     // The MoE rows below marked grouped_experts run their fused experts through
     // integrations/moe.py (measured: tests/accuracy/arch, generate prefill).
-    {"mixtral", L::llama, "llama", false, false, true, 0, "mixtral/modeling_mixtral.py", false, true},
-    // Qwen2Attention: q_proj, k_proj, v_proj always have biases; o_proj never.
-    {"qwen2", L::llama, "llama", false, true, false, 0, "qwen2/modeling_qwen2.py"},
-    // Qwen2MoeConfig: num_experts, moe_intermediate_size, shared_expert (+ gate).
-    {"qwen2_moe", L::llama, "llama", false, true, true, 0, "qwen2_moe/modeling_qwen2_moe.py", false, true},
+    {.model_type = "mixtral", .source = "mixtral/modeling_mixtral.py", .sliding = S::every,
+     .experts = Experts::num_local_experts, .grouped_experts = true},
+    // Qwen2Attention: q_proj, k_proj, v_proj always have biases; o_proj never. Qwen2Config:
+    // sliding_window only with use_sliding_window, from layer max_window_layers on.
+    {.model_type = "qwen2", .source = "qwen2/modeling_qwen2.py", .qkv_bias = kAlways, .o_bias = {},
+     .sliding = S::from_max_window},
+    // Qwen2MoeConfig: num_experts of moe_intermediate_size where decoder_sparse_step and
+    // mlp_only_layers say (dense layers of intermediate_size), shared_expert (+ gate).
+    {.model_type = "qwen2_moe", .source = "qwen2_moe/modeling_qwen2_moe.py", .qkv_bias = kAlways, .o_bias = {},
+     .sliding = S::from_max_window, .mlp_width = W::intermediate_size_if_dense,
+     .experts = Experts::num_experts_or_dense, .expert_width = ExpertWidth::moe_intermediate_size,
+     .sparse_layers = SparseLayers::step, .shared_expert = SharedExpert::gated, .grouped_experts = true},
     // Qwen3Attention: q_norm/k_norm over head_dim; Qwen3Config: head_dim=128 (not
     // hidden / heads; checked with transformers 5.17), attention_bias=False.
-    {"qwen3", L::llama, "llama", false, false, false, 128, "qwen3/modeling_qwen3.py"},
-    {"qwen3_moe", L::llama, "llama", false, false, true, 0, "qwen3_moe/modeling_qwen3_moe.py", false, true},
+    {.model_type = "qwen3", .source = "qwen3/modeling_qwen3.py", .head_dim = 128, .qk_norm = Q::head_dim,
+     .sliding = S::from_max_window},
+    {.model_type = "qwen3_moe", .source = "qwen3_moe/modeling_qwen3_moe.py", .qk_norm = Q::head_dim,
+     .sliding = S::from_max_window, .mlp_width = W::intermediate_size_if_dense,
+     .experts = Experts::num_experts_or_dense, .expert_width = ExpertWidth::moe_intermediate_size,
+     .sparse_layers = SparseLayers::step, .grouped_experts = true},
     // The language models of Qwen2-VL / Qwen2.5-VL (Qwen2VLTextModel: qwen2's layers, q/k/v
     // biases) and Qwen3-VL (Qwen3VLTextModel: qwen3's, q/k norms, head_dim 128).
-    {"qwen2_vl_text", L::llama, "llama", false, true, false, 0, "qwen2_vl/modeling_qwen2_vl.py"},
-    {"qwen2_5_vl_text", L::llama, "llama", false, true, false, 0, "qwen2_5_vl/modeling_qwen2_5_vl.py"},
-    {"qwen3_vl_text", L::llama, "llama", false, false, false, 128, "qwen3_vl/modeling_qwen3_vl.py"},
-    // OlmoeAttention: q_norm over hidden_size, k_norm over kv_heads*head_dim.
-    {"olmoe", L::llama, "llama", false, false, true, 0, "olmoe/modeling_olmoe.py", false, true},
-    // Phi3: fused qkv_proj and gate_up_proj, no biases.
-    {"phi3", L::phi3, "phi3", false, false, false, 0, "phi3/modeling_phi3.py"},
-    // Gemma*Config: tie_word_embeddings=True, head_dim=256 (whatever hidden / heads is);
-    // embeddings scaled by sqrt(hidden).
-    {"gemma", L::gemma, "gemma", true, false, false, 256, "gemma/modeling_gemma.py"},
-    {"gemma2", L::gemma, "gemma", true, false, false, 256, "gemma2/modeling_gemma2.py"},
-    {"gemma3_text", L::gemma, "gemma", true, false, false, 256, "gemma3/modeling_gemma3.py"},
-    // GPT2Config does not pass tie_word_embeddings: PretrainedConfig's default True.
-    {"gpt2", L::gpt2, "gpt2", true, false, false, 0, "gpt2/modeling_gpt2.py"},
-    // GPTNeoXConfig: tie_word_embeddings=False, attention_bias=True.
-    {"gpt_neox", L::gpt_neox, "gpt_neox", false, false, false, 0, "gpt_neox/modeling_gpt_neox.py"},
-    // DeepseekV2/V3Config: multi-head latent attention, shared + routed experts.
-    {"deepseek_v2", L::deepseek, "deepseek", false, false, true, 0, "deepseek_v2/modeling_deepseek_v2.py"},
-    {"deepseek_v3", L::deepseek, "deepseek", false, false, true, 0, "deepseek_v3/modeling_deepseek_v3.py"},
-    // PhiConfig (phi-2): parallel attention and MLP, LayerNorm, lm_head with a bias.
-    {"phi", L::phi, "phi", false, false, false, 0, "phi/modeling_phi.py"},
-    // Starcoder2Config: use_bias=True, LayerNorm, plain (ungated) MLP.
-    {"starcoder2", L::starcoder2, "starcoder2", true, false, false, 0, "starcoder2/modeling_starcoder2.py"},
+    {.model_type = "qwen2_vl_text", .source = "qwen2_vl/modeling_qwen2_vl.py", .qkv_bias = kAlways, .o_bias = {},
+     .sliding = S::from_max_window},
+    {.model_type = "qwen2_5_vl_text", .source = "qwen2_5_vl/modeling_qwen2_5_vl.py", .qkv_bias = kAlways,
+     .o_bias = {}, .sliding = S::from_max_window},
+    {.model_type = "qwen3_vl_text", .source = "qwen3_vl/modeling_qwen3_vl.py", .head_dim = 128,
+     .qk_norm = Q::head_dim, .sliding = S::from_max_window},
+    // OlmoeAttention: q_norm over hidden_size, k_norm over kv_heads*head_dim; OlmoeConfig:
+    // num_experts of intermediate_size in every layer.
+    {.model_type = "olmoe", .source = "olmoe/modeling_olmoe.py", .qk_norm = Q::projection,
+     .experts = Experts::num_experts, .grouped_experts = true},
+    // Phi3: fused qkv_proj and gate_up_proj, no biases; sliding_window on every layer.
+    {.model_type = "phi3", .layout = L::phi3, .family = "phi3", .source = "phi3/modeling_phi3.py",
+     .sliding = S::every},
+    // Gemma*Config: tie_word_embeddings=True, head_dim=256 (whatever hidden / heads is),
+    // hidden_activation gelu_pytorch_tanh; GemmaRMSNorm scales by (1 + weight) in fp32;
+    // embeddings scaled by sqrt(hidden). Gemma2/Gemma3: sandwich norms (pre and post
+    // attention and feedforward), soft-capping (Gemma2Config: final 30.0, attention 50.0),
+    // sliding layers: gemma2 alternate, gemma3 all but every sliding_window_pattern-th (6),
+    // with a second rotary table (rope_local_base_freq).
+    {.model_type = "gemma", .layout = L::gemma, .family = "gemma", .source = "gemma/modeling_gemma.py",
+     .tied_default = true, .head_dim = 256, .softcaps = true, .activation = A::gelu_pytorch_tanh,
+     .activation_key = "hidden_activation", .norm = N::rms_fp32, .scaled_embeddings = true},
+    {.model_type = "gemma2", .layout = L::gemma, .family = "gemma", .source = "gemma2/modeling_gemma2.py",
+     .tied_default = true, .head_dim = 256, .sliding = S::alternate, .softcaps = true,
+     .final_softcap_default = 30.0, .attn_softcap_default = 50.0, .activation = A::gelu_pytorch_tanh,
+     .activation_key = "hidden_activation", .norm = N::rms_fp32, .layer_norms = 4, .scaled_embeddings = true},
+    {.model_type = "gemma3_text", .layout = L::gemma, .family = "gemma", .source = "gemma3/modeling_gemma3.py",
+     .tied_default = true, .head_dim = 256, .nested_defaults = {"Gemma3TextConfig", kGemma3TextDefaults},
+     .qk_norm = Q::head_dim, .rotary_tables = 2, .sliding = S::pattern, .sliding_pattern = 6, .softcaps = true,
+     .activation = A::gelu_pytorch_tanh, .activation_key = "hidden_activation", .norm = N::rms_fp32,
+     .layer_norms = 4, .scaled_embeddings = true},
+    // GPT2Config: attribute_map (n_embd, ...), n_positions 1024, activation_function gelu_new;
+    // does not pass tie_word_embeddings (PretrainedConfig's default True). GPT2Block: LayerNorms,
+    // Conv1D c_attn/c_proj and c_fc/c_proj with biases, learned positions (wpe).
+    {.model_type = "gpt2", .layout = L::gpt2, .family = "gpt2", .source = "gpt2/modeling_gpt2.py",
+     .keys = ConfigKeys::gpt2, .tied_default = true, .max_positions_default = 1024, .positions = Positions::learned,
+     .mlp_width = W::n_inner, .activation = A::gelu_tanh_python, .activation_key = "activation_function",
+     .norm = N::layer, .dropout = kGpt2Dropouts},
+    // GPTNeoXConfig: tie_word_embeddings=False, attention_bias=True, rotary_pct=0.25,
+    // use_parallel_residual=True, hidden_act gelu, hidden_dropout; LayerNorms.
+    {.model_type = "gpt_neox", .layout = L::gpt_neox, .family = "gpt_neox", .source = "gpt_neox/modeling_gpt_neox.py",
+     .qkv_bias = {"attention_bias", true}, .o_bias = {"attention_bias", true}, .rotary_fraction = 0.25,
+     .activation = A::gelu, .norm = N::layer, .parallel_residual = {"use_parallel_residual", true},
+     .dropout = {.hidden = "hidden_dropout"}},
+    // DeepseekV2/V3Config: multi-head latent attention, n_shared_experts + n_routed_experts of
+    // moe_intermediate_size after first_k_dense_replace dense layers (every moe_layer_freq-th).
+    {.model_type = "deepseek_v2", .layout = L::deepseek, .family = "deepseek",
+     .source = "deepseek_v2/modeling_deepseek_v2.py", .experts = Experts::n_routed_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
+     .shared_expert = SharedExpert::n_shared},
+    {.model_type = "deepseek_v3", .layout = L::deepseek, .family = "deepseek",
+     .source = "deepseek_v3/modeling_deepseek_v3.py", .experts = Experts::n_routed_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true},
+    // PhiConfig (phi-2): parallel attention and MLP after one input_layernorm, LayerNorm,
+    // partial_rotary_factor=0.5, gelu_new, resid_pdrop/embd_pdrop, lm_head with a bias;
+    // qk_layernorm adds LayerNorm(head_dim) on q and k.
+    {.model_type = "phi", .layout = L::phi, .family = "phi", .source = "phi/modeling_phi.py",
+     .qk_norm = Q::head_dim_layer, .qk_norm_on = {"qk_layernorm"}, .rotary_fraction = 0.5,
+     .activation = A::gelu_tanh_python, .norm = N::layer, .parallel_residual = kAlways, .parallel_one_norm = true,
+     .dropout = {.hidden = "resid_pdrop", .embedding = "embd_pdrop"}, .lm_head_bias = kAlways},
+    // Starcoder2Config: use_bias=True (every projection), LayerNorm, plain (ungated) MLP,
+    // gelu_pytorch_tanh, residual_dropout/embedding_dropout, sliding_window on every layer.
+    {.model_type = "starcoder2", .layout = L::starcoder2, .family = "starcoder2",
+     .source = "starcoder2/modeling_starcoder2.py", .tied_default = true, .qkv_bias = {"use_bias", true},
+     .o_bias = {"use_bias", true}, .sliding = S::every, .mlp_bias = {"use_bias", true},
+     .activation = A::gelu_pytorch_tanh, .norm = N::layer,
+     .dropout = {.hidden = "residual_dropout", .embedding = "embedding_dropout"}},
     // GptOssConfig: attention_bias=True, head_dim=64, attention sinks (one learned logit per
     // head), router with a bias, experts as fused 3-D parameters gate_up_proj [E, H, 2I] and
     // down_proj [E, I, H] with biases; alternating sliding layers. attention_sinks: eager
     // attention (5.17 refuses SDPA) over [scores | sink], softmax in the compute dtype.
-    {"gpt_oss", L::llama, "llama", false, false, true, 64, "gpt_oss/modeling_gpt_oss.py", false, false, true},
+    {.model_type = "gpt_oss", .source = "gpt_oss/modeling_gpt_oss.py", .head_dim = 64,
+     .qkv_bias = {"attention_bias", true}, .o_bias = {"attention_bias", true}, .sliding = S::alternate,
+     .experts = Experts::num_local_experts, .expert_linears = ExpertLinears::fused_gate_up_biased,
+     .attention_sinks = true},
     // FalconConfig: fused query_key_value (multi-query: one k/v head; new_decoder_architecture:
     // num_kv_heads), ungated MLP of ffn_hidden_size (4 * hidden when null), LayerNorm with
-    // bias, parallel attention, tie_word_embeddings=True, bias=False. cache_all_heads:
-    // FalconAttention.forward reshapes k/v to num_heads (new_decoder_architecture) before the cache.
-    {"falcon", L::falcon, "falcon", true, false, false, 0, "falcon/modeling_falcon.py", false, false, false, true},
-    // OPTConfig: q/k/v/out_proj and fc1/fc2 with biases (enable_bias), ffn_dim, learned
-    // positions offset by 2, project_in/out when word_embed_proj_dim != hidden_size.
-    {"opt", L::opt, "opt", true, false, false, 0, "opt/modeling_opt.py"},
+    // bias, parallel attention, tie_word_embeddings=True, bias=False, activation gelu,
+    // max_position_embeddings 2048. cache_all_heads: FalconAttention.forward reshapes k/v to
+    // num_heads (new_decoder_architecture) before the cache.
+    {.model_type = "falcon", .layout = L::falcon, .family = "falcon", .source = "falcon/modeling_falcon.py",
+     .tied_default = true, .max_positions_default = 2048, .qkv_bias = {"bias"}, .o_bias = {"bias"},
+     .mlp_width = W::ffn_hidden_size, .mlp_bias = {"bias"}, .activation = A::gelu, .activation_key = "activation",
+     .norm = N::layer, .dropout = {.hidden = "hidden_dropout"}, .cache_all_heads = true},
+    // OPTConfig: q/k/v/out_proj and fc1/fc2 with biases (enable_bias), ffn_dim, relu, learned
+    // positions offset by 2, project_in/out when word_embed_proj_dim != hidden_size, dropout 0.1
+    // (OPTDecoderLayer: after attention and fc2), max_position_embeddings 2048.
+    {.model_type = "opt", .layout = L::opt, .family = "opt", .source = "opt/modeling_opt.py", .tied_default = true,
+     .max_positions_default = 2048, .qkv_bias = {"enable_bias", true}, .o_bias = {"enable_bias", true},
+     .positions = Positions::learned, .mlp_width = W::ffn_dim, .mlp_bias = {"enable_bias", true},
+     .activation = A::relu, .activation_key = "activation_function", .norm = N::layer,
+     .dropout = {.hidden = "dropout", .hidden_dflt = 0.1}},
     // Llama's modules, with their own defaults. GraniteConfig: multipliers only (no extra
-    // parameters); GraniteForCausalLM divides the logits by logits_scaling: scaled_logits. HeliumConfig: head_dim=128. SmolLM3Config: tie_word_embeddings=True, no
-    // rotary on some layers (no parameters). SeedOssConfig: head_dim=128, attention_bias=True
-    // (q, k, v), attention_out_bias=False (o). Ernie4_5Config: head_dim=128, tied, use_bias on
-    // every projection.
-    {"granite", L::llama, "llama", false, false, false, 0, "granite/modeling_granite.py", true},
-    {"helium", L::llama, "llama", false, false, false, 128, "helium/modeling_helium.py"},
-    {"smollm3", L::llama, "llama", true, false, false, 0, "smollm3/modeling_smollm3.py"},
-    {"seed_oss", L::llama, "llama", false, false, false, 128, "seed_oss/modeling_seed_oss.py"},
-    {"ernie4_5", L::llama, "llama", true, false, false, 128, "ernie4_5/modeling_ernie4_5.py"},
-    // OlmoLayerNorm has no parameters. Olmo2/Olmo3: norms after attention and MLP (not before),
-    // q_norm/k_norm over the whole projection; Olmo3 has sliding layers with their own rotary.
-    {"olmo", L::llama, "llama", false, false, false, 0, "olmo/modeling_olmo.py"},
-    {"olmo2", L::llama, "llama", false, false, false, 0, "olmo2/modeling_olmo2.py"},
-    {"olmo3", L::llama, "llama", false, false, false, 0, "olmo3/modeling_olmo3.py"},
+    // parameters); GraniteForCausalLM divides the logits by logits_scaling: scaled_logits.
+    // HeliumConfig: head_dim=128. SmolLM3Config: tie_word_embeddings=True, no rotary on some
+    // layers (no parameters). SeedOssConfig: head_dim=128, attention_bias=True (q, k, v),
+    // attention_out_bias=False (o). Ernie4_5Config: head_dim=128, tied, use_bias on every
+    // projection.
+    {.model_type = "granite", .source = "granite/modeling_granite.py", .scaled_logits = true},
+    {.model_type = "helium", .source = "helium/modeling_helium.py", .head_dim = 128},
+    {.model_type = "smollm3", .source = "smollm3/modeling_smollm3.py", .tied_default = true},
+    {.model_type = "seed_oss", .source = "seed_oss/modeling_seed_oss.py", .head_dim = 128,
+     .qkv_bias = {"attention_bias", true}, .o_bias = {"attention_out_bias"}},
+    {.model_type = "ernie4_5", .source = "ernie4_5/modeling_ernie4_5.py", .tied_default = true, .head_dim = 128,
+     .qkv_bias = {"use_bias"}, .o_bias = {"use_bias"}, .mlp_bias = {"use_bias"}},
+    // OlmoLayerNorm has no parameters. Olmo2/Olmo3: norms after attention and MLP (not before;
+    // the same count), q_norm/k_norm over the whole projection; Olmo3 has sliding layers
+    // (layer_types) with their own rotary.
+    {.model_type = "olmo", .source = "olmo/modeling_olmo.py", .norm = N::layer_no_params},
+    {.model_type = "olmo2", .source = "olmo2/modeling_olmo2.py", .qk_norm = Q::projection},
+    {.model_type = "olmo3", .source = "olmo3/modeling_olmo3.py", .qk_norm = Q::projection, .rotary_tables = 2},
     // rotary_cat (glm, glm4): apply_rotary_pos_emb rotates q[..., :rotary_dim] and concatenates
     // the rest back (torch.cat), so o_proj saves a contiguous copy in training (measured: glm's
     // training was 0.62% under without it, exact with it). phi and stablelm concatenate too, but
@@ -89,49 +183,76 @@ constexpr Architecture kArchitectures[] = {
     // with it): left without it.
     // GlmConfig / Glm4Config: fused gate_up_proj, attention_bias=True (q, k, v; not o),
     // head_dim=128, partial_rotary_factor=0.5; Glm4 adds post_self_attn and post_mlp norms.
-    {"glm", L::llama, "llama", false, false, false, 128, "glm/modeling_glm.py", false, false, false, false, false, 0, false, true},
-    {"glm4", L::llama, "llama", false, false, false, 128, "glm4/modeling_glm4.py", false, false, false, false, false, 0, false, true},
+    {.model_type = "glm", .source = "glm/modeling_glm.py", .head_dim = 128, .qkv_bias = {"attention_bias", true},
+     .o_bias = {}, .rotary_fraction = 0.5, .fused_gate_up = true, .rotary_cat = true},
+    {.model_type = "glm4", .source = "glm4/modeling_glm4.py", .head_dim = 128, .qkv_bias = {"attention_bias", true},
+     .o_bias = {}, .rotary_fraction = 0.5, .fused_gate_up = true, .layer_norms = 4, .rotary_cat = true},
     // GraniteMoeConfig / PhimoeConfig: num_local_experts experts of intermediate_size in every
-    // layer, like mixtral; Phimoe's norms are LayerNorms with biases (lm_head_bias=False).
+    // layer, like mixtral; Phimoe's norms are LayerNorms with biases, its lm_head has a bias
+    // with lm_head_bias (False), its sliding_window covers every layer.
     // GraniteMoeForCausalLM divides the logits by logits_scaling, as granite does.
-    {"granitemoe", L::llama, "llama", false, false, true, 0, "granitemoe/modeling_granitemoe.py", true, true},
-    {"phimoe", L::llama, "llama", false, false, true, 0, "phimoe/modeling_phimoe.py", false, true},
+    {.model_type = "granitemoe", .source = "granitemoe/modeling_granitemoe.py",
+     .experts = Experts::num_local_experts, .scaled_logits = true, .grouped_experts = true},
+    {.model_type = "phimoe", .source = "phimoe/modeling_phimoe.py", .sliding = S::every, .norm = N::layer,
+     .lm_head_bias = {"lm_head_bias"}, .experts = Experts::num_local_experts, .grouped_experts = true},
     // CohereConfig / Cohere2Config: one LayerNorm without bias per layer, attention and MLP in
-    // parallel, tied embeddings; cohere's optional q/k norms over (heads, head_dim); cohere2's
-    // sliding layers (3 of every 4).
+    // parallel, tied embeddings; cohere's optional q/k norms over (heads, head_dim)
+    // (use_qk_norm); cohere2's sliding layers (3 of every 4: sliding_window_pattern 4).
     // Both multiply the logits by logit_scale in CohereForCausalLM.forward: scaled_logits.
-    {"cohere", L::llama, "llama", true, false, false, 0, "cohere/modeling_cohere.py", true},
-    {"cohere2", L::llama, "llama", true, false, false, 0, "cohere2/modeling_cohere2.py", true},
-    // Exaone4Config: norms after attention and MLP only, q/k norms over head_dim.
-    {"exaone4", L::llama, "llama", false, false, false, 0, "exaone4/modeling_exaone4.py"},
+    {.model_type = "cohere", .source = "cohere/modeling_cohere.py", .tied_default = true, .qk_norm = Q::per_head,
+     .qk_norm_on = {"use_qk_norm"}, .norm = N::layer_no_bias, .parallel_residual = kAlways,
+     .parallel_one_norm = true, .scaled_logits = true},
+    {.model_type = "cohere2", .source = "cohere2/modeling_cohere2.py", .tied_default = true, .sliding = S::pattern,
+     .sliding_pattern = 4, .norm = N::layer_no_bias, .parallel_residual = kAlways, .parallel_one_norm = true,
+     .scaled_logits = true},
+    // Exaone4Config: norms after attention and MLP only (the same count), q/k norms over head_dim.
+    {.model_type = "exaone4", .source = "exaone4/modeling_exaone4.py", .qk_norm = Q::head_dim},
     // StableLmConfig: LayerNorms with biases, partial_rotary_factor=0.25, q/k/v biases with
     // use_qkv_bias, per-head LayerNorms (no bias) with qk_layernorm, one norm and parallel
     // attention and MLP with use_parallel_residual.
-    {"stablelm", L::llama, "llama", false, false, false, 0, "stablelm/modeling_stablelm.py"},
+    {.model_type = "stablelm", .source = "stablelm/modeling_stablelm.py", .qkv_bias = {"use_qkv_bias"},
+     .o_bias = {}, .qk_norm = Q::per_head, .qk_norm_on = {"qk_layernorm"}, .rotary_fraction = 0.25,
+     .norm = N::layer, .parallel_residual = {"use_parallel_residual"}, .parallel_one_norm = true},
     // HunYuanDenseV1Attention: query_layernorm / key_layernorm (RMSNorm over head_dim) always.
-    {"hunyuan_v1_dense", L::llama, "llama", false, false, false, 0, "hunyuan_v1_dense/modeling_hunyuan_v1_dense.py"},
-    // GPTJConfig: n_embd/n_layer/n_head, one ln_1 (LayerNorm with bias) feeding attention and
-    // MLP in parallel, q/k/v/out_proj without biases, fc_in/fc_out with biases (n_inner or
-    // 4 * n_embd), lm_head with a bias, untied; embed_positions (n_positions x rotary_dim,
-    // fp32) per layer, a buffer. Eager attention only.
+    {.model_type = "hunyuan_v1_dense", .source = "hunyuan_v1_dense/modeling_hunyuan_v1_dense.py",
+     .qk_norm = Q::head_dim},
+    // GPTJConfig: n_embd/n_layer/n_head, n_positions 2048, one ln_1 (LayerNorm with bias)
+    // feeding attention and MLP in parallel, q/k/v/out_proj without biases, fc_in/fc_out with
+    // biases (n_inner or 4 * n_embd), gelu_new, lm_head with a bias, untied; embed_positions
+    // (n_positions x rotary_dim, fp32) per layer, a buffer. Eager attention only.
     // fp32_qk: GPTJAttention._attn casts q and k to fp32 for the scores.
-    {"gptj", L::gptj, "gptj", false, false, false, 0, "gptj/modeling_gptj.py", false, false, false, false, true, 0,
-     true},
+    {.model_type = "gptj", .layout = L::gptj, .family = "gptj", .source = "gptj/modeling_gptj.py",
+     .keys = ConfigKeys::gpt2, .max_positions_default = 2048, .positions = Positions::sincos_table,
+     .mlp_width = W::n_inner, .activation = A::gelu_tanh_python, .activation_key = "activation_function",
+     .norm = N::layer, .parallel_residual = kAlways, .parallel_one_norm = true, .lm_head_bias = kAlways,
+     .eager_only = true, .fp32_qk = true},
     // BloomConfig: word_embeddings_layernorm after the embeddings, fused query_key_value and
     // dense (biases), MLP of 4 * hidden (biases), ALiBi (no position parameters), tied. Eager only.
+    // BloomGelu: the tanh approximation written out, under a custom autograd Function in
+    // training that saves only its input (as a native activation does): counted as gelu.
     // BloomAttention keeps the baddbmm scores (alibi + q k^T) and the masked copy while
     // softmax(dtype=float32) makes its fp32 copy and output: 6 buffers by the source; measured
     // 14.3 bytes a score on a 4096-token prefill (2 configs), so 7 (one more, the ALiBi add).
-    {"bloom", L::bloom, "bloom", true, false, false, 0, "bloom/modeling_bloom.py", false, false, false, false, true, 7},
+    {.model_type = "bloom", .layout = L::bloom, .family = "bloom", .source = "bloom/modeling_bloom.py",
+     .tied_default = true, .positions = Positions::alibi, .mlp_width = W::four_hidden, .activation = A::gelu,
+     .norm = N::layer, .eager_only = true, .eager_scores = 7},
     // MptConfig: d_model/n_layers/n_heads, Wqkv and out_proj, up_proj/down_proj of
     // expansion_ratio * d_model, LayerNorms; no_bias (default True) drops every bias, norms
-    // included; ALiBi; tied. Eager only. MptAttention: scores, + position_bias, masked_fill,
-    // softmax(scores.float()): llama's 5 buffers by the source; measured 12.3-12.4 bytes a score
-    // on 1024- and 4096-token forwards (2 configs), so 6 (one more, the ALiBi add).
-    {"mpt", L::mpt, "mpt", true, false, false, 0, "mpt/modeling_mpt.py", false, false, false, false, true, 6},
-    // GPTBigCodeConfig: GPT-2's modules; multi_query (default) shrinks c_attn to one k/v head;
-    // a causal-mask buffer of n_positions^2 booleans.
-    {"gpt_bigcode", L::gpt2, "gpt2", true, false, false, 0, "gpt_bigcode/modeling_gpt_bigcode.py"},
+    // included; ALiBi; tied; MptMLP: nn.GELU(approximate="none"). Eager only. MptAttention:
+    // scores, + position_bias, masked_fill, softmax(scores.float()): llama's 5 buffers by the
+    // source; measured 12.3-12.4 bytes a score on 1024- and 4096-token forwards (2 configs), so 6
+    // (one more, the ALiBi add).
+    {.model_type = "mpt", .layout = L::mpt, .family = "mpt", .source = "mpt/modeling_mpt.py", .tied_default = true,
+     .qkv_bias = {"no_bias", false, true}, .o_bias = {"no_bias", false, true}, .positions = Positions::alibi,
+     .mlp_width = W::expansion_ratio, .mlp_bias = {"no_bias", false, true}, .activation = A::gelu,
+     .norm = N::layer, .eager_only = true, .eager_scores = 6},
+    // GPTBigCodeConfig: GPT-2's modules and keys, activation_function gelu_pytorch_tanh;
+    // multi_query (default) shrinks c_attn to one k/v head; a causal-mask buffer.
+    {.model_type = "gpt_bigcode", .layout = L::gpt2, .family = "gpt2", .source = "gpt_bigcode/modeling_gpt_bigcode.py",
+     .keys = ConfigKeys::gpt2, .tied_default = true, .max_positions_default = 1024, .kv_heads = KvHeads::multi_query,
+     .positions = Positions::learned, .mlp_width = W::n_inner, .activation = A::gelu_pytorch_tanh,
+     .activation_key = "activation_function", .norm = N::layer, .dropout = kGpt2Dropouts,
+     .causal_mask_buffer = true},
 };
 
 /// Encoders and encoder-decoders: their configs look enough like a decoder's to be laid out as
@@ -207,5 +328,12 @@ std::optional<NotDecoder> not_decoder(std::string_view model_type) noexcept {
 }
 
 std::span<const std::string_view> structure_keys() noexcept { return kStructureKeys; }
+
+const Architecture& generic_architecture() noexcept {
+  // An unknown model_type estimated from its checkpoint's headers: laid out as Llama, its
+  // sliding_window (if any) on every layer.
+  static constexpr Architecture kGeneric{.model_type = "", .family = "generic", .sliding = S::every};
+  return kGeneric;
+}
 
 }  // namespace vramfit::spec

@@ -65,6 +65,7 @@ std::vector<Item> llamacpp_items() {
     s.gpu_layers = e.at("gpu_layers");
     s.layer_rule = e.at("layer_rule") == "legacy" ? engine::llamacpp::LayerRule::legacy
                                                  : engine::llamacpp::LayerRule::current;
+    s.glu_op = e.value("glu_op", true);  // false: a build from before ggml's GLU op (June 2025)
     s.ctx_size = e.at("ctx_size");
     s.parallel = e.at("parallel");
     s.kv_unified = e.value("kv_unified", false);
@@ -113,11 +114,14 @@ std::vector<Item> vllm_items() {
     s.kv_fp8 = e.value("kv_cache_dtype", std::string("auto")).rfind("fp8", 0) == 0;
     if (e.value("profiler", std::string()) == "device_wide") s.profiler = engine::vllm::Profiler::device_wide;
     // The release: older than 0.21 for every log here unless it says (the graphs outside the
-    // budget); the sampler: "torch-sort" for the late-2025 releases that sorted the logits.
+    // budget); it sets the dummy sampler's kernel (the late-2025 releases sorted the logits).
     const auto release = engine::vllm::parse_release(e.value("release", std::string("0.11.0")));
     REQUIRE(release);
     s.release = *release;
-    s.sort_sampler = e.value("sampler", std::string()) == "torch-sort";
+    // A log whose profile peak shows its sampler: the release's own (engine::vllm::sampler_kernel).
+    if (e.contains("sampler"))
+      CHECK((engine::vllm::sampler_kernel(s.release) == engine::vllm::SamplerKernel::torch_sort) ==
+            (e.at("sampler") == "torch-sort"));
     if (e.contains("quant")) {
       const auto q = spec::parse_quant(e.at("quant").get<std::string>());
       REQUIRE(q);
@@ -235,14 +239,22 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
   }
 }
 
-TEST_CASE("llama.cpp logs: GPU compute buffers within 15%", "[accuracy][serving]") {
+TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-alloc is simulated, else within 5%", "[accuracy][serving]") {
+  // The dense decoders are simulated (engine/llamacpp.cpp simulated_compute); two logs are not
+  // reproduced to the digit: Phi-3 mini's fused QKV, whose Q, K and V are strided views of one
+  // product (not modelled), and a Qwen2.5-3B at ubatch 4096 (64 MiB short).
+  std::size_t exact = 0, all = 0;
   for (const Item& i : llamacpp_items()) {
-    if (i.item != "gpu_compute") continue;
-    INFO(i.log_id << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
-    CHECK(std::abs(i.error()) <= 0.15);
-    // Partial offload with the output layer on the host: the graph's tail on the GPU, exact.
-    if (i.log_id == "phi3-medium-ngl15-ctx512") CHECK(std::abs(i.ours - i.log) <= 0.01);
+    if (i.item.find("_compute") == std::string::npos || i.item == "host_compute") continue;
+    INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
+    CHECK(std::abs(i.error()) <= 0.05);
+    ++all;
+    const bool known_gap = i.log_id == "phi3-mini-ctx4096-ub256" || i.log_id == "qwen2.5-3b-q8-fa-ub4096";
+    if (!known_gap) CHECK(std::abs(i.ours - i.log) <= 0.01);  // printed to 0.01 MiB
+    if (std::abs(i.ours - i.log) <= 0.01) ++exact;
   }
+  CHECK(all == 18);
+  CHECK(exact == 16);
 }
 
 TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {

@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_helper.hpp"
+#include "loopback_hub.hpp"
 #include "vramfit/cli/hub_cache.hpp"
+#include "vramfit/cli/hub_http.hpp"
 #include "vramfit/core/error.hpp"
 
 using vramfit::test::CliResult;
@@ -34,6 +36,7 @@ class HubEnv {
       saved_.emplace_back(v == nullptr ? std::nullopt : std::optional<std::string>(v));
       ::unsetenv(name);
     }
+    ::setenv("HF_HUB_OFFLINE", "1", 1);  // never the network, unless a test unsets it
   }
   ~HubEnv() {
     for (std::size_t i = 0; i < std::size(kNames); ++i) {
@@ -47,6 +50,7 @@ class HubEnv {
   /// Clears every cache variable again (HOME included), as at the start of the test.
   void clear() const {
     for (const char* name : kNames) ::unsetenv(name);
+    ::setenv("HF_HUB_OFFLINE", "1", 1);
   }
   void unset(const char* name) const {
     if (std::find_if(std::begin(kNames), std::end(kNames), [&](const char* n) { return std::string_view(n) == name; }) ==
@@ -57,9 +61,17 @@ class HubEnv {
 
  private:
   static constexpr const char* kNames[] = {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
-                                           "HOME"};
+                                           "HOME", "HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+                                           "HF_HUB_OFFLINE"};
   std::vector<std::optional<std::string>> saved_;
 };
+
+/// The refusal's last words: whether this build fetches from the Hub (libcurl) when not offline.
+std::string fetch_word() {
+  return vramfit::cli::hub_fetch_available()
+             ? "vramfit fetches from the Hub itself when HF_HUB_OFFLINE is unset"
+             : "this vramfit was built without libcurl, so it does not fetch from the Hub itself";
+}
 
 const std::string kMain = "0123456789abcdef0123456789abcdef01234567";
 const std::string kV1 = "fedcba9876543210fedcba9876543210fedcba98";
@@ -151,7 +163,7 @@ TEST_CASE("hub cache: --model org/name@revision: a branch or tag in refs/, or a 
       "vramfit: error: --model: revision 'v2' of 'acme/tiny-llama' is not in the Hugging Face cache ('" + ref +
           "' is missing) (download its config and index first: huggingface-cli download acme/tiny-llama "
           "--revision v2 --include config.json '*.json' (add '*.safetensors' for the exact weights; vramfit reads "
-          "only their headers), or pass --config PATH; vramfit does not fetch from the Hub itself)\n");
+          "only their headers), or pass --config PATH; " + fetch_word() + ")\n");
 
   // refs/<revision> must hold a commit hash, never a path.
   dir.write(repo + "/refs/evil", "../../../../etc");
@@ -248,8 +260,7 @@ TEST_CASE("hub cache: --model org/name not in the cache: exit 2 with the paths l
       "vramfit: error: --model: 'Qwen/Qwen2.5-7B' is not a preset's repo and is not in the Hugging Face cache "
       "(looked for '" + dir.str() + "/models--Qwen--Qwen2.5-7B', the cache folder from HF_HUB_CACHE) (download its config and index first: "
       "huggingface-cli download Qwen/Qwen2.5-7B --include config.json '*.json' (add '*.safetensors' for the exact "
-      "weights; vramfit reads only their headers), or pass --config PATH; vramfit does not fetch from the Hub "
-      "itself)\n");
+      "weights; vramfit reads only their headers), or pass --config PATH; " + fetch_word() + ")\n");
   // A repo folder with a refs/main but no snapshot, or a snapshot without config.json.
   dir.write("models--acme--broken/refs/main", kMain);
   CliResult r = estimate({"--model", "acme/broken"});
@@ -317,4 +328,177 @@ TEST_CASE("hub cache: --model: invalid repo ids are refused with exit 2", "[cli]
   r = estimate({"--model", "org/name@/abs"});
   CHECK(r.code == 2);
   CHECK(r.err.find("it is not a relative name") != std::string::npos);
+}
+
+// --- the Hub over HTTP (cli/hub_http.cpp), against a fixture Hub on 127.0.0.1 ----------------
+
+namespace {
+
+/// A safetensors head whose JSON header is padded with spaces to `pad` bytes (the format allows
+/// trailing whitespace), holding one BF16 tensor of `rows` x 576.
+std::string padded_safetensors(const std::string& name, std::uint64_t rows, std::size_t pad) {
+  std::string st = safetensors(name, rows);
+  std::string header = st.substr(8);
+  header.resize(std::max(pad, header.size()), ' ');
+  std::string prefix(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) prefix[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return prefix + header;
+}
+
+/// The environment of a fetch: an empty cache, the network on, HF_ENDPOINT at `hub`.
+void online(const HubEnv& env, const TempDir& cache, const vramfit::test::LoopbackHub& hub) {
+  env.set("HF_HUB_CACHE", cache.str());
+  env.unset("HF_HUB_OFFLINE");
+  env.set("HF_ENDPOINT", hub.endpoint());
+}
+
+bool logged(const vramfit::test::LoopbackHub& hub, const std::string& line) {
+  const auto log = hub.log();
+  return std::find(log.begin(), log.end(), line) != log.end();
+}
+
+}  // namespace
+
+TEST_CASE("hub fetch: --model org/name missing from the cache comes from the Hub: config.json, then the headers",
+          "[cli][hub][http]") {
+  HubEnv env;
+  TempDir cache;
+  vramfit::test::LoopbackHub hub;
+  online(env, cache, hub);
+  if (!vramfit::cli::hub_fetch_available()) {
+    CHECK(estimate({"--model", "acme/tiny-llama"}).err.find("built without libcurl") != std::string::npos);
+    return;
+  }
+  hub.add("acme/tiny-llama", "main", "config.json", smollm_config());
+  auto j = run_json({"--model", "acme/tiny-llama"});
+  CHECK(j["model"]["name"] == "acme/tiny-llama@main");
+  CHECK(j["model"]["params"] == 134515008);  // as --config tests/cli/data/smollm2-135m.config.json
+  CHECK(j["model"]["exact_from_checkpoint"] == false);
+  const std::string notes = j.dump();
+  CHECK(notes.find("fetched from " + hub.endpoint() + ": config.json (no weights downloaded)") != std::string::npos);
+  CHECK(notes.find("the repo has no safetensors weights: parameters counted from config.json") != std::string::npos);
+  CHECK(hub.log() == std::vector<std::string>{"GET /acme/tiny-llama/resolve/main/config.json",
+                                              "GET /acme/tiny-llama/resolve/main/model.safetensors.index.json",
+                                              "GET /acme/tiny-llama/resolve/main/model.safetensors Range: bytes=0-7"});
+
+  // model.safetensors of 56 MB (sparse): only its first 128 KiB are asked for, the header is exact.
+  const std::uint64_t rows = 49152;
+  const std::string st = safetensors("model.embed_tokens.weight", rows);
+  hub.add("acme/tiny-llama", "main", "model.safetensors", st, st.size() + rows * 576 * 2);
+  j = run_json({"--model", "acme/tiny-llama"});
+  CHECK(j["model"]["exact_from_checkpoint"] == true);
+  CHECK(j["model"]["params"] == rows * 576);
+  CHECK(j["model"]["checkpoint_dtype"] == "bf16");
+  CHECK(j.dump().find("config.json and 1 safetensors header (no weights downloaded)") !=
+        std::string::npos);
+  CHECK(logged(hub, "GET /acme/tiny-llama/resolve/main/model.safetensors Range: bytes=0-131071"));
+
+  // A server that ignores Range requests: the transfer is cut after the first 128 KiB all the same.
+  hub.ignore_ranges(true);
+  j = run_json({"--model", "acme/tiny-llama"});
+  CHECK(j["model"]["params"] == rows * 576);
+}
+
+TEST_CASE("hub fetch: shards from the index, a header past the first range, a revision quoted whole, a redirect",
+          "[cli][hub][http]") {
+  HubEnv env;
+  TempDir cache;
+  vramfit::test::LoopbackHub hub;
+  online(env, cache, hub);
+  if (!vramfit::cli::hub_fetch_available()) return;  // the refusal is checked in the test above
+  const std::string rev = "refs%2Fpr%2F1";  // huggingface_hub quotes the revision with safe=""
+  hub.add("acme/big", "blob", "config.json", smollm_config());
+  hub.redirect("/acme/big/resolve/" + rev + "/config.json", "/acme/big/resolve/blob/config.json");
+  hub.add("acme/big", rev, "model.safetensors.index.json",
+          R"({"metadata":{"total_size":1},"weight_map":{"model.embed_tokens.weight":"model-00001-of-00002.safetensors",)"
+          R"("model.layers.0.self_attn.q_proj.weight":"model-00002-of-00002.safetensors"}})");
+  const std::string one = padded_safetensors("model.embed_tokens.weight", 1000, 200000);  // > 128 KiB
+  const std::string two = safetensors("model.layers.0.self_attn.q_proj.weight", 24);
+  hub.add("acme/big", rev, "model-00001-of-00002.safetensors", one, one.size() + 1000 * 576 * 2);
+  hub.add("acme/big", rev, "model-00002-of-00002.safetensors", two, two.size() + 24 * 576 * 2);
+
+  const auto j = run_json({"--model", "acme/big@refs/pr/1"});
+  CHECK(j["model"]["name"] == "acme/big@refs/pr/1");
+  CHECK(j["model"]["params"] == (1000 + 24) * 576);
+  CHECK(j["model"]["exact_from_checkpoint"] == true);
+  CHECK(j.dump().find("config.json and 2 safetensors headers") != std::string::npos);
+  CHECK(logged(hub, "GET /acme/big/resolve/blob/config.json"));  // after the 302
+  CHECK(logged(hub, "GET /acme/big/resolve/" + rev + "/model-00001-of-00002.safetensors Range: bytes=131072-200007"));
+}
+
+TEST_CASE("hub fetch: every failure is exit 2 naming the repo, the cause and the fix", "[cli][hub][http]") {
+  HubEnv env;
+  TempDir cache;
+  vramfit::test::LoopbackHub hub;
+  online(env, cache, hub);
+  if (!vramfit::cli::hub_fetch_available()) return;
+  const std::string at = hub.endpoint();
+
+  require_usage_error(estimate({"--model", "acme/nothing"}),
+                      "vramfit: error: --model: 'acme/nothing' was not found on " + at +
+                          " (HTTP 401): no such repo, or a private one (check the repo id; for a private repo, set "
+                          "HF_TOKEN)\n");
+
+  hub.add("acme/gated", "main", "config.json", smollm_config());
+  hub.gate("acme/gated", "hf_secret");
+  require_usage_error(estimate({"--model", "acme/gated"}),
+                      "vramfit: error: --model: 'acme/gated' is a gated repo on " + at +
+                          " (accept its conditions on the model's page, then set HF_TOKEN to a token of yours)\n");
+  env.set("HF_TOKEN", "hf_secret");
+  CHECK(run_json({"--model", "acme/gated"})["model"]["params"] == 134515008);
+  CHECK(logged(hub, "GET /acme/gated/resolve/main/config.json Auth: Bearer hf_secret"));
+  env.set("HF_TOKEN", "hf_wrong");
+  CHECK(estimate({"--model", "acme/gated"}).err.find("with the account of HF_TOKEN's token") != std::string::npos);
+  env.unset("HF_TOKEN");
+
+  hub.add("acme/readme-only", "main", "README.md", "# no model here");
+  require_usage_error(estimate({"--model", "acme/readme-only"}),
+                      "vramfit: error: --model: 'acme/readme-only' has no config.json at revision 'main' on " + at +
+                          " (give a Hugging Face model repo (it holds config.json), or --config PATH)\n");
+
+  // Hostile or damaged files: refused with the file's URL.
+  hub.add("acme/bad", "main", "config.json", smollm_config());
+  std::string huge(8, '\0');
+  huge[7] = 0x10;  // header length 2^60
+  hub.add("acme/bad", "main", "model.safetensors", huge, 1000);
+  CliResult r = estimate({"--model", "acme/bad"});
+  CHECK(r.code == 2);
+  CHECK(r.err == "vramfit: error: " + at +
+                     "/acme/bad/resolve/main/model.safetensors: header length 1152921504606846976 is over the 100 MB "
+                     "limit (the file is not a safetensors file, or is damaged)\n");
+  std::string past(8, '\0');
+  past[0] = static_cast<char>(0xff);  // 255 bytes of header in a 100-byte file
+  hub.add("acme/short", "main", "config.json", smollm_config());
+  hub.add("acme/short", "main", "model.safetensors", past, 100);
+  r = estimate({"--model", "acme/short"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("header length 255 is past the file's end (100 bytes)") != std::string::npos);
+  hub.add("acme/escape", "main", "config.json", smollm_config());
+  hub.add("acme/escape", "main", "model.safetensors.index.json", R"({"weight_map":{"w":"../../etc/x.safetensors"}})");
+  r = estimate({"--model", "acme/escape"});
+  CHECK(r.code == 2);
+  CHECK(r.err == "vramfit: error: " + at +
+                     "/acme/escape/resolve/main/model.safetensors.index.json: weight_map.w: not the relative name of "
+                     "a .safetensors file (check the repo's index file)\n");
+
+  // Offline: the cache's refusal, and no request at all.
+  const std::size_t before = hub.log().size();
+  env.set("HF_HUB_OFFLINE", "1");
+  r = estimate({"--model", "acme/gated"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("is not in the Hugging Face cache") != std::string::npos);
+  CHECK(hub.log().size() == before);
+  env.unset("HF_HUB_OFFLINE");
+
+  // Nothing listening, and an endpoint that is no http(s) URL.
+  env.set("HF_ENDPOINT", "http://127.0.0.1:1");
+  r = estimate({"--model", "acme/gated"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("'acme/gated' is not a preset's repo nor in the Hugging Face cache, and "
+                   "http://127.0.0.1:1/acme/gated/resolve/main/config.json could not be fetched: ") != std::string::npos);
+  CHECK(r.err.find("HF_HUB_OFFLINE=1 never fetches") != std::string::npos);
+  env.set("HF_ENDPOINT", "ftp://mirror.example");
+  require_usage_error(estimate({"--model", "acme/gated"}),
+                      "vramfit: error: HF_ENDPOINT: 'ftp://mirror.example' is not an http:// or https:// URL (unset "
+                      "it (the Hub is https://huggingface.co) or give the mirror's URL)\n");
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "vramfit/spec/model_spec.hpp"
 
@@ -41,6 +42,29 @@ std::string stdin_problem(int fd);
 /// expects: "gpus.json", "models/<id>.json". Throws InputError naming `field` when the
 /// folder or gpus.json is missing.
 std::map<std::string, std::string> read_data_dir(const std::filesystem::path& dir, std::string_view field);
+
+/// safetensors refuses headers over 100 MB (safetensors/src/tensor.rs, MAX_HEADER_SIZE).
+inline constexpr std::uint64_t kMaxSafetensorsHeader = 100'000'000;
+
+/// The header length in a safetensors file's first 8 bytes (little-endian u64). Throws
+/// InputError naming `origin` when it is over kMaxSafetensorsHeader.
+std::uint64_t safetensors_header_length(std::string_view first8, const std::string& origin);
+
+/// One safetensors file's head, read from a folder or fetched from the Hub: where it came from,
+/// the file's size and its first 8 + header-length bytes.
+struct SafetensorsHead {
+  std::string origin;
+  std::uint64_t file_size = 0;
+  std::string prefix;
+};
+
+/// A checkpoint's spec from config.json's text (`config_origin` names it) and its safetensors
+/// heads. With no heads the config alone decides (an unknown model_type is refused); with heads
+/// their tensors give the exact count, and an unknown model_type is laid out from them.
+/// `where` names the checkpoint in messages. Throws InputError naming `field`.
+spec::ModelSpec spec_from_checkpoint(std::string_view config_text, const std::string& config_origin,
+                                     const std::vector<SafetensorsHead>& heads, std::string_view field,
+                                     const std::string& where);
 
 /// Builds a spec from `--config PATH`: a config.json (any file name), or a folder holding
 /// config.json. In a folder, safetensors headers (model.safetensors, the shards listed in

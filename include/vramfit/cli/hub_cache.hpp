@@ -1,9 +1,10 @@
 #pragma once
 
-// `--model org/name[@revision]`: a Hugging Face repo id, resolved without network from a preset
-// whose hf_repo is that id, else from the local Hugging Face cache (the folder layout written by
-// huggingface_hub: models--org--name/{refs,snapshots,blobs}). Only config.json, the index and
-// the safetensors headers are read, never the weights.
+// `--model org/name[@revision]`: a Hugging Face repo id, resolved from a preset whose hf_repo is
+// that id, else from the local Hugging Face cache (the folder layout written by huggingface_hub:
+// models--org--name/{refs,snapshots,blobs}), else fetched from the Hub (hub_http.hpp) unless
+// HF_HUB_OFFLINE is set. Only config.json, the index and the safetensors headers are read, never
+// the weights.
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -35,8 +36,9 @@ HubId parse_hub_id(std::string_view text, std::string_view field);
 std::filesystem::path hub_cache_dir(std::string* from = nullptr);
 
 /// The model of `--model VALUE`: a preset id; a preset whose hf_repo is VALUE (without
-/// @revision); else the snapshot of VALUE in the Hugging Face cache. Throws InputError naming
-/// `field` with the paths looked at and the fix when nothing is found.
+/// @revision); else the snapshot of VALUE in the Hugging Face cache; else, for an id with an
+/// organisation or a revision, the Hub (fetch_from_hub) unless HF_HUB_OFFLINE is set. Throws
+/// InputError naming `field` with the paths looked at and the fix when nothing is found.
 spec::ModelSpec load_model_arg(std::string_view value, const catalog::Catalog& catalog,
                                std::string_view field = "--model");
 

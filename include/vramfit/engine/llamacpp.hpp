@@ -64,6 +64,10 @@ struct Settings {
   bool kv_offload = true;             ///< --no-kv-offload keeps the KV cache in host memory
   bool swa_full = false;              ///< --swa-full: full-size SWA cache
   LayerRule layer_rule = LayerRule::current;
+  /// The FFN's gate x up as ggml's GLU op (ggml_swiglu_split, llama.cpp from mid-2025): a new
+  /// tensor beside the gate and up products; before, silu and the product ran in place on the
+  /// gate's (false). Changes the compute buffer of a dense model's FFN.
+  bool glu_op = true;
   /// --mmproj: the projector file's tensor bytes. mtmd (tools/mtmd/clip.cpp) loads them into one
   /// buffer on the first GPU backend whatever -ngl says (--no-mmproj-offload keeps them on the CPU).
   Bytes mmproj;

@@ -63,11 +63,21 @@ struct Settings {
   /// The release (--vllm-version; default the newest seen, 0.27.1): the CUDA graph capture
   /// sizes and whether the graphs' estimate comes off the KV cache (see cuda_graphs()).
   Release release;
-  /// V1's dummy sampler sorts the logits (PyTorch-native top-k/top-p,
-  /// vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p) instead of FlashInfer's
-  /// sampling kernels: the late-2025 releases' profile peak (see engine/vllm.cpp).
-  bool sort_sampler = false;
 };
+
+/// How V1's dummy sampler run (gpu_model_runner.py _dummy_sampler_run: top-p 0.99 and top-k
+/// vocab - 1 on max_num_seqs requests) filters the logits in a release, by the default of
+/// vllm/v1/sample/ops/topk_topp_sampler.py; it sets the profile run's sampler peak.
+enum class SamplerKernel {
+  flashinfer,  ///< FlashInfer's top-k/top-p sampling kernels (the default where it is on)
+  torch_sort,  ///< PyTorch-native apply_top_k_top_p: torch.sort of the whole fp32 logits
+  triton,      ///< the Triton top-k/top-p kernels (no full sort)
+};
+/// 0.7: FlashInfer (vllm#11394); 0.8.0 to 0.9.0: the sort (vllm#14815 turned FlashInfer >= 0.2.3
+/// off); 0.9.1 to 0.11.0: FlashInfer (vllm#15777 adapted its API); 0.11.1 to 0.15: the sort
+/// (vllm#26859, "Disable FlashInfer sampler by default"); from 0.16: Triton (vllm#33538, Feb 2026;
+/// later FlashInfer again by default, vllm#40376, at the same peak).
+SamplerKernel sampler_kernel(const Release& r);
 
 /// The CUDA graphs vLLM captures on one GPU and what they take.
 struct CudaGraphs {

@@ -4,31 +4,227 @@
 // row and the config's keys; tests/unit/spec/architectures_test.cpp checks that every row's
 // default config (the config class's own defaults) counts what transformers builds.
 //
-// Adding a type: a row here (and, when its modules differ from every existing layout, a
-// layout in config.cpp), its transformers count in tests/unit/spec/data/arch/, and its name in
-// the README's list of model types.
+// Adding a type: one row in src/spec/architectures.cpp, written with designated initializers
+// and naming only the fields where the type differs from Llama (each field below says which
+// transformers source decides it; read the type's configuration_<type>.py for the defaults and
+// modeling_<type>.py for the modules). config.cpp has no per-type code: when a type's modules
+// differ from every existing layout, add a Layout and its modules there. Then add the type to
+// TYPES in tests/unit/spec/data/arch/count.py and its count to transformers_counts.json,
+// measure it (tests/accuracy/arch), and name it in the README's list of model types.
 
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
+
+#include "vramfit/spec/model_spec.hpp"
 
 namespace vramfit::spec {
 
-/// How a type's decoder layer is built (which modules, in which order).
+/// How a type's decoder layer is built: which modules, with which names, in which order
+/// (src/spec/config.cpp lays each one out). Most types are `llama` with row fields saying how
+/// they differ; a new layout is for modules no row can describe (fused q/k/v of another shape,
+/// another MLP).
 enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt, gptj, bloom, mpt };
 
+/// A boolean config key with the config class's default; an empty key: always `dflt`.
+struct ConfigFlag {
+  std::string_view key = {};
+  bool dflt = false;
+  bool negated = false;  ///< the key says the opposite (MptConfig `no_bias`)
+};
+
+/// The layer norm a type uses, and its parameters.
+enum class NormKind {
+  rms,              ///< LlamaRMSNorm: weight
+  rms_fp32,         ///< GemmaRMSNorm: weight, scaled by (1 + weight) in fp32
+  layer,            ///< nn.LayerNorm: weight and bias
+  layer_no_bias,    ///< CohereLayerNorm: mean-subtracting, weight only
+  layer_no_params,  ///< OlmoLayerNorm: no weight, no bias
+};
+
+/// Norms on q and k inside attention, and their parameters.
+enum class QkNorm {
+  none,
+  head_dim,        ///< q_norm, k_norm: RMSNorm(head_dim) shared by the heads (qwen3)
+  per_head,        ///< one weight per head and dim, over q and k heads (CohereLayerNorm((heads, head_dim)))
+  projection,      ///< q_norm(heads * head_dim), k_norm(kv_heads * head_dim) over the whole projections (olmo2)
+  head_dim_layer,  ///< q_layernorm, k_layernorm: nn.LayerNorm(head_dim) with biases (phi's qk_layernorm)
+};
+
+/// The config keys of the common dimensions.
+enum class ConfigKeys {
+  hf,    ///< hidden_size, num_hidden_layers, num_attention_heads, max_position_embeddings (and the
+         ///< attribute_map aliases n_embd/d_model/n_embed, n_layer/num_layers/n_layers, n_head/n_heads,
+         ///< n_positions/max_seq_len)
+  gpt2,  ///< GPT2Config's attribute_map first: n_embd, n_layer, n_head, n_positions, n_inner
+};
+
+/// Where the dense MLP's width comes from.
+enum class MlpWidth {
+  intermediate_size,          ///< intermediate_size, required
+  intermediate_size_if_dense, ///< intermediate_size, required only when some layer is dense (qwen2_moe)
+  n_inner,                    ///< n_inner (or intermediate_size), 4 * hidden when null (GPT2Block)
+  ffn_dim,                    ///< OPTConfig ffn_dim, required
+  ffn_hidden_size,            ///< FalconConfig ffn_hidden_size, 4 * hidden when null
+  four_hidden,                ///< 4 * hidden, no key (BloomMLP)
+  expansion_ratio,            ///< MptConfig expansion_ratio (4) * d_model
+};
+
+/// How a MoE type's config gives its number of routed experts (none: a dense type).
+enum class Experts {
+  none,
+  num_local_experts,     ///< num_local_experts, required and positive (MixtralConfig)
+  num_experts,           ///< num_experts (or num_local_experts), required and positive (OlmoeConfig)
+  num_experts_or_dense,  ///< num_experts (or num_local_experts, as Qwen3MoeConfig writes it); 0: dense
+  n_routed_experts,      ///< n_routed_experts, absent or 0: dense (DeepseekV2Config)
+};
+
+/// The width of one routed expert.
+enum class ExpertWidth {
+  intermediate_size,      ///< the config's intermediate_size (mixtral)
+  moe_intermediate_size,  ///< moe_intermediate_size, required when there are experts (qwen2_moe)
+};
+
+/// Which layers of a MoE type are sparse.
+enum class SparseLayers {
+  every,          ///< all of them (mixtral)
+  step,           ///< Qwen2MoeDecoderLayer: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
+  first_k_dense,  ///< DeepseekV2DecoderLayer: i >= first_k_dense_replace and i % moe_layer_freq == 0
+};
+
+/// The shared expert beside the routed ones.
+enum class SharedExpert {
+  none,
+  gated,     ///< Qwen2MoeSparseMoeBlock: shared_expert of shared_expert_intermediate_size, sigmoid shared_expert_gate
+  n_shared,  ///< DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts
+};
+
+/// How the MoE experts' linears are built.
+enum class ExpertLinears {
+  gate_up_down,         ///< router `gate`; per expert gate_proj, up_proj, down_proj, no biases
+  fused_gate_up_biased, ///< GptOssTopKRouter `router` and GptOssExperts gate_up_proj, down_proj, all with biases
+};
+
+/// Which layers attend through the sliding window when the config sets `sliding_window`.
+enum class Sliding {
+  none,            ///< never (the window key is ignored)
+  every,           ///< all layers (MistralConfig)
+  alternate,       ///< layer_types default "sliding_attention" when (i + 1) % 2 (Gemma2Config, GptOssConfig)
+  pattern,         ///< sliding unless (i + 1) % sliding_window_pattern == 0 (`sliding_pattern` when absent)
+  from_max_window, ///< with use_sliding_window only, from layer max_window_layers on (Qwen2Config)
+};
+
+/// Position information.
+enum class Positions {
+  rotary,        ///< rotary embeddings: inv_freq buffers
+  learned,       ///< a learned position table (GPT-2 wpe, OPT's offset table)
+  alibi,         ///< ALiBi: no parameters, no buffers (bloom, mpt)
+  sincos_table,  ///< GPTJAttention.embed_positions: an fp32 sin/cos table per layer, a buffer
+};
+
+/// Key/value heads, when they are not num_key_value_heads.
+enum class KvHeads {
+  num_key_value_heads,  ///< num_key_value_heads, num_attention_heads when absent
+  multi_query,          ///< GPTBigCodeConfig multi_query (default true): one k/v head, else all heads
+};
+
+/// Dropout probability keys (the engine counts dropout masks in training).
+struct Dropouts {
+  std::string_view attention = "attention_dropout";
+  double attention_dflt = 0;
+  std::string_view hidden = {};  ///< after attention and MLP (residual dropout); empty: none
+  double hidden_dflt = 0;
+  std::string_view embedding = {};  ///< on the embeddings; empty: none
+  double embedding_dflt = 0;
+};
+
+/// Size keys a multimodal config's text_config may leave to its config class.
+struct NestedDefaults {
+  std::string_view config_class = {};  ///< named in the note that says they were used
+  std::span<const std::pair<std::string_view, std::uint64_t>> values = {};
+};
+
 /// One model type: how a config of that `model_type` is laid out, and the defaults of its
-/// config class (configuration_<type>.py) that decide its size.
+/// config class (configuration_<type>.py) that decide its size. Fields left out take the
+/// Llama values (LlamaConfig / modeling_llama.py), so a row names only where a type differs.
 struct Architecture {
-  std::string_view model_type;
-  Layout layout;
-  std::string_view family;  ///< ModelSpec::family
-  bool tied_default;        ///< tie_word_embeddings default of the config class
-  bool qkv_bias;            ///< q, k, v biases regardless of attention_bias (qwen2)
-  bool moe;                 ///< sparse MoE layers
-  std::uint64_t head_dim;   ///< head_dim default of the config class; 0: hidden / heads
-  std::string_view source;  ///< the transformers modeling file the layout follows
+  std::string_view model_type = {};
+  Layout layout = Layout::llama;
+  std::string_view family = "llama";  ///< ModelSpec::family
+  std::string_view source = {};       ///< the transformers modeling file the layout follows
+
+  // --- config keys and the config class's defaults ---------------------------------------
+  ConfigKeys keys = ConfigKeys::hf;
+  bool tied_default = false;          ///< tie_word_embeddings default of the config class
+  std::uint64_t head_dim = 0;         ///< head_dim default of the config class; 0: hidden / heads
+  /// max_position_embeddings when the config has none of its keys (GPT2Config n_positions
+  /// 1024, OPTConfig 2048); 0: left unknown.
+  std::uint64_t max_positions_default = 0;
+  KvHeads kv_heads = KvHeads::num_key_value_heads;
+  /// Defaults filled in when the type's config comes as a multimodal text_config that leaves
+  /// them out (Gemma3TextConfig: gemma-3 config.json files give only a few keys).
+  NestedDefaults nested_defaults = {};
+
+  // --- attention ------------------------------------------------------------------------
+  /// Biases of the q, k, v projections (or the fused one) and of the output projection,
+  /// where the layout takes them from the config (llama, gemma, deepseek, gpt_neox,
+  /// starcoder2, falcon, opt, mpt; gpt2, phi, gptj and bloom have theirs fixed).
+  ConfigFlag qkv_bias = {"attention_bias"};
+  ConfigFlag o_bias = {"attention_bias"};
+  QkNorm qk_norm = QkNorm::none;
+  ConfigFlag qk_norm_on = {{}, true};  ///< when the q/k norms exist (StableLmConfig qk_layernorm)
+  /// partial_rotary_factor (or rotary_pct) default: the share of each head that is rotated.
+  double rotary_fraction = 1.0;
+  Positions positions = Positions::rotary;
+  /// Rotary modules, each with its inv_freq pair: 2 where sliding layers rotate with their
+  /// own base (Gemma3RotaryEmbedding per layer type, olmo3).
+  unsigned rotary_tables = 1;
+  Sliding sliding = Sliding::none;
+  std::uint64_t sliding_pattern = 6;  ///< sliding_window_pattern default (Sliding::pattern)
+  /// Soft-capping of logits and attention scores (final_logit_softcapping,
+  /// attn_logit_softcapping), with the config class's defaults (Gemma2Config: 30, 50).
+  bool softcaps = false;
+  double final_softcap_default = 0;
+  double attn_softcap_default = 0;
+
+  // --- MLP, norms, residual -------------------------------------------------------------
+  MlpWidth mlp_width = MlpWidth::intermediate_size;
+  bool fused_gate_up = false;  ///< gate_up_proj as one linear (GlmMLP; phi3's layout has its own)
+  ConfigFlag mlp_bias = {"mlp_bias"};
+  Activation activation = Activation::silu;  ///< the config class's default
+  std::string_view activation_key = "hidden_act";
+  NormKind norm = NormKind::rms;
+  /// Norms in a decoder layer: input + post-attention (2); gemma2's sandwich of pre/post
+  /// attention and feedforward norms (4); one shared input norm (phi, gptj, cohere: 1).
+  unsigned layer_norms = 2;
+  /// Attention and MLP read the same input and add to one residual (GPTNeoX
+  /// use_parallel_residual, phi, cohere).
+  ConfigFlag parallel_residual = {};
+  /// A parallel layer keeps only its input norm (StableLmDecoderLayer drops
+  /// post_attention_layernorm with use_parallel_residual).
+  bool parallel_one_norm = false;
+  Dropouts dropout = {};
+
+  // --- embeddings and head --------------------------------------------------------------
+  bool scaled_embeddings = false;  ///< Gemma*ScaledWordEmbedding: x * sqrt(hidden), an fp32 embed_scale buffer
+  /// lm_head has a bias (its own even when the weight is tied).
+  ConfigFlag lm_head_bias = {};
+  /// GPTBigCodeModel registers `bias`, a causal mask of max_positions^2 booleans (not cast by
+  /// .to(dtype)): 1 MiB for 1024 positions, 64 MiB for starcoder's 8192.
+  bool causal_mask_buffer = false;
+
+  // --- mixture of experts ---------------------------------------------------------------
+  Experts experts = Experts::none;
+  ExpertWidth expert_width = ExpertWidth::intermediate_size;
+  SparseLayers sparse_layers = SparseLayers::every;
+  SharedExpert shared_expert = SharedExpert::none;
+  ExpertLinears expert_linears = ExpertLinears::gate_up_down;
+  /// DeepseekV3TopkRouter registers e_score_correction_bias (n_routed_experts fp32), a buffer.
+  bool router_score_bias = false;
+
+  // --- what the engine reads --------------------------------------------------------------
   /// The head's logits are multiplied by a scale in the forward (`logits * logit_scale`,
   /// cohere): one more logits-sized tensor alive with them.
   bool scaled_logits = false;
@@ -37,8 +233,8 @@ struct Architecture {
   /// gather their hidden state, are sorted by expert and projected together, so in inference
   /// the copies of every slot are alive at once (engine/activations.cpp).
   bool grouped_experts = false;
-  /// Attention sinks (gpt_oss): eager attention appends one learned logit per head to the
-  /// scores and takes the softmax in the compute dtype (no fp32 copy).
+  /// Attention sinks (gpt_oss): one learned logit per head (parameters); eager attention
+  /// appends it to the scores and takes the softmax in the compute dtype (no fp32 copy).
   bool attention_sinks = false;
   /// The KV cache keeps keys and values expanded to every query head when the config has
   /// fewer k/v heads (FalconAttention with new_decoder_architecture broadcasts num_kv_heads to
@@ -60,6 +256,8 @@ struct Architecture {
   /// dim), so does SDPA's output, and `transpose(1, 2).contiguous()` copies it for o_proj,
   /// which saves the copy when it trains.
   bool rotary_cat = false;
+
+  [[nodiscard]] constexpr bool moe() const noexcept { return experts != Experts::none; }
 };
 
 /// Every supported model type, in the README's order.
@@ -67,6 +265,10 @@ std::span<const Architecture> architectures() noexcept;
 
 /// The row of `model_type`, or nullptr when vramfit has none.
 const Architecture* find_architecture(std::string_view model_type) noexcept;
+
+/// The row an unknown model_type is laid out with (Llama's, family "generic"), when the
+/// checkpoint's headers give its exact weights.
+const Architecture& generic_architecture() noexcept;
 
 /// Model types that are not decoder-only language models: refused, never laid out as decoders.
 enum class NotDecoder { encoder, encoder_decoder };

@@ -266,3 +266,32 @@ TEST_CASE("vllm: a release newer than the newest followed is estimated as it, an
   CHECK(newer.num_gpu_blocks == current.num_gpu_blocks);
   CHECK(newer.cuda_graphs == current.cuda_graphs);
 }
+
+TEST_CASE("vllm: the dummy sampler's kernel and its profile peak follow the release", "[vllm]") {
+  using engine::vllm::SamplerKernel;
+  using engine::vllm::sampler_kernel;
+  const auto at = [](const char* v) { return sampler_kernel(*engine::vllm::parse_release(v)); };
+  CHECK(at("0.7.3") == SamplerKernel::flashinfer);   // vllm#11394
+  CHECK(at("0.8.0") == SamplerKernel::torch_sort);   // vllm#14815: FlashInfer >= 0.2.3 off
+  CHECK(at("0.9.0") == SamplerKernel::torch_sort);
+  CHECK(at("0.9.1") == SamplerKernel::flashinfer);   // vllm#15777
+  CHECK(at("0.11.0") == SamplerKernel::flashinfer);
+  CHECK(at("0.11.1") == SamplerKernel::torch_sort);  // vllm#26859
+  CHECK(at("0.15.1") == SamplerKernel::torch_sort);
+  CHECK(at("0.16.0") == SamplerKernel::triton);      // vllm#33538
+  CHECK(at("0.27.1") == SamplerKernel::triton);
+
+  // Qwen3-0.6B (vocab 151936) at max_num_seqs 1024, 2048 batched tokens: the sampler binds, its
+  // logits at 38 bytes (the sort) or 16, beside the forward's hidden states [2048, 1024] and the
+  // dummy requests' rows and their rand_like copy, 2 x [1024, 1024], in bf16.
+  const spec::ModelSpec m = preset("qwen3-0.6b");
+  engine::vllm::Settings s;
+  s.gpu_memory = GiB(80);
+  s.max_num_seqs = 1024;
+  s.max_num_batched_tokens = 2048;
+  const std::uint64_t rows = 2048ULL * 1024 * 2 + 2 * 1024ULL * 1024 * 2;
+  s.release = *engine::vllm::parse_release("0.14.0");
+  CHECK(engine::vllm::estimate(m, s).activation_peak.value() == 1024ULL * 151936 * 38 + rows);
+  s.release = *engine::vllm::parse_release("0.10.1");
+  CHECK(engine::vllm::estimate(m, s).activation_peak.value() == 1024ULL * 151936 * 16 + rows);
+}

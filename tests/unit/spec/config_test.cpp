@@ -416,6 +416,19 @@ TEST_CASE("config: gpt_neox, phi3 and phi layouts", "[spec]") {
   CHECK(p.activation == Activation::gelu_tanh_python);
 }
 
+TEST_CASE("config: a tied head keeps its own bias (phi, phimoe)", "[spec]") {
+  // transformers ties lm_head.weight only: PhiForCausalLM's lm_head bias (bias=True) and
+  // Phimoe's (lm_head_bias) stay parameters of their own. Counted with transformers 5.17 on the
+  // meta device: 1310696 and 3931624 (vramfit counted 1000 fewer before the table refactor).
+  CHECK(parse(R"({"model_type":"phi","hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,
+                 "num_attention_heads":4,"vocab_size":1000,"tie_word_embeddings":true})")
+            .params == 1310696);
+  CHECK(parse(R"({"model_type":"phimoe","hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,
+                 "num_attention_heads":4,"num_key_value_heads":4,"num_local_experts":4,"num_experts_per_tok":2,
+                 "vocab_size":1000,"tie_word_embeddings":true,"lm_head_bias":true})")
+            .params == 3931624);
+}
+
 TEST_CASE("config: activations", "[spec]") {
   CHECK(parse(llama_with("hidden_act", "\"swish\"")).activation == Activation::silu);
   CHECK(parse(llama_with("hidden_act", "\"gelu\"")).activation == Activation::gelu);

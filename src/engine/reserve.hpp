@@ -1,0 +1,16 @@
+#pragma once
+// Internal to the engine: the caching allocator's reserve above the allocated peak.
+
+#include <vector>
+
+#include "phase.hpp"
+#include "vramfit/core/bytes.hpp"
+#include "vramfit/spec/workload.hpp"
+
+namespace vramfit::engine::detail {
+
+/// What PyTorch's caching allocator holds beyond the allocated peak over a step whose phases
+/// are `phases` (`resident`: allocated before the step; `peak_allocated`: the largest phase).
+Bytes allocator_reserve(const spec::Workload& w, const std::vector<Acc>& phases, Bytes peak_allocated, Bytes resident);
+
+}  // namespace vramfit::engine::detail
