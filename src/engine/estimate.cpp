@@ -199,7 +199,9 @@ Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std
   Saved s;
   std::uint64_t first = 0;  // index of the group's first layer
   for (const auto& g : m.layers) {
-    const auto ls = detail::layer_saved(m, g, w, p);
+    auto ls = detail::layer_saved(m, g, w, p);
+    // --compile: what the compiled layer recomputes instead of saving (engine/levers).
+    ls.per_token -= std::min(ls.per_token, detail::compiled_layer_not_saved(m, g, w, p));
     const Bytes layer = Bytes{mul(ls.per_token, tokens)} + Bytes{mul(ls.per_token_position, tokens, w.seq)};
     s.per_tokens += layer * g.count;
     s.fixed += Bytes{ls.fixed} * g.count;
