@@ -429,6 +429,47 @@ TEST_CASE("config: a tied head keeps its own bias (phi, phimoe)", "[spec]") {
             .params == 3931624);
 }
 
+TEST_CASE("config: remote-code exaone and internlm2, counted by hand from their modeling files", "[spec]") {
+  // Not in transformers 5.17 (trust_remote_code), so not built on the device: the counts are
+  // worked out from modeling_exaone.py / modeling_internlm2.py and agree with the Hub's sizes.
+  // EXAONE-3.0-7.8B-Instruct's config.json (EXAONE 3.5 7.8B has the same shapes): 2 x 102400 x
+  // 4096 (wte, lm_head) + 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336 + 2 x 4096) + 4096
+  // = 7,818,448,896 (the Hub: 7.82B; the model card: 6.98B without embeddings).
+  const ModelSpec e = parse(R"({"activation_function":"silu","architectures":["ExaoneForCausalLM"],
+      "hidden_size":4096,"intermediate_size":14336,"layer_norm_epsilon":1e-05,"max_position_embeddings":4096,
+      "model_type":"exaone","num_attention_heads":32,"num_key_value_heads":8,"num_layers":32,"rope_scaling":null,
+      "rope_theta":500000.0,"tie_word_embeddings":false,"vocab_size":102400})");
+  CHECK(e.params == 7818448896);
+  CHECK(e.num_layers == 32);
+  CHECK(e.layers.at(0).linears.at(3).name == "out_proj");
+  CHECK(e.layers.at(0).linears.at(4).name == "c_fc_0");
+  CHECK(e.layers.at(0).linears.at(6).name == "c_proj");
+  // ExaoneConfig: intermediate_size null is 4 x hidden; tie_word_embeddings defaults to True.
+  const ModelSpec e2 = parse(R"({"model_type":"exaone","hidden_size":256,"num_layers":2,"num_attention_heads":4,
+      "vocab_size":1000})");
+  CHECK(e2.intermediate_size == 1024);
+  CHECK(e2.tied_embeddings);
+  CHECK(e2.params == 1000 * 256 + 2 * (4 * 256 * 256 + 3 * 256 * 1024 + 2 * 256) + 256);
+  // internlm2_5-7b-chat's config.json: 2 x 92544 x 4096 (tok_embeddings, output) + 32 x (4096 x
+  // (32 + 16) x 128 (wqkv) + 4096^2 (wo) + 3 x 4096 x 14336 + 2 x 4096) + 4096 = 7,737,708,544
+  // (the Hub: 7.74B).
+  const ModelSpec i = parse(R"({"architectures":["InternLM2ForCausalLM"],"bias":false,"hidden_act":"silu",
+      "hidden_size":4096,"intermediate_size":14336,"max_position_embeddings":32768,"model_type":"internlm2",
+      "num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,"rms_norm_eps":1e-05,
+      "rope_scaling":{"factor":2.0,"type":"dynamic"},"rope_theta":1000000,"tie_word_embeddings":false,
+      "vocab_size":92544})");
+  CHECK(i.params == 7737708544);
+  REQUIRE(i.layers.at(0).linears.size() == 5);
+  CHECK(i.layers.at(0).linears.at(0).name == "wqkv");
+  CHECK(i.layers.at(0).linears.at(0).out_features == 6144);
+  CHECK(i.layers.at(0).linears.at(1).name == "wo");
+  CHECK(i.layers.at(0).linears.at(2).name == "w1");
+  // InternLM2Config: bias=True by default, on wqkv and wo only.
+  const ModelSpec ib = parse(R"({"model_type":"internlm2","hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":1000})");
+  CHECK(ib.params == 2 * 1000 * 256 + 2 * (256 * 512 + 512 + 256 * 256 + 256 + 3 * 256 * 512 + 2 * 256) + 256);
+}
+
 TEST_CASE("config: activations", "[spec]") {
   CHECK(parse(llama_with("hidden_act", "\"swish\"")).activation == Activation::silu);
   CHECK(parse(llama_with("hidden_act", "\"gelu\"")).activation == Activation::gelu);
