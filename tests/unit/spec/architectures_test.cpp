@@ -200,3 +200,12 @@ TEST_CASE("architectures: roles where names are ambiguous or internal", "[spec][
   CHECK(from_config(small("gemma2"), "config.json").norm_fp32_scale);
   CHECK_FALSE(from_config(small("llama"), "config.json").norm_fp32_scale);
 }
+
+TEST_CASE("architectures: config.cpp decides nothing by model_type name", "[spec][arch]") {
+  // What a type does differently is a field of its row (architectures.hpp): the builder lays out
+  // rows and never tests a type's name, so adding a type is writing a row (#16).
+  const std::string src = vramfit::test::read_text(kSource / "src/spec/config.cpp");
+  CHECK(src.find("model_type ==") == std::string::npos);
+  CHECK(src.find("model_type !=") == std::string::npos);
+  CHECK(src.find("find_architecture(\"") == std::string::npos);
+}
