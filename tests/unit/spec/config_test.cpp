@@ -470,6 +470,45 @@ TEST_CASE("config: remote-code exaone and internlm2, counted by hand from their 
   CHECK(ib.params == 2 * 1000 * 256 + 2 * (256 * 512 + 512 + 256 * 256 + 256 + 3 * 256 * 512 + 2 * 256) + 256);
 }
 
+TEST_CASE("config: llama4_text sparse layers, dense width, shared expert and chunked attention", "[spec]") {
+  // Llama4TextConfig: moe_layers absent -> every interleave_moe_layer_step-th layer from step - 1;
+  // dense layers of intermediate_size_mlp; Llama4TextMoe: router, fused experts and a shared expert
+  // of intermediate_size; chunked_attention on the rotary layers (all but every 4th).
+  const std::string base = R"({"model_type":"llama4_text","hidden_size":256,"intermediate_size":128,
+      "intermediate_size_mlp":512,"num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,
+      "head_dim":64,"vocab_size":1000,"num_local_experts":4,"num_experts_per_tok":1,
+      "interleave_moe_layer_step":2,"attention_chunk_size":256)";
+  const ModelSpec s = parse(base + "}");
+  REQUIRE(s.layers.size() == 4);  // dense, MoE, dense, MoE
+  CHECK_FALSE(s.layers[0].moe);
+  CHECK(s.layers[1].moe);
+  CHECK(s.intermediate_size == 512);
+  CHECK(s.moe.expert_intermediate == 128);
+  CHECK(s.moe.shared_intermediate == 128);
+  CHECK_FALSE(s.moe.shared_expert_gate);
+  CHECK(names_of(s.layers[1]) == std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "router",
+                                                          "gate_up_proj", "down_proj", "shared_expert.gate_proj",
+                                                          "shared_expert.up_proj", "shared_expert.down_proj"});
+  CHECK(find_linear(s.layers[1], "gate_up_proj")->out_features == 256);
+  CHECK(find_linear(s.layers[1], "gate_up_proj")->copies == 4);
+  CHECK(s.qk_norm);                         // use_qk_norm (True): L2, no parameters
+  CHECK(s.layers[0].norm_params == 2 * 256);
+  CHECK(s.sliding_window == 256);
+  CHECK(s.sliding_layers == 3);
+  // An explicit moe_layers list and no_rope_layers decide instead; a null chunk size: no window.
+  const ModelSpec l = parse(base + R"(,"moe_layers":[0],"no_rope_layers":[1,0,1,0]})");
+  CHECK(l.layers.at(0).moe);
+  CHECK(l.layers.at(0).count == 1);
+  CHECK(l.sliding_layers == 2);
+  CHECK(parse(base + R"(,"attention_chunk_size":null})").sliding_window == 0);
+  // A dense layer needs intermediate_size_mlp, and the message names it.
+  const auto d = diags_of(R"({"model_type":"llama4_text","hidden_size":256,"intermediate_size":128,
+      "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":1000,"num_local_experts":4,
+      "num_experts_per_tok":1,"interleave_moe_layer_step":2})");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "config.json: intermediate_size_mlp");
+}
+
 TEST_CASE("config: activations", "[spec]") {
   CHECK(parse(llama_with("hidden_act", "\"swish\"")).activation == Activation::silu);
   CHECK(parse(llama_with("hidden_act", "\"gelu\"")).activation == Activation::gelu);
