@@ -3,8 +3,11 @@
 #include "reserve.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <deque>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "activations.hpp"
 #include "vramfit/engine/allocator.hpp"
@@ -143,6 +146,32 @@ std::uint64_t tokens_bytes(const Workload& w, std::uint64_t width) {
   return checked_mul(checked_mul(checked_mul(w.batch, w.seq), width), precision_of(w).compute);
 }
 
+// The replays below are pure functions of the sizes and settings they read, and the advisor, the
+// tier search and fit --solve estimate one workload many times (vramfit estimate --model
+// llama-3.1-8b --mode train --gpu h100-80gb: 32 replays, 30 of them the same): the last results
+// are kept per thread, keyed by every value the replay reads and compared whole (no hash, so no
+// collision can return another workload's reserve).
+template <class F>
+Bytes memoized(std::vector<std::uint64_t> key, F&& replay) {
+  struct Entry {
+    std::vector<std::uint64_t> key;
+    Bytes value;
+  };
+  constexpr std::size_t kEntries = 16;
+  thread_local std::deque<Entry> cache;
+  for (const auto& e : cache)
+    if (e.key == key) return e.value;
+  const Bytes value = replay();
+  if (cache.size() == kEntries) cache.pop_front();
+  cache.push_back({std::move(key), value});
+  return value;
+}
+
+void append_conf(std::vector<std::uint64_t>& key, const AllocConf& c) {
+  key.insert(key.end(), {c.expandable_segments ? 1U : 0U, c.max_split_size, c.roundup_power2_divisions,
+                         std::bit_cast<std::uint64_t>(c.garbage_collection_threshold)});
+}
+
 struct LayerSizes {
   std::uint64_t hidden, q, kv, inter;
 };
@@ -230,27 +259,32 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
   // The allocator model rounds sizes up to 2 MiB: keep them far from 2^64.
   constexpr std::uint64_t kMaxBlock = 1ULL << 60;
   if (std::max({sizes.hidden, sizes.q, sizes.inter, layer_end, logits}) > kMaxBlock) return std::nullopt;
-  CachingAllocator a(alloc_conf(w));
-  std::vector<CachingAllocator::Handle> keys(layers), values(layers);
-  const auto last = replay_layers(a, sizes, layers, &keys, &values);
-  a.free(a.malloc(logits));
-  a.free(last);
-  const std::uint64_t max_steps = std::clamp<std::uint64_t>(16384 / layers, 1, 64);
-  const std::uint64_t stride = std::max<std::uint64_t>(1, w.new_tokens / max_steps + (w.new_tokens % max_steps != 0));
-  for (std::uint64_t t = 0; t < w.new_tokens;) {
-    t = std::min(t + stride, w.new_tokens);
-    const std::uint64_t size = kv_at(w.seq + t);
-    for (std::uint64_t l = 0; l < layers; ++l) {
-      const auto k = a.malloc(size);
-      a.free(keys[l]);
-      keys[l] = k;
-      const auto v = a.malloc(size);
-      a.free(values[l]);
-      values[l] = v;
-    }
+  std::vector<std::uint64_t> key{sizes.hidden, sizes.q, sizes.kv, sizes.inter, layers, layer_end, total, logits,
+                                 w.seq, w.new_tokens};
+  append_conf(key, alloc_conf(w));
+  return memoized(std::move(key), [&] {
+    CachingAllocator a(alloc_conf(w));
+    std::vector<CachingAllocator::Handle> keys(layers), values(layers);
+    const auto last = replay_layers(a, sizes, layers, &keys, &values);
     a.free(a.malloc(logits));
-  }
-  return Bytes{a.peak_reserved() - a.peak_allocated()};
+    a.free(last);
+    const std::uint64_t max_steps = std::clamp<std::uint64_t>(16384 / layers, 1, 64);
+    const std::uint64_t stride = std::max<std::uint64_t>(1, w.new_tokens / max_steps + (w.new_tokens % max_steps != 0));
+    for (std::uint64_t t = 0; t < w.new_tokens;) {
+      t = std::min(t + stride, w.new_tokens);
+      const std::uint64_t size = kv_at(w.seq + t);
+      for (std::uint64_t l = 0; l < layers; ++l) {
+        const auto k = a.malloc(size);
+        a.free(keys[l]);
+        keys[l] = k;
+        const auto v = a.malloc(size);
+        a.free(values[l]);
+        values[l] = v;
+      }
+      a.free(a.malloc(logits));
+    }
+    return Bytes{a.peak_reserved() - a.peak_allocated()};
+  });
 }
 
 // Full training on one GPU: three steps of the loop measure.py runs (forward, loss, backward,
@@ -315,121 +349,128 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
     }
   if (m.lm_head_params > 0) params.push_back({m.lm_head_params, spec::Role::other, kMaxLayers});
 
-  CachingAllocator a(alloc_conf(w));
-  using H = CachingAllocator::Handle;
-  const auto free_all = [&](std::initializer_list<H> hs) {
-    for (const auto h : hs) a.free(h);
-  };
-  std::vector<H> state;
-  const std::uint64_t layers = m.num_layers;
-  for (int s = 0; s < 3; ++s) {
-    std::vector<H> grads;
-    const auto grad_of = [&](std::uint64_t l, std::initializer_list<spec::Role> roles) {
-      for (const auto& pr : params)
-        if (pr.layer == l && std::find(roles.begin(), roles.end(), pr.role) != roles.end())
-          grads.push_back(a.malloc(checked_mul(pr.elems, grad_bytes)));
+  std::vector<std::uint64_t> key{hidden,     q,           kv,         inter, logits16, logits32, grad_bytes,
+                                 state_bytes, temp_bytes, p.autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
+                                 m.tied_embeddings ? 1U : 0U, m.embedding_params, m.lm_head_params, m.num_layers};
+  append_conf(key, alloc_conf(w));
+  for (const auto& pr : params) key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer});
+  return memoized(std::move(key), [&] {
+    CachingAllocator a(alloc_conf(w));
+    using H = CachingAllocator::Handle;
+    const auto free_all = [&](std::initializer_list<H> hs) {
+      for (const auto h : hs) a.free(h);
     };
-    // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its weights.
-    const auto forward = [&](std::uint64_t l, bool keep, std::vector<H>& casts) {
-      if (p.autocast)
+    std::vector<H> state;
+    const std::uint64_t layers = m.num_layers;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<H> grads;
+      const auto grad_of = [&](std::uint64_t l, std::initializer_list<spec::Role> roles) {
         for (const auto& pr : params)
-          if (pr.layer == l && pr.role != spec::Role::other) casts.push_back(a.malloc(checked_mul(pr.elems, 2)));
-      std::vector<H> saved;
-      const H ln1 = a.malloc(hidden), qp = a.malloc(q), kp = a.malloc(kv), v = a.malloc(kv), qr = a.malloc(q),
-              kr = a.malloc(kv);
-      free_all({qp, kp});
-      const H at = a.malloc(q), at2 = a.malloc(q), o = a.malloc(hidden), r = a.malloc(hidden);
-      a.free(o);
-      const H ln2 = a.malloc(hidden), gate = a.malloc(inter), up = a.malloc(inter), act = a.malloc(inter),
-              mul = a.malloc(inter), down = a.malloc(hidden), out = a.malloc(hidden);
-      a.free(down);
-      saved = {ln1, qr, kr, v, at, at2, r, ln2, gate, up, act, mul};
-      if (!keep) {
-        for (const H h : saved) a.free(h);
-        saved.clear();
-      }
-      saved.push_back(out);  // last: the layer's output
-      return saved;
-    };
-    std::vector<H> casts, inputs;
-    std::vector<std::vector<H>> saved(layers);
-    H h = a.malloc(hidden);
-    for (std::uint64_t l = 0; l < layers; ++l) {
-      auto sv = forward(l, !w.checkpointing, casts);
-      inputs.push_back(h);
-      h = sv.back();
-      sv.pop_back();
-      saved[l] = std::move(sv);
-    }
-    const H norm = a.malloc(hidden), lg = a.malloc(logits16), lf = a.malloc(logits32), ls = a.malloc(logits32);
-    free_all({lf, lg});
-    for (const H c : casts) a.free(c);
-    const H g1 = a.malloc(logits32), g2 = a.malloc(logits32);
-    free_all({g1, ls});
-    const H g3 = a.malloc(logits16);
-    a.free(g2);
-    H gh = a.malloc(hidden);
-    grads.push_back(a.malloc(checked_mul(std::max(m.lm_head_params, m.embedding_params), grad_bytes)));
-    free_all({g3, norm, h});
-    for (std::uint64_t l = layers; l-- > 0;) {
-      std::vector<H> recast;
-      std::vector<H> sv = saved[l];
-      if (w.checkpointing) {
-        sv = forward(l, true, recast);
-        a.free(sv.back());
+          if (pr.layer == l && std::find(roles.begin(), roles.end(), pr.role) != roles.end())
+            grads.push_back(a.malloc(checked_mul(pr.elems, grad_bytes)));
+      };
+      // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its weights.
+      const auto forward = [&](std::uint64_t l, bool keep, std::vector<H>& casts) {
+        if (p.autocast)
+          for (const auto& pr : params)
+            if (pr.layer == l && pr.role != spec::Role::other) casts.push_back(a.malloc(checked_mul(pr.elems, 2)));
+        std::vector<H> saved;
+        const H ln1 = a.malloc(hidden), qp = a.malloc(q), kp = a.malloc(kv), v = a.malloc(kv), qr = a.malloc(q),
+                kr = a.malloc(kv);
+        free_all({qp, kp});
+        const H at = a.malloc(q), at2 = a.malloc(q), o = a.malloc(hidden), r = a.malloc(hidden);
+        a.free(o);
+        const H ln2 = a.malloc(hidden), gate = a.malloc(inter), up = a.malloc(inter), act = a.malloc(inter),
+                mul = a.malloc(inter), down = a.malloc(hidden), out = a.malloc(hidden);
+        a.free(down);
+        saved = {ln1, qr, kr, v, at, at2, r, ln2, gate, up, act, mul};
+        if (!keep) {
+          for (const H h : saved) a.free(h);
+          saved.clear();
+        }
+        saved.push_back(out);  // last: the layer's output
+        return saved;
+      };
+      std::vector<H> casts, inputs;
+      std::vector<std::vector<H>> saved(layers);
+      H h = a.malloc(hidden);
+      for (std::uint64_t l = 0; l < layers; ++l) {
+        auto sv = forward(l, !w.checkpointing, casts);
+        inputs.push_back(h);
+        h = sv.back();
         sv.pop_back();
+        saved[l] = std::move(sv);
       }
-      const H ln1 = sv[0], qr = sv[1], kr = sv[2], v = sv[3], at = sv[4], at2 = sv[5], r = sv[6], ln2 = sv[7],
-              gate = sv[8], up = sv[9], act = sv[10], mul = sv[11];
-      const H gm = a.malloc(inter);
-      grad_of(l, {spec::Role::mlp_out});
-      const H gact = a.malloc(inter), gup = a.malloc(inter);
-      free_all({gm, mul, act});
-      const H ggate = a.malloc(inter);
-      free_all({gact, gate});
-      const H gln2 = a.malloc(hidden);
-      grad_of(l, {spec::Role::mlp_in, spec::Role::router});
-      free_all({ggate, gup, up, ln2});
-      const H gr = a.malloc(hidden);
-      free_all({gln2, r});
-      const H gat2 = a.malloc(q);
-      grad_of(l, {spec::Role::attn_out});
-      a.free(at2);
-      const H gat = a.malloc(q);
-      a.free(gat2);
-      const H gq = a.malloc(q), gk = a.malloc(kv), gv = a.malloc(kv);
-      free_all({gat, at, qr, kr, v});
-      const H gq2 = a.malloc(q), gk2 = a.malloc(kv);
-      free_all({gq, gk});
-      const H gln1 = a.malloc(hidden);
-      grad_of(l, {spec::Role::attn_in, spec::Role::attn_inner, spec::Role::other});
-      free_all({gq2, gk2, gv, ln1});
-      const H gin = a.malloc(hidden);
-      free_all({gln1, gr, gh});
-      gh = gin;
-      for (const H c : recast) a.free(c);
-      if (w.checkpointing) a.free(inputs[l]);
+      const H norm = a.malloc(hidden), lg = a.malloc(logits16), lf = a.malloc(logits32), ls = a.malloc(logits32);
+      free_all({lf, lg});
+      for (const H c : casts) a.free(c);
+      const H g1 = a.malloc(logits32), g2 = a.malloc(logits32);
+      free_all({g1, ls});
+      const H g3 = a.malloc(logits16);
+      a.free(g2);
+      H gh = a.malloc(hidden);
+      grads.push_back(a.malloc(checked_mul(std::max(m.lm_head_params, m.embedding_params), grad_bytes)));
+      free_all({g3, norm, h});
+      for (std::uint64_t l = layers; l-- > 0;) {
+        std::vector<H> recast;
+        std::vector<H> sv = saved[l];
+        if (w.checkpointing) {
+          sv = forward(l, true, recast);
+          a.free(sv.back());
+          sv.pop_back();
+        }
+        const H ln1 = sv[0], qr = sv[1], kr = sv[2], v = sv[3], at = sv[4], at2 = sv[5], r = sv[6], ln2 = sv[7],
+                gate = sv[8], up = sv[9], act = sv[10], mul = sv[11];
+        const H gm = a.malloc(inter);
+        grad_of(l, {spec::Role::mlp_out});
+        const H gact = a.malloc(inter), gup = a.malloc(inter);
+        free_all({gm, mul, act});
+        const H ggate = a.malloc(inter);
+        free_all({gact, gate});
+        const H gln2 = a.malloc(hidden);
+        grad_of(l, {spec::Role::mlp_in, spec::Role::router});
+        free_all({ggate, gup, up, ln2});
+        const H gr = a.malloc(hidden);
+        free_all({gln2, r});
+        const H gat2 = a.malloc(q);
+        grad_of(l, {spec::Role::attn_out});
+        a.free(at2);
+        const H gat = a.malloc(q);
+        a.free(gat2);
+        const H gq = a.malloc(q), gk = a.malloc(kv), gv = a.malloc(kv);
+        free_all({gat, at, qr, kr, v});
+        const H gq2 = a.malloc(q), gk2 = a.malloc(kv);
+        free_all({gq, gk});
+        const H gln1 = a.malloc(hidden);
+        grad_of(l, {spec::Role::attn_in, spec::Role::attn_inner, spec::Role::other});
+        free_all({gq2, gk2, gv, ln1});
+        const H gin = a.malloc(hidden);
+        free_all({gln1, gr, gh});
+        gh = gin;
+        for (const H c : recast) a.free(c);
+        if (w.checkpointing) a.free(inputs[l]);
+      }
+      // The embedding's dense gradient; tied weights sum it with the lm_head's out of place.
+      const H ge = a.malloc(checked_mul(m.embedding_params, grad_bytes));
+      a.free(gh);
+      if (m.tied_embeddings) {
+        const H sum = a.malloc(checked_mul(m.embedding_params, grad_bytes));
+        free_all({ge, grads.front()});
+        grads.front() = sum;
+      } else {
+        grads.push_back(ge);
+      }
+      if (state.empty() && state_bytes > 0)
+        for (const auto& pr : params) state.push_back(a.malloc(checked_mul(pr.elems, state_bytes)));
+      if (temp_bytes > 0) {
+        std::vector<H> temps;
+        for (const auto& pr : params) temps.push_back(a.malloc(checked_mul(pr.elems, temp_bytes)));
+        for (const H t : temps) a.free(t);
+      }
+      for (const H g : grads) a.free(g);
     }
-    // The embedding's dense gradient; tied weights sum it with the lm_head's out of place.
-    const H ge = a.malloc(checked_mul(m.embedding_params, grad_bytes));
-    a.free(gh);
-    if (m.tied_embeddings) {
-      const H sum = a.malloc(checked_mul(m.embedding_params, grad_bytes));
-      free_all({ge, grads.front()});
-      grads.front() = sum;
-    } else {
-      grads.push_back(ge);
-    }
-    if (state.empty() && state_bytes > 0)
-      for (const auto& pr : params) state.push_back(a.malloc(checked_mul(pr.elems, state_bytes)));
-    if (temp_bytes > 0) {
-      std::vector<H> temps;
-      for (const auto& pr : params) temps.push_back(a.malloc(checked_mul(pr.elems, temp_bytes)));
-      for (const H t : temps) a.free(t);
-    }
-    for (const H g : grads) a.free(g);
-  }
-  return Bytes{a.peak_reserved() - a.peak_allocated()};
+    return Bytes{a.peak_reserved() - a.peak_allocated()};
+  });
 }
 
 }  // namespace
