@@ -94,6 +94,18 @@ constexpr Bound kBounds[] = {
     {"bloom-h1536", 0.02, 0.02, false},
     {"mpt-mini", 0.02, 0.03, false},
     {"mpt-h1536", 0.02, 0.03, false},
+    // MoE types users bring (fourth run): forward, generate, training, checkpointed training and
+    // LoRA (r16, all-linear, checkpointed) of each; ERNIE-4.5-21B-A3B at full size.
+    {"glm45air-mini", 0.01, 0.04, false, 5},
+    // glm4_moe's generate prefill is under (air -3.58%, this shape with q/k norms and 6 of 20
+    // experts -7.29%): its routed block holds more per token than dots1's, the same DeepseekV3
+    // MoE (-1.37%); not modelled yet.
+    {"glm45-mini", 0.01, 0.08, true, 5},
+    {"ernie45moe-mini", 0.01, 0.02, false, 5},
+    {"ernie45moe-i2", 0.01, 0.01, false, 5},
+    {"dots1-mini", 0.01, 0.02, false, 5},
+    {"hunyuanmoe-mini", 0.01, 0.01, false, 5},
+    {"ernie-4.5-21b-a3b", 0.01, 0.01, false, 2},
 };
 
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
@@ -101,7 +113,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = vramfit::test::read_text(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 194);
+  REQUIRE(cases.size() == 226);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -110,8 +122,8 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 194);
-  CHECK(r.params_exact == 194);
+  CHECK(r.params_checked == 220);  // LoRA cases count trainable adapters, not the model
+  CHECK(r.params_exact == 220);
   CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);
@@ -184,7 +196,8 @@ TEST_CASE("the README's model-type table is generated from src/spec/architecture
       bool exact = true;
       for (const auto& x : results) {
         if (x.truth->model != model) continue;
-        exact = exact && x.estimate_params == x.truth->params;
+        // A LoRA case's params are the adapted model's (as the report's params_checked skips them).
+        if (x.truth->workload.mode != spec::Mode::lora) exact = exact && x.estimate_params == x.truth->params;
         if (x.truth->status == "ok" && (worst == nullptr || std::fabs(x.error) > std::fabs(worst->error))) worst = &x;
       }
       if (worst == nullptr) continue;
