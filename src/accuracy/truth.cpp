@@ -112,6 +112,18 @@ spec::Workload workload_of(const json& c, const std::string& where) {
     if (!l) throw InputError(where + ": loss", fmt::format("unknown loss {}", json_excerpt(c["loss"])), "use hf, chunked or fused-linear");
     w.loss = *l;
   }
+  if (c.contains("compile") && !c["compile"].is_null()) {
+    const auto& v = c["compile"];
+    // "model": torch.compile(model) with the loss inside its forward (HF Trainer's
+    // torch_compile), modelled as "all".
+    if (v == "layers")
+      w.compile = spec::Compile::layers;
+    else if (v == "all" || v == "model")
+      w.compile = spec::Compile::all;
+    else
+      throw InputError(where + ": compile", fmt::format("unknown compile {}", json_excerpt(v)),
+                       "use null, \"layers\", \"all\" or \"model\"");
+  }
   w.activation_offload = flag(c, "activation_offload", where);
   w.optimizer_in_backward = flag(c, "optimizer_in_backward", where);
   w.sequence_packing = flag(c, "sequence_packing", where);

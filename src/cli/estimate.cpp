@@ -181,6 +181,19 @@ void parse_checkpointing(const EstimateFlags& f, spec::Workload& w, Diagnostics&
   }
 }
 
+/// --compile [all|layers].
+void parse_compile(const EstimateFlags& f, spec::Workload& w, Diagnostics& diags) {
+  if (!f.has("--compile")) return;
+  const std::string& k = f.compile_kind;
+  if (k.empty() || k == "all")
+    w.compile = spec::Compile::all;
+  else if (k == "layers")
+    w.compile = spec::Compile::layers;
+  else
+    diags.add("--compile", fmt::format("unknown compile '{}'", k),
+              "give all (the layers and the loss) or layers (the decoder layers only), e.g. --compile layers");
+}
+
 /// The workload's names: mode, dtypes, optimizer, attention, allocator, sharding and the levers.
 void parse_workload_names(const EstimateFlags& f, spec::Workload& w, Diagnostics& diags) {
   if (f.has("--mode"))
@@ -205,6 +218,7 @@ void parse_workload_names(const EstimateFlags& f, spec::Workload& w, Diagnostics
     if (auto s = parse_choice(f.sharding, "--sharding", "sharding", spec::parse_sharding, spec::sharding_names(), diags))
       w.sharding = *s;
   parse_checkpointing(f, w, diags);
+  parse_compile(f, w, diags);
   w.activation_offload = f.activation_offload;
   w.optimizer_in_backward = f.optimizer_in_backward;
   w.sequence_packing = f.sequence_packing;

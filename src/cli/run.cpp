@@ -214,6 +214,11 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "hf-trainer, trl-sft, torchtune, axolotl-liger or unsloth: the levers that stack turns on by default "
       "(explicit flags win; see the README)",
       levers);
+  add(e, o, "--compile", f.compile_kind, "[WHAT]",
+      "torch.compile of the training step: all (the decoder layers and the loss, torchtune's compile; the "
+      "default when no WHAT is given) or layers (each decoder layer, the loss eager: torchtitan)",
+      levers)
+      ->expected(0, 1);
   CLI::Option* off = e->add_flag("--activation-offload", f.activation_offload,
                                  "saved activations go to host memory (torch.autograd.graph.save_on_cpu)")
                           ->group(levers);

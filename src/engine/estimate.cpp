@@ -199,7 +199,9 @@ Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std
   Saved s;
   std::uint64_t first = 0;  // index of the group's first layer
   for (const auto& g : m.layers) {
-    const auto ls = detail::layer_saved(m, g, w, p);
+    auto ls = detail::layer_saved(m, g, w, p);
+    // --compile: what the compiled layer recomputes instead of saving (engine/levers).
+    ls.per_token -= std::min(ls.per_token, detail::compiled_layer_not_saved(m, g, w, p));
     const Bytes layer = Bytes{mul(ls.per_token, tokens)} + Bytes{mul(ls.per_token_position, tokens, w.seq)};
     s.per_tokens += layer * g.count;
     s.fixed += Bytes{ls.fixed} * g.count;
@@ -281,7 +283,7 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
 
 // --- the breakdown ----------------------------------------------------------------------------
 
-Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
+Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
                  Bytes paged = {});
 void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, const Precision& p);
 Bytes paged_share(Bytes paged, const Workload& w);
@@ -329,7 +331,7 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
       phases.push_back(a);
     }
     shard(phases, m, w, p);
-    return finish(std::move(phases), base.total(), w, std::move(notes));
+    return finish(m, std::move(phases), base.total(), w, std::move(notes));
   }
 
   // generate: prefill then decode, logits for the last position only (logits_to_keep=1),
@@ -358,7 +360,7 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
   decode.add("logits", last_logits);
   phases.push_back(decode);
   shard(phases, m, w, p);
-  return finish(std::move(phases), base.total(), w, std::move(notes));
+  return finish(m, std::move(phases), base.total(), w, std::move(notes));
 }
 
 Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
@@ -477,7 +479,7 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
     phases.push_back(step);
   }
   shard(phases, m, w, p);
-  return finish(std::move(phases), base.total(), w, std::move(notes), paged_share(t.paged_state, w));
+  return finish(m, std::move(phases), base.total(), w, std::move(notes), paged_share(t.paged_state, w));
 }
 
 // --- many GPUs ---------------------------------------------------------------------------------
@@ -665,7 +667,7 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
   }
 }
 
-Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
+Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
                  Bytes paged) {
   Breakdown b;
   const Acc* peak = &phases.front();
@@ -682,7 +684,7 @@ Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std
       if (k == info.id) v = x;
     b.components.push_back({std::string(info.id), v, std::string(info.description), true});
   }
-  b.allocator_reserve = detail::allocator_reserve(w, phases, b.peak_allocated, resident);
+  b.allocator_reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident);
   b.cuda_context = w.cuda_context.value_or(kCudaContext);
   b.components.push_back({"allocator_reserve", b.allocator_reserve, std::string(describe("allocator_reserve")), false});
   b.components.push_back({"cuda_context", b.cuda_context, std::string(describe("cuda_context")), false});
@@ -699,10 +701,15 @@ Breakdown finish(std::vector<Acc> phases, Bytes resident, const Workload& w, std
     notes.push_back(
         "backend:cudaMallocAsync: the driver's memory pool replaces the caching allocator; its reserve is not modelled "
         "and is taken as the native allocator's (check the upper bound)");
-  if (w.alloc.max_split_size_mb != 0 || w.alloc.roundup_power2_divisions != 0 || w.alloc.garbage_collection_threshold != 0)
+  if (w.mode == Mode::generate && (w.alloc.max_split_size_mb != 0 || w.alloc.roundup_power2_divisions != 0))
+    notes.push_back(fmt::format("{}: generation's allocator reserve is replayed through the allocator model with "
+                                "these settings (garbage_collection_threshold only acts at the card's limit)",
+                                alloc_conf_string(w)));
+  else if (w.alloc.max_split_size_mb != 0 || w.alloc.roundup_power2_divisions != 0 ||
+           w.alloc.garbage_collection_threshold != 0)
     notes.push_back(fmt::format(
-        "{}: the estimate's allocator reserve does not model these settings (it is the default allocator's); the "
-        "allocator replay of tests/accuracy/alloc handles them on traces but is not yet wired into the estimate",
+        "{}: the estimate's allocator reserve does not model these settings (it is the default allocator's); only "
+        "generation's reserve is replayed through the allocator model",
         alloc_conf_string(w)));
   b.notes = std::move(notes);
   return b;

@@ -58,6 +58,20 @@ LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Pr
   const Bytes softcap = m.final_logit_softcap > 0 ? lc : Bytes{};
   const bool upcast = p.compute != kFp32;  // `.float()` is a copy only from 16 bits
   LossBytes b;
+  if (w.compile == spec::Compile::all && w.loss != spec::Loss::fused_linear) {
+    // A compiled cross-entropy (torchtune's compile_loss; the loss inside a compiled model):
+    // Inductor fuses the upcast, log_softmax and nll into reductions, and the partitioner saves
+    // the 16-bit logits it was given and a per-row logsumexp instead of the fp32 log-softmax;
+    // backward recomputes exp(x - lse) and writes the gradient in the logits' dtype. Measured
+    // (tests/accuracy/levers/results/compile.jsonl, checkpointed LoRA): forward's end holds
+    // one 16-bit logits tensor, backward's start two. Chunked, the same: every chunk's logits
+    // stay saved, and autograd runs every chunk's loss backward (created last) before the
+    // lm_head chunks' matmuls, so all the chunks' gradients are alive together (measured: the
+    // compiled chunked loss peaks with the compiled hf loss, within 0.5 %).
+    b.forward_end = lc + softcap;
+    b.backward_start = lc * 2 + softcap;
+    return b;
+  }
   switch (w.loss) {
     case spec::Loss::hf:
       // Forward's end: the 16-bit logits, their fp32 copy and the saved log_softmax output.
@@ -97,6 +111,26 @@ std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Work
   if (w.loss != spec::Loss::fused_linear || w.mode != spec::Mode::train) return 0;
   // head_saved's "lm_head's input" term (activations.cpp): the final norm's output.
   return mul(m.hidden_size, p.autocast ? p.compute : p.residual);
+}
+
+std::uint64_t compiled_layer_not_saved(const spec::ModelSpec& m, const spec::LayerGroup& g, const spec::Workload& w,
+                                       const Precision& p) {
+  if (w.compile == spec::Compile::none) return 0;
+  std::uint64_t bytes = 0;
+  // Eager saves gate's activation output and the product (activations.cpp: 4 I for a gated
+  // MLP); compiled, the fused kernel's inputs gate and up are saved and both are recomputed.
+  // Measured on llama-3.2-1b (H200, bf16, full training): exactly 2 I per token and layer.
+  if (m.gated_mlp && !g.moe) bytes = checked_add(bytes, mul(2, m.intermediate_size, p.compute));
+  // LoRA (peft casts each adapter's input to the fp32 adapter dtype, one cast per adapter in
+  // eager): the casts of one input are one node after CSE. Counted for the attention input (q,
+  // k, v adapters) only: the MLP pair's two casts stayed in the measurements.
+  if (spec::uses_lora(w.mode) && w.lora.dropout == 0 && !p.autocast && p.adapter != p.compute) {
+    std::uint64_t adapters = 0;
+    for (const auto& l : g.linears)
+      if (l.role == spec::Role::attn_in && lora_targets(w, l)) ++adapters;
+    if (adapters > 1) bytes = checked_add(bytes, mul(adapters - 1, m.hidden_size, p.adapter));
+  }
+  return bytes;
 }
 
 std::uint64_t selective_layer_saved(const spec::ModelSpec& m, const spec::LayerGroup& g, const Precision& p) {

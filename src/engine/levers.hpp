@@ -61,6 +61,16 @@ bool packed_sdpa_mask(const spec::Workload& w);
 /// its backward. 0 without packing.
 std::uint64_t packed_mask_bias(const spec::Workload& w, const Precision& p);
 
+/// Bytes per token one decoder layer of `g` saves in eager but not when the layer is compiled
+/// (`--compile`): AOTAutograd's min-cut partitioner (torch/_functorch/partitioners.py,
+/// min_cut_rematerialization_partition) saves what is costly to recompute (matmul and attention
+/// outputs, reductions) and recomputes cheap pointwise chains in backward from it, and common
+/// subexpression elimination merges identical ops. A gated MLP keeps gate and up and recomputes
+/// act(gate) and act(gate) * up; LoRA adapters on one attention input share one fp32 cast of it.
+/// 0 when the layer is not compiled.
+std::uint64_t compiled_layer_not_saved(const spec::ModelSpec& m, const spec::LayerGroup& g, const spec::Workload& w,
+                                       const Precision& p);
+
 /// torchtune's CEWithChunkedOutputLoss default (num_output_chunks = 8).
 inline constexpr std::uint64_t kLossChunks = 8;
 

@@ -494,7 +494,14 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     if (d.flash_attn && !d.casts_mask) mask_cnv = mask;  // the f16 copy cast by an earlier backend
   }
   if (d.last_layer) out_ids = input(checked_mul(ub, 4));
-  for (std::uint64_t il = 0; il < d.layers; ++il) {
+  // Every layer allocates the same tensors, so after the first few the allocator's free blocks at
+  // a layer's start repeat, with a period of one or two layers: more than 24 layers are simulated
+  // as 12 plus their count modulo 12, which keeps any period up to 4 (and 6, 12) in step. Checked
+  // against the whole graph on random shapes (flash attention or not, GLU op or not, pipeline
+  // copies, fused up, biases, 25 to 80 layers): the same peak to the byte. It keeps an estimate of
+  // a 100,000-layer hostile config a few milliseconds.
+  const std::uint64_t layers = d.layers <= 24 ? d.layers : 12 + (d.layers - 12) % 12;
+  for (std::uint64_t il = 0; il < layers; ++il) {
     int sa = inp;
     int cur = g.node(act, {g.node(act, {inp}, true)}, true);  // rms_norm, x weight
     const auto proj = [&](std::uint64_t size) {
@@ -518,7 +525,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       o = g.node(os, {g.view(g.node(os, {kq}))});                             // KQV, permute, cont
     }
     cur = g.node(act, {o});  // the output projection
-    if (il + 1 == d.layers && d.last_layer) {
+    if (il + 1 == layers && d.last_layer) {
       cur = g.node(act, {cur, out_ids});
       sa = g.node(act, {sa, out_ids});
     }
@@ -634,9 +641,11 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
   return out;
 }
 
-Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, const Settings& s) {
+namespace {
+
+/// The settings llama.cpp refuses, each named by its flag (all of them at once).
+void check_settings(const spec::ModelSpec& m, const Settings& s, std::uint64_t n_gpu) {
   Diagnostics diags;
-  const std::uint64_t n_gpu = std::max<std::size_t>(1, s.gpu_memory.size());
   if (!s.tensor_split.empty() && s.tensor_split.size() != n_gpu)
     diags.add("--tensor-split", fmt::format("{} shares for {} GPUs", s.tensor_split.size(), n_gpu),
               "give one share per GPU of --gpu, e.g. --gpu rtx-3090,rtx-3060 --tensor-split 3,1");
@@ -649,21 +658,29 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   if (m.num_layers == 0 || m.num_layers > 100'000)
     diags.add("model", fmt::format("{} layers", m.num_layers), "check the model's block count");
   diags.throw_if_any();
-  const GgmlType& tk = type_named(s.cache_type_k, "--cache-type-k");
-  const GgmlType& tv = type_named(s.cache_type_v, "--cache-type-v");
+}
+
+struct CacheTypes {
+  const GgmlType& k;
+  const GgmlType& v;
+};
+
+/// --cache-type-k/-v as ggml types; a quantized V cache needs flash attention.
+CacheTypes cache_types(const Settings& s) {
+  const CacheTypes c{type_named(s.cache_type_k, "--cache-type-k"), type_named(s.cache_type_v, "--cache-type-v")};
+  const GgmlType& tv = c.v;
   if (tv.block_size > 1 && !s.flash_attn)
     throw InputError("--cache-type-v",
                      fmt::format("a quantized V cache ({}) needs flash attention: llama.cpp refuses it "
                                  "(\"V cache quantization requires flash_attn\")",
                                  s.cache_type_v),
                      "add --flash-attn on, or use --cache-type-v f16");
+  return c;
+}
 
-  const Hparams h = hparams_of(m);
-  const std::uint64_t n_layer = m.num_layers;
-  Result r;
-  r.offloadable = n_layer + 1;
-
-  // --- the split points: cumulative shares, normalised (load_tensors) ---
+/// load_tensors' split points: the cumulative --tensor-split shares (or the GPUs' memory),
+/// normalised, as llama.cpp computes them (in float).
+std::vector<double> split_points(const Settings& s, std::uint64_t n_gpu) {
   std::vector<double> shares(static_cast<std::size_t>(n_gpu), 1.0);
   if (!s.tensor_split.empty() && std::any_of(s.tensor_split.begin(), s.tensor_split.end(), [](double x) { return x > 0; }))
     shares = s.tensor_split;
@@ -674,35 +691,28 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   for (std::size_t i = 0; i < shares.size(); ++i) splits[i] = (sum += shares[i]);
   std::vector<float> fsplits(splits.size());
   for (std::size_t i = 0; i < splits.size(); ++i) fsplits[i] = static_cast<float>(splits[i] / sum);
+  return {fsplits.begin(), fsplits.end()};
+}
 
-  Settings eff = s;
-  if (n_gpu == 1 && s.split_mode == SplitMode::row) eff.split_mode = SplitMode::none;
-  std::vector<double> fs(fsplits.begin(), fsplits.end());
-  const Placement p = place_layers(n_layer, eff, fs);
-  r.offloaded = p.offloaded;
-  r.output_on_gpu = p.layer_dev.back() != kCpu;
-  r.output_gpu = p.layer_dev.back();
+/// The largest weight left on the host: what ggml's op offload copies to the main GPU.
+struct HostWeight {
+  std::uint64_t bytes = 0, rows = 0;
+  bool output = false;  // output.weight
+};
 
-  r.gpus.resize(static_cast<std::size_t>(n_gpu));
-  for (std::size_t i = 0; i < r.gpus.size(); ++i) r.gpus[i].name = fmt::format("CUDA{}", i);
-  r.host.name = "CPU";
-  for (std::uint64_t il = 0; il < n_layer; ++il) {
-    const int d = p.layer_dev[static_cast<std::size_t>(il)];
-    if (d == kCpu) ++r.host.layers;
-    else ++r.gpus[static_cast<std::size_t>(d)].layers;
-  }
-
-  // --- weights ---
+/// The model buffers (load_tensors): each tensor on its layer's device, or where -ot,
+/// --n-cpu-moe or a row split puts it: r.gpus[].model and r.host.model.
+HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings& s, const Settings& eff,
+                         const Placement& p, const std::vector<double>& fs, std::uint64_t n_layer, Result& r) {
   std::uint64_t map_lo = std::numeric_limits<std::uint64_t>::max(), map_hi = 0;
   std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
   std::uint64_t host_read = 0;
-  std::uint64_t host_matrix = 0, host_matrix_rows = 0;  // the largest weight left on the host
-  bool host_matrix_output = false;                       // ... and it is output.weight
+  HostWeight largest;  // the largest weight left on the host
   const auto on_host = [&](const GgufTensor& t) {
-    if (t.ne.size() >= 2 && !input_tensor(t.name) && t.bytes > host_matrix) {
-      host_matrix = t.bytes;
-      host_matrix_rows = t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1);
-      host_matrix_output = t.name == "output.weight";
+    if (t.ne.size() >= 2 && !input_tensor(t.name) && t.bytes > largest.bytes) {
+      largest.bytes = t.bytes;
+      largest.rows = t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1);
+      largest.output = t.name == "output.weight";
     }
     map_lo = std::min(map_lo, t.offset);
     map_hi = std::max(map_hi, checked_add(t.offset, t.bytes));
@@ -791,8 +801,22 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].model = Bytes{gpu_model[d]};
   if (s.mmap) r.host.model = Bytes{map_hi > map_lo ? map_hi - map_lo : 0};
   else r.host.model = Bytes{host_read};
+  return largest;
+}
 
-  // --- the KV cache ---
+/// What the compute buffers need of the cache: the ubatch and the cells each device's attention sees.
+struct KvView {
+  std::uint64_t ub = 0;
+  bool any_swa = false;
+  std::vector<std::uint64_t> gpu_cells;
+  std::uint64_t host_cells = 0;
+};
+
+/// The KV cache (llama-kv-cache.cpp, llama-kv-cache-iswa.cpp): n_ctx and its streams, the SWA
+/// cells, each layer's K and V on its device: r.n_ctx*, r.kv_cells_swa, r.gpus[].kv, r.host.kv.
+KvView kv_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s, const CacheTypes& types,
+                  const Placement& p, Result& r) {
+  const std::uint64_t n_layer = m.num_layers;
   const std::uint64_t n_seq = s.parallel;
   r.n_ctx = pad(s.ctx_size, kCtxPad);
   if (s.kv_unified || n_seq == 1) {
@@ -808,21 +832,23 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     r.n_stream = n_seq;
   }
   const std::vector<bool> swa = swa_layers(m);
-  const bool any_swa = std::find(swa.begin(), swa.end(), true) != swa.end();
-  const std::uint64_t ub = std::min({s.ubatch_size, s.batch_size, r.n_ctx});
-  if (any_swa) {
-    const std::uint64_t want = checked_add(checked_mul(m.sliding_window, s.kv_unified ? n_seq : 1), ub);
+  KvView v;
+  v.any_swa = std::find(swa.begin(), swa.end(), true) != swa.end();
+  v.ub = std::min({s.ubatch_size, s.batch_size, r.n_ctx});
+  if (v.any_swa) {
+    const std::uint64_t want = checked_add(checked_mul(m.sliding_window, s.kv_unified ? n_seq : 1), v.ub);
     r.kv_cells_swa = s.swa_full ? r.n_ctx_seq : pad(std::min(r.n_ctx_seq, want), kCtxPad);
   }
-  std::vector<std::uint64_t> gpu_kv(r.gpus.size(), 0), gpu_nkv(r.gpus.size(), 0);
-  std::uint64_t host_kv = 0, host_nkv = 0;
+  std::vector<std::uint64_t> gpu_kv(r.gpus.size(), 0);
+  v.gpu_cells.assign(r.gpus.size(), 0);
+  std::uint64_t host_kv = 0;
   for (std::uint64_t il = 0; il < n_layer; ++il) {
     const std::uint64_t cells = swa[static_cast<std::size_t>(il)] ? r.kv_cells_swa : r.n_ctx_seq;
     const int d = s.kv_offload ? p.layer_dev[static_cast<std::size_t>(il)] : kCpu;
-    for (const auto& [t, n] : {std::pair{&tk, h.n_embd_k}, std::pair{&tv, h.n_embd_v}}) {
+    for (const auto& [t, n] : {std::pair{&types.k, h.n_embd_k}, std::pair{&types.v, h.n_embd_v}}) {
       if (n == 0) continue;
       if (n % t->block_size != 0)
-        throw InputError(t == &tk ? "--cache-type-k" : "--cache-type-v",
+        throw InputError(t == &types.k ? "--cache-type-k" : "--cache-type-v",
                          fmt::format("rows of {} values do not fill {} blocks of {}", n, t->name, t->block_size),
                          "use --cache-type f16 or q8_0");
       GgufTensor kv;
@@ -836,13 +862,21 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
       }
     }
     const int cd = p.layer_dev[static_cast<std::size_t>(il)];
-    if (cd == kCpu) host_nkv = std::max(host_nkv, cells);
-    else gpu_nkv[static_cast<std::size_t>(cd)] = std::max(gpu_nkv[static_cast<std::size_t>(cd)], cells);
+    if (cd == kCpu) v.host_cells = std::max(v.host_cells, cells);
+    else v.gpu_cells[static_cast<std::size_t>(cd)] = std::max(v.gpu_cells[static_cast<std::size_t>(cd)], cells);
   }
   for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].kv = Bytes{gpu_kv[d]};
   r.host.kv = Bytes{host_kv};
+  return v;
+}
 
-  // --- compute buffers ---
+/// The compute buffers (llama-context.cpp graph_reserve, ggml-backend's scheduler): each GPU's
+/// and the host's, r.gpus[].compute and r.host.compute; true with pipeline parallelism.
+bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s, const Settings& eff,
+                     const Placement& p, const HostWeight& host, const KvView& kv, Result& r) {
+  const std::uint64_t n_layer = m.num_layers;
+  const std::uint64_t n_gpu = r.gpus.size();
+  const std::uint64_t ub = kv.ub;
   // Pipeline parallelism (llama-context.cpp: several devices, every layer and the output
   // offloaded, layer split, KV offloaded, no tensor overrides such as --n-cpu-moe's): the
   // scheduler is built with n_copies = GGML_SCHED_MAX_COPIES, and ggml-backend.c's
@@ -860,26 +894,26 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   // ggml-alloc's high-water mark over its part of the graph (simulated_compute), the scheduler's
   // n_copies of its split inputs included. Other models (MoE, MLA, SWA) keep the estimate of the
   // largest set of tensors alive at once (compute_bytes).
-  const bool simulate = !any_swa && h.n_expert_used == 0 && m.kv_lora_rank == 0 && s.kv_offload &&
+  const bool simulate = !kv.any_swa && h.n_expert_used == 0 && m.kv_lora_rank == 0 && s.kv_offload &&
                         eff.split_mode != SplitMode::row;
   bool attention_before = r.host.layers > 0;  // the host runs the first layers (partial offload)
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
     c.ub = ub;
-    c.n_kv = gpu_nkv[d];
+    c.n_kv = kv.gpu_cells[d];
     c.flash_attn = s.flash_attn;
     c.has_layers = r.gpus[d].layers > 0;
     c.has_output = p.layer_dev.back() == static_cast<int>(d);
     c.current_build = s.layer_rule == LayerRule::current;
     if (d == 0 && s.gpu_layers > 0) {  // the main GPU runs the host's large matmuls
-      c.offload_weight = host_matrix;
-      c.offload_rows = host_matrix_rows;
-      c.offload_output = host_matrix_output;
+      c.offload_weight = host.bytes;
+      c.offload_rows = host.rows;
+      c.offload_output = host.output;
     }
     if (simulate) {
       DeviceGraph dg;
       dg.ub = ub;
-      dg.n_kv = gpu_nkv[d];
+      dg.n_kv = kv.gpu_cells[d];
       dg.layers = r.gpus[d].layers;
       dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
       dg.output = c.has_output;
@@ -900,7 +934,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
       bytes = checked_add(bytes, checked_mul(each, kSchedMaxCopies));
       if (c.has_layers) {
         bytes = checked_add(bytes, checked_mul(mask_bytes(c.n_kv, ub, false), kSchedMaxCopies - 1));
-        if (any_swa)  // the second mask of an interleaved-SWA model, all of its copies
+        if (kv.any_swa)  // the second mask of an interleaved-SWA model, all of its copies
           bytes = checked_add(bytes, checked_mul(mask_bytes(r.kv_cells_swa * r.n_stream, ub, false), kSchedMaxCopies));
       }
     }
@@ -911,22 +945,59 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   {
     ComputeShape c;
     c.ub = ub;
-    c.n_kv = host_nkv;
+    c.n_kv = kv.host_cells;
     c.flash_attn = s.flash_attn;
     c.has_layers = r.host.layers > 0;
     c.has_output = p.layer_dev.back() == kCpu;
     c.current_build = s.layer_rule == LayerRule::current;
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
     inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
-    if (any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
+    if (kv.any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
     // With pipeline parallelism the host's graph inputs are kept n_copies times as well.
     if (pipeline_parallel) {
       std::uint64_t graph_inputs = checked_add(checked_mul(ub, 12), mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
-      if (any_swa) graph_inputs = checked_add(graph_inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
+      if (kv.any_swa) graph_inputs = checked_add(graph_inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
       inputs = checked_add(inputs, checked_mul(graph_inputs, kSchedMaxCopies - 1));
     }
     r.host.compute = Bytes{checked_add(inputs, compute_bytes(h, c))};
   }
+  return pipeline_parallel;
+}
+
+}  // namespace
+
+Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, const Settings& s) {
+  const std::uint64_t n_gpu = std::max<std::size_t>(1, s.gpu_memory.size());
+  check_settings(m, s, n_gpu);
+  const CacheTypes types = cache_types(s);
+
+  const Hparams h = hparams_of(m);
+  const std::uint64_t n_layer = m.num_layers;
+  Result r;
+  r.offloadable = n_layer + 1;
+
+  Settings eff = s;
+  if (n_gpu == 1 && s.split_mode == SplitMode::row) eff.split_mode = SplitMode::none;
+  const std::vector<double> fs = split_points(s, n_gpu);
+  const Placement p = place_layers(n_layer, eff, fs);
+  r.offloaded = p.offloaded;
+  r.output_on_gpu = p.layer_dev.back() != kCpu;
+  r.output_gpu = p.layer_dev.back();
+
+  r.gpus.resize(static_cast<std::size_t>(n_gpu));
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) r.gpus[i].name = fmt::format("CUDA{}", i);
+  r.host.name = "CPU";
+  for (std::uint64_t il = 0; il < n_layer; ++il) {
+    const int d = p.layer_dev[static_cast<std::size_t>(il)];
+    if (d == kCpu) ++r.host.layers;
+    else ++r.gpus[static_cast<std::size_t>(d)].layers;
+  }
+
+  const HostWeight host = model_buffers(tensors, s, eff, p, fs, n_layer, r);
+  const KvView kv = kv_buffers(m, h, s, types, p, r);
+  const bool pipeline_parallel = compute_buffers(m, h, s, eff, p, host, kv, r);
+
+  const std::uint64_t n_seq = s.parallel;
   // llama_context::output_reserve: logits for n_seq_max outputs, in host memory.
   r.output_buffer = Bytes{checked_mul(checked_mul(h.n_vocab, 4), n_seq)};
   // mtmd's clip model: one buffer of the projector's tensors on the first GPU (its backend is

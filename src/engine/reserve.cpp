@@ -3,7 +3,11 @@
 #include "reserve.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 
+#include "activations.hpp"
+#include "vramfit/engine/allocator.hpp"
 #include "vramfit/engine/constants.hpp"
 
 namespace vramfit::engine::detail {
@@ -38,7 +42,8 @@ using spec::Workload;
 //  Measured reserve / logits part for LoRA + ckpt: 0.19 .. 0.33 over 11 public cases.
 // Inference and generation: the share of the transient memory that stays reserved (medians over
 // shared/truth of (peak_reserved - peak_allocated) / (peak_allocated - resident)): inference
-// 548, generate 349 thousandths: the freed layer blocks stay cached when the larger logits (or
+// 548, generate 349 thousandths (generation is replayed instead, generate_reserve below, except
+// with a quantized cache, MoE layers or several GPUs): the freed layer blocks stay cached when the larger logits (or
 // the grown KV cache) take new segments. With expandable_segments:True the freed tail of the
 // one segment is extended in place for them: the reserve is the page rounding (20 MiB), as
 // measured (forward and generate _snapshot() runs: 13 to 224 MiB reserved beyond the peak).
@@ -110,9 +115,149 @@ Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& ph
   return Bytes{basis.value() / 1000 * permille}.round_up(kSegmentRound);
 }
 
+Bytes part_of(const Acc& ph, std::string_view id) {
+  Bytes b;
+  for (const auto& [k, v] : ph.parts)
+    if (k == id) b += v;
+  return b;
+}
+
+const Acc* phase_of(const std::vector<Acc>& phases, std::string_view id) {
+  for (const auto& ph : phases)
+    if (ph.id == id) return &ph;
+  return nullptr;
+}
+
+// The workload's PYTORCH_CUDA_ALLOC_CONF as the allocator model takes it.
+AllocConf alloc_conf(const Workload& w) {
+  AllocConf c;
+  c.expandable_segments = w.expandable_segments;
+  if (w.alloc.max_split_size_mb != 0) c.max_split_size = w.alloc.max_split_size_mb << 20;
+  c.roundup_power2_divisions = static_cast<std::uint32_t>(std::min<std::uint64_t>(w.alloc.roundup_power2_divisions, 1U << 16));
+  return c;
+}
+
+// The bytes of one tensor of `width` values per token over the batch, in the compute dtype.
+std::uint64_t tokens_bytes(const Workload& w, std::uint64_t width) {
+  return checked_mul(checked_mul(checked_mul(w.batch, w.seq), width), precision_of(w).compute);
+}
+
+struct LayerSizes {
+  std::uint64_t hidden, q, kv, inter;
+};
+
+// One forward pass over the decoder layers, op by op as a pre-norm layer allocates in eager
+// PyTorch (the real trace of gpt2-medium b32 s256 n256 on the H200 shows this order): norm, q,
+// k, v, rotated q and k, attention output and its reshaped copy, o_proj, the residual sum; norm,
+// gate, up, act, act * up, down, the residual sum. With `keys`/`values` each layer's keys and
+// values stay allocated (a KV cache), else they are freed after attention. Returns the last
+// hidden states (still allocated).
+CachingAllocator::Handle replay_layers(CachingAllocator& a, const LayerSizes& z, std::uint64_t layers,
+                                       std::vector<CachingAllocator::Handle>* keys,
+                                       std::vector<CachingAllocator::Handle>* values) {
+  const auto free_all = [&](std::initializer_list<CachingAllocator::Handle> hs) {
+    for (const auto h : hs) a.free(h);
+  };
+  auto h = a.malloc(z.hidden);
+  for (std::uint64_t l = 0; l < layers; ++l) {
+    const auto ln1 = a.malloc(z.hidden), qp = a.malloc(z.q), kp = a.malloc(z.kv), v = a.malloc(z.kv);
+    const auto qr = a.malloc(z.q), kr = a.malloc(z.kv);
+    free_all({qp, kp});
+    const auto at = a.malloc(z.q);
+    a.free(qr);
+    if (keys != nullptr && values != nullptr) {
+      (*keys)[l] = kr;
+      (*values)[l] = v;
+    } else {
+      free_all({kr, v});
+    }
+    const auto at2 = a.malloc(z.q);
+    a.free(at);
+    const auto o = a.malloc(z.hidden);
+    free_all({at2, ln1});
+    const auto r = a.malloc(z.hidden);
+    free_all({h, o});
+    const auto ln2 = a.malloc(z.hidden), gate = a.malloc(z.inter), up = a.malloc(z.inter), act = a.malloc(z.inter);
+    a.free(gate);
+    const auto mul = a.malloc(z.inter);
+    free_all({act, up});
+    const auto down = a.malloc(z.hidden);
+    free_all({mul, ln2});
+    h = a.malloc(z.hidden);
+    free_all({r, down});
+  }
+  return h;
+}
+
+// Generation with a DynamicCache in the compute dtype: the allocation sequence of the step, replayed
+// through the allocator model (engine/allocator.cpp), gives the reserve. Each decode step's
+// DynamicCache.update runs torch.cat(old, new) per layer for the keys, then the values: a block one
+// token longer is allocated while the old one is alive, then the old one is freed. The old blocks
+// are just too small for the next request and merge only with free neighbours of their own segment,
+// so the caches walk through new segments (requests above 10 MiB get segments of their size rounded
+// to 2 MiB). Where the prompt's keys and values sit among the prefill's freed intermediates decides
+// which neighbours they get, so the prefill is replayed op by op (replay_layers).
+// Measured (tests/accuracy/alloc/traces, fresh processes, reserved beyond the peak allocated):
+// gpt2-medium b32 s256 n256 2993 MiB, replayed 2952; snapshots gpt2-medium b8 s512 n512 478 MiB
+// (replayed 448), b16 s512 n256 (held out) 1081 MiB (replayed 1024). Smaller caches (GQA models)
+// leave 100-500 MiB that the replay gets to within about half (llama-3.2-1b b32 s256 n256: 150,
+// replayed 104). At most 64 decode steps (and 16384 layer updates) are replayed, each advancing
+// the cache by the same number of tokens (stride 1 to 16 changed the replayed reserve of the
+// gpt2-medium case by under 1 %).
+std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
+  const Acc* prefill = phase_of(phases, "prefill");
+  const Acc* decode = phase_of(phases, "decode");
+  // Quantized caches dequantize instead of concatenating (not this sequence); MoE layers route
+  // tokens through experts (not this MLP).
+  if (prefill == nullptr || decode == nullptr || (w.kv_cache && !is_float_compute(*w.kv_cache)) ||
+      m.intermediate_size == 0 || std::any_of(m.layers.begin(), m.layers.end(), [](const auto& g) { return g.moe; }))
+    return std::nullopt;
+  // Bounded work: at most 4096 layers (else the closed form), and about 16384 cache updates.
+  constexpr std::uint64_t kMaxLayers = 4096;
+  const std::uint64_t layers = std::max<std::uint64_t>(m.num_layers, 1);
+  if (layers > kMaxLayers) return std::nullopt;
+  const std::uint64_t total = std::max<std::uint64_t>(checked_add(w.seq, w.new_tokens), 1);
+  // One layer's keys (or values) at the end; a cache position's share of it.
+  const std::uint64_t layer_end = part_of(*decode, "kv_cache").value() / (2 * layers);
+  const auto kv_at = [&](std::uint64_t positions) {
+    return layer_end / total * positions + layer_end % total * positions / total;
+  };
+  const std::uint64_t kv = kv_at(w.seq);
+  const std::uint64_t logits = part_of(*decode, "logits").value();
+  const LayerSizes sizes{tokens_bytes(w, m.hidden_size), tokens_bytes(w, checked_mul(m.num_heads, m.head_dim)), kv,
+                         tokens_bytes(w, m.intermediate_size)};
+  // The allocator model rounds sizes up to 2 MiB: keep them far from 2^64.
+  constexpr std::uint64_t kMaxBlock = 1ULL << 60;
+  if (std::max({sizes.hidden, sizes.q, sizes.inter, layer_end, logits}) > kMaxBlock) return std::nullopt;
+  CachingAllocator a(alloc_conf(w));
+  std::vector<CachingAllocator::Handle> keys(layers), values(layers);
+  const auto last = replay_layers(a, sizes, layers, &keys, &values);
+  a.free(a.malloc(logits));
+  a.free(last);
+  const std::uint64_t max_steps = std::clamp<std::uint64_t>(16384 / layers, 1, 64);
+  const std::uint64_t stride = std::max<std::uint64_t>(1, w.new_tokens / max_steps + (w.new_tokens % max_steps != 0));
+  for (std::uint64_t t = 0; t < w.new_tokens;) {
+    t = std::min(t + stride, w.new_tokens);
+    const std::uint64_t size = kv_at(w.seq + t);
+    for (std::uint64_t l = 0; l < layers; ++l) {
+      const auto k = a.malloc(size);
+      a.free(keys[l]);
+      keys[l] = k;
+      const auto v = a.malloc(size);
+      a.free(values[l]);
+      values[l] = v;
+    }
+    a.free(a.malloc(logits));
+  }
+  return Bytes{a.peak_reserved() - a.peak_allocated()};
+}
+
 }  // namespace
 
-Bytes allocator_reserve(const Workload& w, const std::vector<Acc>& phases, Bytes peak_allocated, Bytes resident) {
+Bytes allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+                        Bytes peak_allocated, Bytes resident) {
+  if (w.mode == Mode::generate && w.sharding == spec::Sharding::none)
+    if (const auto r = generate_reserve(m, w, phases)) return *r;
   // The caching allocator never gives memory back within a step (no empty_cache), so what
   // it holds at its worst is the largest of each phase's allocation plus that phase's reserve,
   // which can come after the allocated peak (gradients after freed activations).

@@ -5,12 +5,14 @@
 
 #include "phase.hpp"
 #include "vramfit/core/bytes.hpp"
+#include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/workload.hpp"
 
 namespace vramfit::engine::detail {
 
 /// What PyTorch's caching allocator holds beyond the allocated peak over a step whose phases
 /// are `phases` (`resident`: allocated before the step; `peak_allocated`: the largest phase).
-Bytes allocator_reserve(const spec::Workload& w, const std::vector<Acc>& phases, Bytes peak_allocated, Bytes resident);
+Bytes allocator_reserve(const spec::ModelSpec& m, const spec::Workload& w, const std::vector<Acc>& phases,
+                        Bytes peak_allocated, Bytes resident);
 
 }  // namespace vramfit::engine::detail

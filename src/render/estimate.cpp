@@ -73,6 +73,8 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
     extra.push_back(fmt::format("checkpointing every {} layers", w.checkpoint_every));
   else if (w.checkpointing)
     extra.emplace_back("gradient checkpointing");
+  if (w.compile != spec::Compile::none)
+    extra.emplace_back(w.compile == spec::Compile::layers ? "compiled layers" : "compiled layers and loss");
   if (w.activation_offload) extra.emplace_back("activation offload");
   if (w.optimizer_in_backward) extra.emplace_back("optimizer in backward");
   if (w.sequence_packing) extra.emplace_back("packed sequences");
@@ -298,6 +300,9 @@ ojson workload_json(const spec::Workload& w) {
   j["fsdp_mixed_precision"] = w.fsdp_param_dtype ? ojson(name_of(*w.fsdp_param_dtype)) : ojson(nullptr);
   j["images"] = w.images;
   j["image_size"] = w.image_width != 0 ? ojson::array({w.image_width, w.image_height}) : ojson(nullptr);
+  j["compile"] = w.compile == spec::Compile::none     ? ojson(nullptr)
+                 : w.compile == spec::Compile::layers ? ojson("layers")
+                                                      : ojson("all");
   return j;
 }
 

@@ -283,6 +283,18 @@ constexpr Architecture kArchitectures[] = {
     {.model_type = "hunyuan_v1_moe", .source = "hunyuan_v1_moe/modeling_hunyuan_v1_moe.py", .qk_norm = Q::head_dim,
      .experts = Experts::num_experts, .shared_expert = SharedExpert::dense_width, .top_k_key = "moe_topk",
      .grouped_experts = true},
+    // Llama4TextConfig / Llama4TextModel (Llama 4 Scout, Maverick): head_dim=128; q/k/v/o
+    // without biases (attention_bias); Llama4TextL2Norm on q and k with use_qk_norm (True),
+    // only on the layers that rotate; MoE layers (moe_layers, else every
+    // interleave_moe_layer_step-th) of num_local_experts fused experts of intermediate_size, a
+    // router without bias and a shared expert as wide, run densely (dense_experts); dense layers
+    // of intermediate_size_mlp; chunked attention (attention_chunk_size) on the rotary layers;
+    // attn_temperature_tuning scales q on the others (no parameters).
+    {.model_type = "llama4_text", .source = "llama4/modeling_llama4.py", .head_dim = 128, .qk_norm = Q::l2,
+     .qk_norm_on = {"use_qk_norm", true}, .sliding = S::chunked, .mlp_width = W::intermediate_size_mlp,
+     .experts = Experts::num_local_experts, .sparse_layers = SparseLayers::moe_layers,
+     .shared_expert = SharedExpert::expert_width, .expert_linears = ExpertLinears::fused_gate_up,
+     .dense_experts = true},
     // GPTBigCodeConfig: GPT-2's modules and keys, activation_function gelu_pytorch_tanh;
     // multi_query (default) shrinks c_attn to one k/v head; a causal-mask buffer.
     {.model_type = "gpt_bigcode", .layout = L::gpt2, .family = "gpt2", .source = "gpt_bigcode/modeling_gpt_bigcode.py",

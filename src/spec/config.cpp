@@ -232,14 +232,26 @@ void push_layer(std::vector<LayerGroup>& groups, LayerGroup layer) {
   groups.push_back(std::move(layer));
 }
 
-/// Counts entries of a config's `layer_types` list equal to "sliding_attention".
-std::optional<std::uint64_t> sliding_from_layer_types(Reader& r) {
+/// Counts entries of a config's `layer_types` list equal to `kind` ("sliding_attention").
+std::optional<std::uint64_t> sliding_from_layer_types(Reader& r, std::string_view kind = "sliding_attention") {
   const json* lt = r.find("layer_types");
   if (lt == nullptr || !lt->is_array()) return std::nullopt;
   std::uint64_t n = 0;
   for (const json& t : *lt)
-    if (t.is_string() && t.get<std::string>() == "sliding_attention") ++n;
+    if (t.is_string() && t.get<std::string>() == kind) ++n;
   return n;
+}
+
+/// Llama4's chunked layers: layer_types' "chunked_attention" entries, else the layers that
+/// rotate (no_rope_layers' 1s, else all but every no_rope_layer_interval-th).
+std::uint64_t chunked_layers(Reader& r, std::uint64_t L, std::uint64_t interval) {
+  if (const auto lt = sliding_from_layer_types(r, "chunked_attention")) return *lt;
+  if (const json* nr = r.find("no_rope_layers"); nr != nullptr && nr->is_array() && !nr->empty()) {
+    std::uint64_t n = 0;
+    for (const json& e : *nr) n += e.is_number() && e.get<double>() != 0 ? 1 : 0;
+    return n;
+  }
+  return L - L / interval;
 }
 
 /// Everything read from the config before any module is laid out.
@@ -271,7 +283,8 @@ Shape read_shape(Reader& r, const Architecture& row) {
   }
   switch (row.mlp_width) {
     case MlpWidth::n_inner: s.I = r.any({"n_inner", "intermediate_size"}).value_or(s.H * 4); break;  // GPT2Block
-    case MlpWidth::intermediate_size: s.I = r.required({"intermediate_size"}); break;
+    case MlpWidth::intermediate_size:
+    case MlpWidth::intermediate_size_mlp: s.I = r.required({"intermediate_size"}); break;  // llama4: the experts' width
     default: s.I = r.uint("intermediate_size").value_or(0); break;  // set from the type's own key below
   }
   s.kv = r.uint("num_key_value_heads").value_or(s.heads);
@@ -332,7 +345,24 @@ struct MoeKeys {
   std::uint64_t first_dense = 0, layer_freq = 1;
   std::uint64_t n_shared = 0;
   std::optional<std::uint64_t> last_sparse = {};  ///< moe_layer_end_index; nullopt: the last layer
+  std::optional<std::set<std::uint64_t>> moe_list;  ///< llama4's moe_layers, when the config lists them
 };
+
+/// A config list of layer indices (mlp_only_layers, moe_layers), a diagnostic for anything else.
+std::set<std::uint64_t> read_layer_list(Reader& r, Diagnostics& diags, std::string_view key, const json& m) {
+  std::set<std::uint64_t> out;
+  if (!m.is_array()) {
+    diags.add(r.field(key), fmt::format("expected a list of layer indices, got {}", show(m)), std::string(kConfigFix));
+    return out;
+  }
+  for (const json& e : m) {
+    if (e.is_number_integer() && e.get<std::int64_t>() >= 0)
+      out.insert(e.get<std::uint64_t>());
+    else
+      diags.add(r.field(key), fmt::format("expected layer indices, got {}", show(e)), std::string(kConfigFix));
+  }
+  return out;
+}
 
 /// The language model's part of a config: the whole config, or its text_config.
 struct Root {
@@ -554,20 +584,14 @@ void read_moe_keys(Ctx& c) {
     mk.shared_I = c.r.uint("shared_expert_intermediate_size", true).value_or(0);
   if (row.sparse_layers == SparseLayers::step) {
     mk.sparse_step = c.r.uint("decoder_sparse_step").value_or(1);
-    if (const json* m = c.r.find("mlp_only_layers"); m && !m->is_null()) {
-      if (!m->is_array()) {
-        c.diags.add(c.r.field("mlp_only_layers"), fmt::format("expected a list of layer indices, got {}", show(*m)),
-                    std::string(kConfigFix));
-      } else {
-        for (const json& e : *m) {
-          if (e.is_number_integer() && e.get<std::int64_t>() >= 0)
-            mk.mlp_only.insert(e.get<std::uint64_t>());
-          else
-            c.diags.add(c.r.field("mlp_only_layers"), fmt::format("expected layer indices, got {}", show(e)),
-                        std::string(kConfigFix));
-        }
-      }
-    }
+    if (const json* m = c.r.find("mlp_only_layers"); m && !m->is_null())
+      mk.mlp_only = read_layer_list(c.r, c.diags, "mlp_only_layers", *m);
+  }
+  if (row.sparse_layers == SparseLayers::moe_layers) {
+    if (const json* m = c.r.find("moe_layers"); m && !m->is_null())
+      mk.moe_list = read_layer_list(c.r, c.diags, "moe_layers", *m);
+    else
+      mk.sparse_step = c.r.uint("interleave_moe_layer_step").value_or(1);  // (i + 1) % step == 0
   }
   if (row.sparse_layers == SparseLayers::first_k_dense) {
     mk.first_dense = c.r.uint("first_k_dense_replace", true).value_or(0);
@@ -588,14 +612,16 @@ void read_moe_keys(Ctx& c) {
 void read_dims(Ctx& c) {
   c.s = read_shape(c.r, c.row);
   Shape& s = c.s;
+  if (c.row.moe() && c.row.expert_width == ExpertWidth::intermediate_size) c.mk.expert_I = s.I;
   switch (c.row.mlp_width) {
     case MlpWidth::four_hidden: s.I = mul(4, s.H); break;  // BloomMLP
     case MlpWidth::expansion_ratio: s.I = mul(c.r.uint("expansion_ratio").value_or(4), s.H); break;  // MptMLP
     case MlpWidth::ffn_hidden_size: s.I = c.r.uint("ffn_hidden_size").value_or(mul(4, s.H)); break;  // FalconConfig
     case MlpWidth::ffn_dim: s.I = c.r.required({"ffn_dim"}); break;                                   // OPTConfig
+    // Llama4TextDecoderLayer: Llama4TextMLP(config, intermediate_size=config.intermediate_size_mlp).
+    case MlpWidth::intermediate_size_mlp: s.I = c.r.uint("intermediate_size_mlp").value_or(0); break;
     default: break;
   }
-  if (c.row.moe() && c.row.expert_width == ExpertWidth::intermediate_size) c.mk.expert_I = s.I;
   // GPTBigCode: multi_query (default true) keeps one k/v head.
   if (c.row.kv_heads == KvHeads::multi_query) s.kv = c.r.flag("multi_query", true) ? 1 : s.heads;
   switch (c.layout()) {
@@ -681,6 +707,11 @@ void read_options(Ctx& c) {
     c.max_window_layers = c.r.uint("max_window_layers", true).value_or(c.s.L);
   }
   if (row.sliding == Sliding::pattern) c.window_pattern = c.r.uint("sliding_window_pattern").value_or(row.sliding_pattern);
+  if (row.sliding == Sliding::chunked) {
+    // Llama4TextConfig: attention_chunk_size 8192 (null: no chunking), no_rope_layer_interval 4.
+    c.window = c.r.find("attention_chunk_size") == nullptr ? 8192 : c.r.uint("attention_chunk_size", true).value_or(0);
+    c.window_pattern = c.r.uint("no_rope_layer_interval").value_or(4);
+  }
   c.nextn = c.r.uint("num_nextn_predict_layers", true).value_or(0);
   if (row.softcaps) {
     c.final_softcap = c.r.number("final_logit_softcapping", row.final_softcap_default);
@@ -712,6 +743,7 @@ bool layer_is_moe(const Ctx& c, std::uint64_t i) {
   switch (c.row.sparse_layers) {
     case SparseLayers::first_k_dense: return i >= c.mk.first_dense && i % c.mk.layer_freq == 0;
     case SparseLayers::step: return c.mk.mlp_only.count(i) == 0 && (i + 1) % c.mk.sparse_step == 0;
+    case SparseLayers::moe_layers: return c.mk.moe_list ? c.mk.moe_list->count(i) != 0 : (i + 1) % c.mk.sparse_step == 0;
     case SparseLayers::every: return true;
     case SparseLayers::start_end_interval:
       return i >= c.mk.first_dense && (!c.mk.last_sparse || i <= *c.mk.last_sparse) &&
@@ -720,7 +752,7 @@ bool layer_is_moe(const Ctx& c, std::uint64_t i) {
   return true;
 }
 
-bool periodic(const Ctx& c) { return c.mk.sparse_step > 1 || c.mk.layer_freq > 1; }
+bool periodic(const Ctx& c) { return c.mk.sparse_step > 1 || c.mk.layer_freq > 1 || c.mk.moe_list.has_value(); }
 
 /// The first layer after i where the kind may change: first_k_dense_replace, or the nearest
 /// mlp_only layer m >= i (at m itself when m > i, after it when m == i). One ordered-set lookup,
@@ -752,9 +784,11 @@ void plan_layers(Ctx& c) {
     c.diags.add(c.r.field("num_hidden_layers"), fmt::format("{} layers is far more than any real model has", c.s.L),
                 std::string(kConfigFix));
   for (std::uint64_t i = 0; i < c.s.L && !c.any_dense; i = next_change(c, i)) c.any_dense = !layer_is_moe(c, i);
+  const std::string_view width_key =
+      c.row.mlp_width == MlpWidth::intermediate_size_mlp ? "intermediate_size_mlp" : "intermediate_size";
   if (c.any_dense && c.s.I == 0 && c.row.mlp_width != MlpWidth::intermediate_size && c.diags.empty())
-    c.diags.add(c.r.field("intermediate_size"), "missing: some layers are dense and their MLP width is needed",
-                "add \"intermediate_size\" as it appears in the model's config.json on the Hugging Face Hub");
+    c.diags.add(c.r.field(width_key), "missing: some layers are dense and their MLP width is needed",
+                fmt::format("add \"{}\" as it appears in the model's config.json on the Hugging Face Hub", width_key));
 }
 
 // --- shape-level fields ----------------------------------------------------------------------
@@ -814,7 +848,9 @@ void fill_sliding(Ctx& c) {
   const std::uint64_t L = c.s.L;
   if (c.window != 0) {
     std::uint64_t sliding = 0;
-    if (const auto lt = sliding_from_layer_types(c.r)) {
+    if (c.row.sliding == Sliding::chunked) {
+      sliding = chunked_layers(c.r, L, c.window_pattern);
+    } else if (const auto lt = sliding_from_layer_types(c.r)) {
       sliding = *lt;
     } else {
       switch (c.row.sliding) {
@@ -825,6 +861,7 @@ void fill_sliding(Ctx& c) {
         case Sliding::from_max_window:
           if (c.qwen_sliding) sliding = c.max_window_layers < L ? L - c.max_window_layers : 0;
           break;
+        case Sliding::chunked: break;  // above
       }
     }
     if (sliding != 0) {
@@ -934,6 +971,7 @@ void attention(const Ctx& c, LayerGroup& g) {
     case QkNorm::per_head: g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd); break;
     case QkNorm::projection: g.norm_params += H + s.kv * (H / s.heads); break;  // q_norm(hidden), k_norm(kv * hidden/heads)
     case QkNorm::head_dim_layer: g.norm_params += 2 * 2 * s.hd; break;
+    case QkNorm::l2: break;  // no parameters
   }
 }
 
@@ -942,10 +980,13 @@ void moe_mlp(const Ctx& c, LayerGroup& g) {
   const std::uint64_t H = c.s.H, E = c.mk.experts, I = c.mk.expert_I;
   switch (c.row.expert_linears) {
     case ExpertLinears::fused_gate_up_biased:
-      g.linears.push_back(lin(Role::router, "router", H, E, true));
-      g.linears.push_back(expert(Role::mlp_in, "gate_up_proj", H, mul(2, I), E, true));
-      g.linears.push_back(expert(Role::mlp_out, "down_proj", I, H, E, true));
+    case ExpertLinears::fused_gate_up: {
+      const bool bias = c.row.expert_linears == ExpertLinears::fused_gate_up_biased;
+      g.linears.push_back(lin(Role::router, "router", H, E, bias));
+      g.linears.push_back(expert(Role::mlp_in, "gate_up_proj", H, mul(2, I), E, bias));
+      g.linears.push_back(expert(Role::mlp_out, "down_proj", I, H, E, bias));
       break;
+    }
     case ExpertLinears::gate_up_down:
       g.linears.push_back(lin(Role::router, "gate", H, E));  // the router
       g.linears.push_back(expert(Role::mlp_in, "gate_proj", H, I, E));
@@ -974,6 +1015,11 @@ void moe_mlp(const Ctx& c, LayerGroup& g) {
       g.linears.push_back(shared(Role::mlp_in, "shared_mlp.gate_proj", H, c.s.I));
       g.linears.push_back(shared(Role::mlp_in, "shared_mlp.up_proj", H, c.s.I));
       g.linears.push_back(shared(Role::mlp_out, "shared_mlp.down_proj", c.s.I, H));
+      break;
+    case SharedExpert::expert_width:
+      g.linears.push_back(shared(Role::mlp_in, "shared_expert.gate_proj", H, I));
+      g.linears.push_back(shared(Role::mlp_in, "shared_expert.up_proj", H, I));
+      g.linears.push_back(shared(Role::mlp_out, "shared_expert.down_proj", I, H));
       break;
   }
   // Ernie4_5_MoeStatics: e_score_correction_bias, a [1, experts] parameter (not trained).
@@ -1110,6 +1156,7 @@ void finish(Ctx& c) {
       case SharedExpert::gated: spec.moe.shared_intermediate = mk.shared_I; break;
       case SharedExpert::n_shared: spec.moe.shared_intermediate = mul(mk.expert_I, mk.n_shared); break;
       case SharedExpert::dense_width: spec.moe.shared_intermediate = c.s.I; break;
+      case SharedExpert::expert_width: spec.moe.shared_intermediate = mk.expert_I; break;
     }
     spec.moe.shared_expert_gate = c.row.shared_expert == SharedExpert::gated && mk.shared_I != 0;
   }

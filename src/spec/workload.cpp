@@ -449,6 +449,9 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
                                                      w.grad_accum),
               "drop --grad-accum or --optimizer-in-backward (torchtune refuses the pair too)");
   }
+  if (w.compile != Compile::none && !w.trains())
+    out.add("--compile", fmt::format("does not apply to --mode {}", name_of(w.mode)),
+            "vramfit models torch.compile of the training step: use it with --mode train, lora or qlora");
   if (w.sequence_packing && !w.trains())
     out.add("--packing", fmt::format("does not apply to --mode {}", name_of(w.mode)),
             "packed batches are a training data layout (DataCollatorWithFlattening): use --mode train, lora or "

@@ -51,6 +51,7 @@ enum class QkNorm {
   per_head,        ///< one weight per head and dim, over q and k heads (CohereLayerNorm((heads, head_dim)))
   projection,      ///< q_norm(heads * head_dim), k_norm(kv_heads * head_dim) over the whole projections (olmo2)
   head_dim_layer,  ///< q_layernorm, k_layernorm: nn.LayerNorm(head_dim) with biases (phi's qk_layernorm)
+  l2,              ///< Llama4TextL2Norm on q and k: no parameters (on the layers that rotate)
 };
 
 /// The config keys of the common dimensions.
@@ -70,6 +71,9 @@ enum class MlpWidth {
   ffn_hidden_size,            ///< FalconConfig ffn_hidden_size, 4 * hidden when null
   four_hidden,                ///< 4 * hidden, no key (BloomMLP)
   expansion_ratio,            ///< MptConfig expansion_ratio (4) * d_model
+  /// Llama4TextConfig intermediate_size_mlp, required when some layer is dense (the experts
+  /// and the shared expert are intermediate_size wide)
+  intermediate_size_mlp,
 };
 
 /// How a MoE type's config gives its number of routed experts (none: a dense type).
@@ -96,6 +100,9 @@ enum class SparseLayers {
   /// Ernie4_5_MoeDecoderLayer: (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i
   /// <= moe_layer_end_index (Ernie4_5_MoeConfig: 1, -1 meaning the last layer, 1)
   start_end_interval,
+  /// Llama4TextDecoderLayer: i in moe_layers; Llama4TextConfig's default: every
+  /// interleave_moe_layer_step-th layer, range(step - 1, L, step)
+  moe_layers,
 };
 
 /// The shared expert beside the routed ones.
@@ -104,12 +111,14 @@ enum class SharedExpert {
   gated,     ///< Qwen2MoeSparseMoeBlock: shared_expert of shared_expert_intermediate_size, sigmoid shared_expert_gate
   n_shared,  ///< DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts (the row's n_shared_key)
   dense_width,  ///< HunYuanMoE: shared_mlp, an MLP of intermediate_size (as wide as the experts), no gate
+  expert_width,  ///< Llama4TextMoe: shared_expert, an MLP (gate, up, down) as wide as an expert, no gate
 };
 
 /// How the MoE experts' linears are built.
 enum class ExpertLinears {
   gate_up_down,         ///< router `gate`; per expert gate_proj, up_proj, down_proj, no biases
   fused_gate_up_biased, ///< GptOssTopKRouter `router` and GptOssExperts gate_up_proj, down_proj, all with biases
+  fused_gate_up,        ///< Llama4Router `router` and Llama4TextExperts gate_up_proj [E, H, 2I], down_proj [E, I, H], no biases
 };
 
 /// Which layers attend through the sliding window when the config sets `sliding_window`.
@@ -119,6 +128,11 @@ enum class Sliding {
   alternate,       ///< layer_types default "sliding_attention" when (i + 1) % 2 (Gemma2Config, GptOssConfig)
   pattern,         ///< sliding unless (i + 1) % sliding_window_pattern == 0 (`sliding_pattern` when absent)
   from_max_window, ///< with use_sliding_window only, from layer max_window_layers on (Qwen2Config)
+  /// Llama4's chunked attention: the "chunked_attention" layers (layer_types; by default the
+  /// layers that rotate: no_rope_layers, or all but every no_rope_layer_interval-th, 4) keep
+  /// attention_chunk_size (8192) tokens of cache (get_layer_types_and_kwargs gives them a
+  /// DynamicSlidingWindowLayer of that size) and attend through a chunked mask beyond it.
+  chunked,
 };
 
 /// Position information.
@@ -239,6 +253,10 @@ struct Architecture {
   /// A boolean key whose true value the row does not lay out (the experts' layout then is not
   /// read from the source): refused with exit 2 naming it. Ernie4_5_MoeConfig use_bias.
   std::string_view refused_if_true = {};
+  /// Every expert runs on every token (Llama4TextMoe.forward: hidden_states.repeat(E) weighted by
+  /// the router's sigmoid scores, 0 off the top-k, then bmm through all experts): the experts'
+  /// activations are those of E slots a token, not top-k (engine/activations.cpp).
+  bool dense_experts = false;
 
   // --- what the engine reads --------------------------------------------------------------
   /// The head's logits are multiplied by a scale in the forward (`logits * logit_scale`,

@@ -69,6 +69,13 @@ enum class Loss {
   fused_linear,  ///< Liger's fused linear cross-entropy: lm_head + loss per chunk, no full logits
 };
 
+/// torch.compile of the training step (`--compile`; engine/levers.cpp has what it changes).
+enum class Compile {
+  none,
+  layers,  ///< each decoder layer compiled, the loss eager (torchtitan's apply_compile)
+  all,     ///< the layers and the loss function (torchtune `compile: True`; HF Trainer torch_compile)
+};
+
 /// peft LoRA settings; alpha does not change memory.
 struct Lora {
   std::uint64_t rank = 16;
@@ -139,6 +146,8 @@ struct Workload {
   bool master_weights = false;
   /// The loss (`--loss`).
   Loss loss = Loss::hf;
+  /// torch.compile of the training step (`--compile [layers|all]`).
+  Compile compile = Compile::none;
   /// FSDP's MixedPrecisionPolicy(param_dtype=..., reduce_dtype=fp32) (`--fsdp-mixed-precision`):
   /// fp32 sharded masters, each unit gathered in this 16-bit dtype when it runs.
   std::optional<DType> fsdp_param_dtype;

@@ -64,7 +64,7 @@ TEST_CASE("workload_json: one shape for every workload, the knobs the advisor ch
     "sharding": "fsdp", "offload": "none", "master_weights": false, "kv_cache": null,
     "expandable_segments": true, "alloc_conf": "expandable_segments:True", "cuda_context": null, "checkpointing_kind": "full", "activation_offload": false,
     "optimizer_in_backward": false, "sequence_packing": false, "loss": "hf", "fsdp_mixed_precision": null,
-    "images": 0, "image_size": null})"));
+    "images": 0, "image_size": null, "compile": null})"));
   const json i = json(workload_json(inference_fp32()));
   CHECK(i["autocast"].is_null());
   CHECK(i["lora"].is_null());

@@ -124,7 +124,7 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
                                          "nodes", "sharding", "offload", "master_weights", "kv_cache",
                                          "expandable_segments", "alloc_conf", "cuda_context", "checkpointing_kind", "activation_offload",
                                          "optimizer_in_backward", "sequence_packing", "loss", "fsdp_mixed_precision",
-                                         "images", "image_size"});
+                                         "images", "image_size", "compile"});
   CHECK(j["schema_version"] == 3);
   CHECK(j["model"]["params"] == 8030261248ULL);
   CHECK(j["model"]["dtype"] == "bf16");

@@ -1,0 +1,130 @@
+// Real steps recorded on the H200 (tests/accuracy/alloc/traces: snap_trace.py, measure.py with
+// torch.cuda.memory._record_memory_history(), each case in a fresh process; run.sh).
+//  - The allocator model replays a recorded step exactly: three training steps of qwen2.5-1.5b
+//    (bf16, AdamW, batch 8 x 2048, checkpointing): 15356 allocations, the trace's own segment
+//    events peak at 47747956736 reserved bytes (45536 MiB) and the replay gives the same bytes.
+//  - The estimate against those fresh-process runs, case by case (errors in tenths of a percent, as
+//    in the [snapshot] table): the device total of a fresh process has no cached segments left by
+//    an earlier case (shared/truth's runs share a process per model: gpt2/forward/bf16/b1s1024
+//    reserved 418 MiB beyond its peak there and 52 MiB here) and a smaller CUDA context (695 MiB
+//    forward, 717 generate, 767 training, against the 938.8 MiB median of shared/truth).
+// Print the current table: VRAMFIT_PRINT_TRACE_TABLE=1 ./build/tests/vramfit_tests "[trace]"
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "vramfit/accuracy/truth.hpp"
+#include "vramfit/engine/allocator.hpp"
+#include "vramfit/engine/estimate.hpp"
+#include "vramfit/spec/parse.hpp"
+#include "../cli/cli_helper.hpp"
+
+namespace {
+
+using namespace vramfit;
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/traces";
+
+struct Expected {
+  const char* file;
+  const char* id;
+  int reserve_mib;    // the estimate's allocator reserve
+  int device_tenths;  // device total error, tenths of a percent
+};
+
+// clang-format off
+const Expected kTable[] = {
+    {"fresh_default.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 4404, -105},
+    {"fresh_default.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 1792, -78},
+    {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 12036, -55},
+    {"fresh_default.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 2951, 35},
+    {"fresh_default.jsonl", "gpt2/forward/bf16/b1s1024", 60, 248},
+    {"fresh_default.jsonl", "smollm2-135m/generate/bf16/b1s512n256", 22, 230},
+    {"fresh_default.jsonl", "smollm2-135m/forward/bf16/b1s8192", 340, 241},
+    {"fresh_default.jsonl", "qwen2.5-1.5b/generate/bf16/b1s512n256", 22, 19},
+    {"fresh_default.jsonl", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s1024", 1996, -36},
+    {"fresh_default.jsonl", "gpt2/forward/fp16/b2s1024", 120, 238},
+    {"fresh_expandable.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 9718, 76},
+    {"fresh_expandable.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3240, 52},
+    {"fresh_expandable.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 92, 67},
+};
+// clang-format on
+
+}  // namespace
+
+TEST_CASE("the allocator model replays a recorded training step byte-exactly", "[accuracy][allocator][trace]") {
+  std::ifstream in(kDir / "qwen2.5-1.5b_train_bf16_b8s2048_ckpt.trace");
+  REQUIRE(in);
+  engine::CachingAllocator a;
+  std::vector<engine::CachingAllocator::Handle> handles;
+  std::string line;
+  std::size_t frees = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::uint64_t v = std::stoull(line.substr(2));
+    if (line[0] == 'a') {
+      handles.push_back(a.malloc(v));
+    } else {
+      REQUIRE(line[0] == 'f');
+      REQUIRE(v < handles.size());
+      a.free(handles[v]);
+      ++frees;
+    }
+  }
+  CHECK(handles.size() == 15356);
+  CHECK(a.peak_reserved() == 47747956736ULL);
+  // The trace records requested sizes (37694216200 bytes at its peak); the allocator counts them
+  // rounded up to 512 B, as torch.cuda.max_memory_allocated() does.
+  CHECK(a.peak_allocated() == 37694479360ULL);
+  CHECK(frees == 15353);
+  // Reserved beyond the allocated peak: 9587 MiB; at the peak, 7894 MiB of it is free space in one
+  // 9496 MiB segment made for the first step's fp32 logits, which the later steps' checkpointed
+  // layer inputs and recompute blocks split (best fit), so the next logits need new segments.
+  CHECK((a.peak_reserved() - a.peak_allocated()) >> 20 == 9587);
+}
+
+TEST_CASE("the estimate against fresh-process runs on the H200", "[accuracy][allocator][trace]") {
+  const fs::path truth = VRAMFIT_TRUTH_DIR;
+  if (!fs::exists(truth / "models")) {
+    WARN("shared/truth not found beside the checkout (its models/ hold the configs): skipped");
+    return;
+  }
+  struct Row {
+    std::string file, id;
+    std::uint64_t reserve_mib;
+    double device;
+  };
+  std::map<std::string, spec::ModelSpec> specs;
+  std::vector<Row> rows;
+  for (const char* file : {"fresh_default.jsonl", "fresh_expandable.jsonl"}) {
+    for (const auto& c : accuracy::parse_truth(vramfit::test::read_text(kDir / file), file)) {
+      REQUIRE(c.status == "ok");
+      if (!specs.count(c.config))
+        specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(truth / c.config), c.config));
+      const auto b = engine::estimate(specs.at(c.config), c.workload);
+      rows.push_back({file, c.id, b.allocator_reserve.value() >> 20, accuracy::evaluate(c, specs.at(c.config)).device_error});
+      if (std::getenv("VRAMFIT_PRINT_TRACE_TABLE"))
+        std::printf("    {\"%s\", \"%s\", %d, %d},\n", file, c.id.c_str(), static_cast<int>(rows.back().reserve_mib),
+                    static_cast<int>(std::lround(rows.back().device * 1000)));
+    }
+  }
+  REQUIRE(rows.size() == std::size(kTable));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Expected& e = kTable[i];
+    INFO(rows[i].file << " " << rows[i].id << ": reserve " << rows[i].reserve_mib << " MiB, device total "
+                      << rows[i].device * 100 << " %");
+    CHECK(rows[i].file == e.file);
+    CHECK(rows[i].id == e.id);
+    CHECK(rows[i].reserve_mib == static_cast<std::uint64_t>(e.reserve_mib));
+    CHECK(std::fabs(rows[i].device * 1000 - e.device_tenths) <= 0.5 + 0.5);
+  }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Writes compile_cases.json: torch.compile of the training step beside the same step in eager
+(issue #18's `--compile`), for measure_compile.py. bf16 weights, AdamW, hf loss (fp32 logits).
+
+Priority 0: 3 models x (full training, LoRA) x (plain, checkpointing) at b2 s1024, eager and
+compiled (each decoder layer and the loss: "all"); 1: the same at b1 s4096; 2: torchtune's
+chunked loss compiled, and the layers compiled with the loss eager ("layers", torchtitan);
+3: the whole model compiled (Hugging Face Trainer's torch_compile: "model")."""
+import json
+
+MODELS = ["qwen2.5-0.5b", "llama-3.2-1b", "smollm2-360m"]
+LORA = {"r": 16, "targets": "all-linear"}
+
+
+def case(model, mode, b, s, priority, compile_kind, ckpt=False, loss="hf"):
+    tag = ("ckpt" if ckpt else "plain") + ("" if loss == "hf" else f"-loss-{loss}")
+    return {"id": f"{model}/{mode}/bf16/b{b}s{s}/{tag}/{compile_kind or 'eager'}",
+            "model": model, "config": f"models/{model}.json", "mode": mode, "weights_dtype": "bf16",
+            "autocast": None, "optimizer": "adamw", "batch": b, "seq": s, "new_tokens": 0,
+            "checkpointing": ckpt, "attn": "sdpa", "lora": LORA if mode == "lora" else None,
+            "gpus": 1, "priority": priority, "loss": loss, "compile": compile_kind}
+
+
+cases = []
+for p, (b, s) in enumerate([(2, 1024), (1, 4096)]):
+    for m in MODELS:
+        for mode in ("train", "lora"):
+            for ckpt in (False, True):
+                for kind in (None, "all"):
+                    cases.append(case(m, mode, b, s, p, kind, ckpt))
+for m in MODELS:
+    for kind in (None, "all"):
+        cases.append(case(m, "train", 2, 1024, 2, kind, loss="chunked"))
+    cases.append(case(m, "train", 2, 1024, 2, "layers"))
+for m in MODELS[:2]:
+    cases.append(case(m, "train", 2, 1024, 3, "model"))
+
+json.dump(cases, open("compile_cases.json", "w"), indent=1)
+print(len(cases), "cases")
