@@ -93,7 +93,7 @@ struct ModeFlag {
 
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 14> kModeFlags{{
+constexpr std::array<ModeFlag, 15> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", spec::trains, "--mode train, lora and qlora"},
     {"--grad-accum", spec::trains, "--mode train, lora and qlora"},
@@ -103,6 +103,7 @@ constexpr std::array<ModeFlag, 14> kModeFlags{{
     {"--recipe", spec::trains, "--mode train, lora and qlora"},
     {"--optimizer-in-backward", spec::trains, "--mode train, lora and qlora"},
     {"--packing", spec::trains, "--mode train, lora and qlora"},
+    {"--compile", spec::trains, "--mode train, lora and qlora"},
     {"--fsdp-mixed-precision", spec::trains, "--mode train and lora"},
     // Only generate produces new tokens (and grows the KV cache).
     {"--new-tokens", generates, "--mode generate"},

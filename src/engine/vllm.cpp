@@ -368,7 +368,9 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     // - V1 with the Triton top-k/top-p (from 0.16): the bf16 logits, their fp32 copy, the
     //   probabilities and the exponential noise (2 + 4 + 4 + 4) and the kernel's [programs,
     //   vocab] scratch: taken at FlashInfer's 16 (kvcached#448's 2026 run: -1.0%).
-    const bool sorts = !s.v0_engine && sampler_kernel(s.release) == SamplerKernel::torch_sort;
+    SamplerKernel kernel = sampler_kernel(s.release);
+    if (kernel == SamplerKernel::flashinfer && !s.flashinfer) kernel = SamplerKernel::torch_sort;
+    const bool sorts = !s.v0_engine && kernel == SamplerKernel::torch_sort;
     const std::uint64_t per_logit = s.v0_engine ? 4 : sorts ? 38 : 16;
     std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
                                         checked_mul(checked_mul(T, H), d));

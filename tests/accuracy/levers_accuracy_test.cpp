@@ -66,7 +66,7 @@ std::string lever_of(const spec::Workload& w) {
 
 TEST_CASE("training levers meet the plain loop's bounds on the H200", "[accuracy][levers]") {
   const auto& m = measured();
-  REQUIRE(m.cases.size() == 60);
+  REQUIRE(m.cases.size() == 63);
   std::map<std::string, std::vector<const accuracy::CaseResult*>> by_lever;
   std::vector<const accuracy::CaseResult*> all;
   for (const auto& r : m.results) {
@@ -93,15 +93,15 @@ TEST_CASE("training levers meet the plain loop's bounds on the H200", "[accuracy
     CHECK(r->error >= -0.05);  // no unsafe under-estimate
     CHECK(r->error <= 0.05);
   }
-  // Every lever on 3 models, except what the run's deadline cut: FSDP2 on 2 ranks (2 models
-  // with mixed precision, 1 with autocast) and plain fp32 + autocast training (2 models).
+  // Every lever on 3 models, except FSDP2 on 2 ranks (2 models) and what the first run's
+  // deadline cut: plain fp32 + autocast training (2 models).
   for (const auto& [lever, rs] : by_lever) {
     INFO(lever);
     std::map<std::string, int> models;
     for (const auto* r : rs) ++models[r->truth->config];
     std::size_t want = 3;
     if (lever == "fsdp-mixed-precision" || lever == "train fp32 + autocast") want = 2;
-    if (lever == "fsdp + autocast (LoRA)") want = 1;
+    if (lever == "fsdp + autocast (LoRA)") want = 2;
     CHECK(models.size() >= want);
   }
 }

@@ -156,3 +156,20 @@ TEST_CASE("levers CLI: a recipe sets its stack's default levers, typed flags win
                       "vramfit: error: --recipe: unknown recipe 'torchtune2' (did you mean 'torchtune'? one of "
                       "hf-trainer, trl-sft, torchtune, axolotl-liger, unsloth)\n");
 }
+
+TEST_CASE("levers CLI: --compile is training only, all or layers", "[cli][levers]") {
+  const auto eager = json_of(estimate(with({"--mode", "train", "--seq", "1024", "--json"})));
+  const auto all = json_of(estimate(with({"--mode", "train", "--seq", "1024", "--compile", "--json"})));
+  const auto layers = json_of(estimate(with({"--mode", "train", "--seq", "1024", "--compile", "layers", "--json"})));
+  CHECK(eager["workload"]["compile"].is_null());
+  CHECK(all["workload"]["compile"] == "all");
+  CHECK(layers["workload"]["compile"] == "layers");
+  CHECK(peak(all) < peak(layers));
+  CHECK(peak(layers) < peak(eager));
+  require_usage_error(estimate(with({"--compile"})),
+                      "vramfit: error: --compile: does not apply to --mode inference (it is used by --mode train, "
+                      "lora and qlora; drop it or change --mode)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--compile", "max-autotune"})),
+                      "vramfit: error: --compile: unknown compile 'max-autotune' (give all (the layers and the "
+                      "loss) or layers (the decoder layers only), e.g. --compile layers)\n");
+}

@@ -63,6 +63,11 @@ struct Settings {
   /// The release (--vllm-version; default the newest seen, 0.27.1): the CUDA graph capture
   /// sizes and whether the graphs' estimate comes off the KV cache (see cuda_graphs()).
   Release release;
+  /// FlashInfer is installed (a default dependency of vLLM's CUDA wheels only from late 2025; a
+  /// plain pip install before had none): without it, a release whose default is FlashInfer's
+  /// sampler falls back to the PyTorch-native sort ("FlashInfer is not available. Falling back
+  /// to the PyTorch-native implementation of top-p & top-k sampling").
+  bool flashinfer = true;
 };
 
 /// How V1's dummy sampler run (gpu_model_runner.py _dummy_sampler_run: top-p 0.99 and top-k

@@ -244,3 +244,50 @@ TEST_CASE("levers: packed rows give SDPA a mask that each layer saves as an addi
   w.sequence_packing = false;
   CHECK(engine::estimate(m, w).peak_allocated == eager_packed.peak_allocated);
 }
+
+TEST_CASE("levers: a compiled cross-entropy saves the 16-bit logits, not the fp32 log-softmax", "[engine][levers]") {
+  // torch.compile of the loss (measured, tests/accuracy/levers/results/compile.jsonl): forward's
+  // end holds the 16-bit logits, backward's start them and their gradient; chunked the same.
+  const auto m = tiny();
+  auto w = training(spec::Mode::train, DType::bf16);
+  const Precision p = precision_of(w);
+  const std::uint64_t tokens = 1024;
+  const std::uint64_t lc = tokens * 32000 * 2;
+  w.compile = spec::Compile::all;
+  for (auto loss : {spec::Loss::hf, spec::Loss::chunked}) {
+    w.loss = loss;
+    const auto b = loss_bytes(m, w, p, tokens);
+    CHECK(b.forward_end.value() == lc);
+    CHECK(b.backward_start.value() == 2 * lc);
+  }
+  // Liger's fused loss is a kernel already; compiling the layers only leaves the loss eager.
+  w.loss = spec::Loss::fused_linear;
+  auto eager = w;
+  eager.compile = spec::Compile::none;
+  CHECK(loss_bytes(m, w, p, tokens).forward_end == loss_bytes(m, eager, p, tokens).forward_end);
+  w.loss = spec::Loss::hf;
+  w.compile = spec::Compile::layers;
+  eager.loss = spec::Loss::hf;
+  CHECK(loss_bytes(m, w, p, tokens).backward_start == loss_bytes(m, eager, p, tokens).backward_start);
+}
+
+TEST_CASE("levers: a compiled layer recomputes its gated MLP's activation and product", "[engine][levers]") {
+  const auto m = tiny();  // intermediate 512, hidden 256
+  auto w = training(spec::Mode::train, DType::bf16);
+  const Precision p = precision_of(w);
+  const auto& g = m.layers.front();
+  CHECK(compiled_layer_not_saved(m, g, w, p) == 0);  // not compiled
+  w.compile = spec::Compile::layers;
+  CHECK(compiled_layer_not_saved(m, g, w, p) == 2 * 512 * 2);
+  // LoRA on all linears: q, k, v share one fp32 cast of the attention input.
+  w.mode = spec::Mode::lora;
+  const Precision pl = precision_of(w);
+  CHECK(compiled_layer_not_saved(m, g, w, pl) == 2 * 512 * 2 + 2 * 256 * 4);
+  // Whole estimates: 2 x 1024 tokens x 2 layers x 2048 bytes fewer saved at forward's end.
+  w.mode = spec::Mode::train;
+  w.compile = spec::Compile::none;
+  const auto eager = engine::estimate(m, w);
+  w.compile = spec::Compile::layers;
+  const auto compiled = engine::estimate(m, w);
+  CHECK(phase(eager, "forward_end") - phase(compiled, "forward_end") == 1024ULL * 2 * 2048);
+}
