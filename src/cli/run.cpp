@@ -285,11 +285,14 @@ void add_serving_flags(CLI::App* e, Options& o) {
   CLI::Option* hk = e->add_flag("--disable-hybrid-kv-cache-manager", s.disable_hybrid_kv_cache_manager,
                                 "vLLM: sliding-window layers keep a full-length KV cache")->group(g);
   o.flag_options[e->get_name()].emplace_back("--disable-hybrid-kv-cache-manager", hk);
+  CLI::Option* nf = e->add_flag("--no-flashinfer", s.no_flashinfer,
+                                "vLLM: FlashInfer not installed: the profile run's sampler sorts the logits")->group(g);
+  o.flag_options[e->get_name()].emplace_back("--no-flashinfer", nf);
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);
   add(e, o, "--vllm-version", s.vllm_version, "X.Y",
-      "vLLM: the release (default 0.27.1): its CUDA graph sizes, and from 0.21 the graphs inside the budget", g);
+      "vLLM: the release (default 0.27.1): its CUDA graph sizes, its sampler, and from 0.21 the graphs inside the budget", g);
 }
 
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description,

@@ -66,7 +66,7 @@ constexpr FlagRow kFlags[] = {
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
     {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
     {"--block-size", false, true},     {"--disable-hybrid-kv-cache-manager", false, true},
-    {"--vllm-version", false, true},
+    {"--vllm-version", false, true},   {"--no-flashinfer", false, true},
 };
 
 /// The transformers workload flags that mean nothing to a serving engine.
@@ -476,6 +476,7 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   }
   st.enforce_eager = s.enforce_eager;
   st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
+  st.flashinfer = !s.no_flashinfer;
   if (!s.vllm_version.empty()) {
     if (const auto v = engine::vllm::parse_release(s.vllm_version)) {
       st.release = *v;

@@ -690,7 +690,8 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
       if (k == info.id) v = x;
     b.components.push_back({std::string(info.id), v, std::string(info.description), true});
   }
-  b.allocator_reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident);
+  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident);
+  b.allocator_reserve = reserve.bytes;
   b.cuda_context = w.cuda_context.value_or(kCudaContext);
   b.components.push_back({"allocator_reserve", b.allocator_reserve, std::string(describe("allocator_reserve")), false});
   b.components.push_back({"cuda_context", b.cuda_context, std::string(describe("cuda_context")), false});
@@ -707,15 +708,15 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
     notes.push_back(
         "backend:cudaMallocAsync: the driver's memory pool replaces the caching allocator; its reserve is not modelled "
         "and is taken as the native allocator's (check the upper bound)");
-  if (w.mode == Mode::generate && (w.alloc.max_split_size_mb != 0 || w.alloc.roundup_power2_divisions != 0))
-    notes.push_back(fmt::format("{}: generation's allocator reserve is replayed through the allocator model with "
-                                "these settings (garbage_collection_threshold only acts at the card's limit)",
+  if (reserve.replayed && (w.alloc.max_split_size_mb != 0 || w.alloc.roundup_power2_divisions != 0))
+    notes.push_back(fmt::format("{}: the allocator reserve is the step's allocations replayed through the allocator "
+                                "model with these settings (garbage_collection_threshold only acts at the card's limit)",
                                 alloc_conf_string(w)));
   else if (w.alloc.max_split_size_mb != 0 || w.alloc.roundup_power2_divisions != 0 ||
            w.alloc.garbage_collection_threshold != 0)
     notes.push_back(fmt::format(
         "{}: the estimate's allocator reserve does not model these settings (it is the default allocator's); only "
-        "generation's reserve is replayed through the allocator model",
+        "single-GPU full training and generation are replayed through the allocator model",
         alloc_conf_string(w)));
   b.notes = std::move(notes);
   return b;

@@ -30,7 +30,8 @@ using spec::Workload;
 //  - the layers' activations and temporaries: many blocks of a few sizes repeated per layer, that
 //    later layers reuse; with checkpointing the recomputed layer's blocks come on top of the
 //    saved inputs, without it the activations are alive at the peak (not cached).
-// Training and LoRA (single GPU, peak while the activations are alive): reserve = L x logits +
+// LoRA, and full training where training_reserve does not replay it (single GPU, peak while the
+// activations are alive): reserve = L x logits +
 // A x the rest of the transient memory, in thousandths (fitted per mode on shared/truth and
 // tests/accuracy/alloc/snapshots, the H200 _snapshot() runs; snapshots show the logits-sized
 // segments as the largest ones cached at the peak):
@@ -252,18 +253,199 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
   return Bytes{a.peak_reserved() - a.peak_allocated()};
 }
 
+// Full training on one GPU: three steps of the loop measure.py runs (forward, loss, backward,
+// optimizer.step(), zero_grad(set_to_none=True)) synthesized block by block and replayed through
+// the allocator model; the reserve is the replay's peak reserved minus its peak allocated.
+// Why three steps: the recorded steps (tests/accuracy/alloc/traces) make one segment per
+// logits-sized tensor in the first step (bf16 logits, their fp32 copy, log-softmax, and in
+// backward their gradients); the gradients and the optimizer state created in that step take
+// those cached segments (best fit), as do the second step's checkpointed layer inputs, so the
+// second step's logits need new segments (qwen2.5-1.5b ckpt: one more 9496 MiB segment; the
+// third step adds none). Per layer, as eager PyTorch allocates: forward keeps the layer's saved
+// tensors (norm outputs, rotated q and k, v, attention output and its reshaped copy, the residual,
+// gate, up, act, act x up) or, checkpointed, only its input, which backward recomputes from;
+// backward allocates each op's input gradients and the weight gradients (kept until zero_grad) as
+// it frees what the op saved. Under autocast each linear's weight is cast to 16 bits per layer
+// (kept until forward ends; in a recompute, until the layer's backward ends). The loss: bf16
+// logits, the fp32 copy, log-softmax (saved); backward: nll's and log-softmax's fp32 gradients,
+// the bf16 gradient. The first step allocates the optimizer state per parameter; every step the
+// optimizer's temporaries (one list over the parameters, as foreach AdamW's). Replayed against the
+// recorded steps (reserved beyond the peak allocated, fresh processes): qwen2.5-1.5b bf16 b8 s2048
+// ckpt 9776 MiB measured / 10028 replayed, qwen2.5-7b bf16 b4 s2048 ckpt 17052 / 16874,
+// qwen2.5-0.5b fp32-amp b4 s1024 2981 / 3098, gpt2-medium fp32-amp b16 s1024 ckpt 3477 / 2793.
+std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
+  const Acc* step = phase_of(phases, "optimizer_step");
+  if (w.mode != Mode::train || step == nullptr || w.activation_offload || w.optimizer_in_backward ||
+      w.grad_accum > 1 || w.checkpoint_selective || w.checkpoint_every > 1 || m.intermediate_size == 0 ||
+      m.params == 0 || std::any_of(m.layers.begin(), m.layers.end(), [](const auto& g) { return g.moe; }))
+    return std::nullopt;
+  // Bounded work (about 110 allocator calls per layer and step, 3 steps): deeper models keep the
+  // closed form.
+  constexpr std::uint64_t kMaxLayers = 200;
+  if (m.num_layers == 0 || m.num_layers > kMaxLayers) return std::nullopt;
+  const Precision p = precision_of(w);
+  const std::uint64_t e = p.compute;
+  const std::uint64_t tokens = checked_mul(w.batch, w.seq);
+  const std::uint64_t hidden = tokens_bytes(w, m.hidden_size), q = tokens_bytes(w, checked_mul(m.num_heads, m.head_dim));
+  const std::uint64_t kv = tokens_bytes(w, checked_mul(m.num_kv_heads, m.head_dim));
+  const std::uint64_t inter = tokens_bytes(w, m.intermediate_size);
+  const std::uint64_t logits16 = checked_mul(checked_mul(tokens, m.vocab_size), e);
+  const std::uint64_t logits32 = checked_mul(checked_mul(tokens, m.vocab_size), 4);
+  // Bytes per parameter of a gradient, of the optimizer state and of the step's temporaries, as the
+  // engine counts them (engine/optimizers.cpp); per parameter tensor below.
+  const std::uint64_t grad_bytes = part_of(*step, "gradients").value() / m.params;
+  const std::uint64_t state_bytes = part_of(*step, "optimizer_state").value() / m.params;
+  const std::uint64_t temp_bytes = part_of(*step, "optimizer_step").value() / m.params;
+  constexpr std::uint64_t kMaxBlock = 1ULL << 60;
+  if (std::max({hidden, q, inter, logits32, checked_mul(m.embedding_params, 8)}) > kMaxBlock) return std::nullopt;
+
+  // The parameter tensors, in module order, with each one's role.
+  struct Param {
+    std::uint64_t elems;
+    spec::Role role;
+    std::uint64_t layer;  // decoder layer, or kMaxLayers for the embedding and head
+  };
+  std::vector<Param> params;
+  params.push_back({m.embedding_params, spec::Role::other, kMaxLayers});
+  std::uint64_t layer = 0;
+  for (const auto& g : m.layers)
+    for (std::uint64_t i = 0; i < g.count; ++i, ++layer) {
+      for (const auto& l : g.linears) params.push_back({l.params(), l.role, layer});
+      if (g.norm_params + g.other_params > 0) params.push_back({g.norm_params + g.other_params, spec::Role::other, layer});
+    }
+  if (m.lm_head_params > 0) params.push_back({m.lm_head_params, spec::Role::other, kMaxLayers});
+
+  CachingAllocator a(alloc_conf(w));
+  using H = CachingAllocator::Handle;
+  const auto free_all = [&](std::initializer_list<H> hs) {
+    for (const auto h : hs) a.free(h);
+  };
+  std::vector<H> state;
+  const std::uint64_t layers = m.num_layers;
+  for (int s = 0; s < 3; ++s) {
+    std::vector<H> grads;
+    const auto grad_of = [&](std::uint64_t l, std::initializer_list<spec::Role> roles) {
+      for (const auto& pr : params)
+        if (pr.layer == l && std::find(roles.begin(), roles.end(), pr.role) != roles.end())
+          grads.push_back(a.malloc(checked_mul(pr.elems, grad_bytes)));
+    };
+    // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its weights.
+    const auto forward = [&](std::uint64_t l, bool keep, std::vector<H>& casts) {
+      if (p.autocast)
+        for (const auto& pr : params)
+          if (pr.layer == l && pr.role != spec::Role::other) casts.push_back(a.malloc(checked_mul(pr.elems, 2)));
+      std::vector<H> saved;
+      const H ln1 = a.malloc(hidden), qp = a.malloc(q), kp = a.malloc(kv), v = a.malloc(kv), qr = a.malloc(q),
+              kr = a.malloc(kv);
+      free_all({qp, kp});
+      const H at = a.malloc(q), at2 = a.malloc(q), o = a.malloc(hidden), r = a.malloc(hidden);
+      a.free(o);
+      const H ln2 = a.malloc(hidden), gate = a.malloc(inter), up = a.malloc(inter), act = a.malloc(inter),
+              mul = a.malloc(inter), down = a.malloc(hidden), out = a.malloc(hidden);
+      a.free(down);
+      saved = {ln1, qr, kr, v, at, at2, r, ln2, gate, up, act, mul};
+      if (!keep) {
+        for (const H h : saved) a.free(h);
+        saved.clear();
+      }
+      saved.push_back(out);  // last: the layer's output
+      return saved;
+    };
+    std::vector<H> casts, inputs;
+    std::vector<std::vector<H>> saved(layers);
+    H h = a.malloc(hidden);
+    for (std::uint64_t l = 0; l < layers; ++l) {
+      auto sv = forward(l, !w.checkpointing, casts);
+      inputs.push_back(h);
+      h = sv.back();
+      sv.pop_back();
+      saved[l] = std::move(sv);
+    }
+    const H norm = a.malloc(hidden), lg = a.malloc(logits16), lf = a.malloc(logits32), ls = a.malloc(logits32);
+    free_all({lf, lg});
+    for (const H c : casts) a.free(c);
+    const H g1 = a.malloc(logits32), g2 = a.malloc(logits32);
+    free_all({g1, ls});
+    const H g3 = a.malloc(logits16);
+    a.free(g2);
+    H gh = a.malloc(hidden);
+    grads.push_back(a.malloc(checked_mul(std::max(m.lm_head_params, m.embedding_params), grad_bytes)));
+    free_all({g3, norm, h});
+    for (std::uint64_t l = layers; l-- > 0;) {
+      std::vector<H> recast;
+      std::vector<H> sv = saved[l];
+      if (w.checkpointing) {
+        sv = forward(l, true, recast);
+        a.free(sv.back());
+        sv.pop_back();
+      }
+      const H ln1 = sv[0], qr = sv[1], kr = sv[2], v = sv[3], at = sv[4], at2 = sv[5], r = sv[6], ln2 = sv[7],
+              gate = sv[8], up = sv[9], act = sv[10], mul = sv[11];
+      const H gm = a.malloc(inter);
+      grad_of(l, {spec::Role::mlp_out});
+      const H gact = a.malloc(inter), gup = a.malloc(inter);
+      free_all({gm, mul, act});
+      const H ggate = a.malloc(inter);
+      free_all({gact, gate});
+      const H gln2 = a.malloc(hidden);
+      grad_of(l, {spec::Role::mlp_in, spec::Role::router});
+      free_all({ggate, gup, up, ln2});
+      const H gr = a.malloc(hidden);
+      free_all({gln2, r});
+      const H gat2 = a.malloc(q);
+      grad_of(l, {spec::Role::attn_out});
+      a.free(at2);
+      const H gat = a.malloc(q);
+      a.free(gat2);
+      const H gq = a.malloc(q), gk = a.malloc(kv), gv = a.malloc(kv);
+      free_all({gat, at, qr, kr, v});
+      const H gq2 = a.malloc(q), gk2 = a.malloc(kv);
+      free_all({gq, gk});
+      const H gln1 = a.malloc(hidden);
+      grad_of(l, {spec::Role::attn_in, spec::Role::attn_inner, spec::Role::other});
+      free_all({gq2, gk2, gv, ln1});
+      const H gin = a.malloc(hidden);
+      free_all({gln1, gr, gh});
+      gh = gin;
+      for (const H c : recast) a.free(c);
+      if (w.checkpointing) a.free(inputs[l]);
+    }
+    // The embedding's dense gradient; tied weights sum it with the lm_head's out of place.
+    const H ge = a.malloc(checked_mul(m.embedding_params, grad_bytes));
+    a.free(gh);
+    if (m.tied_embeddings) {
+      const H sum = a.malloc(checked_mul(m.embedding_params, grad_bytes));
+      free_all({ge, grads.front()});
+      grads.front() = sum;
+    } else {
+      grads.push_back(ge);
+    }
+    if (state.empty() && state_bytes > 0)
+      for (const auto& pr : params) state.push_back(a.malloc(checked_mul(pr.elems, state_bytes)));
+    if (temp_bytes > 0) {
+      std::vector<H> temps;
+      for (const auto& pr : params) temps.push_back(a.malloc(checked_mul(pr.elems, temp_bytes)));
+      for (const H t : temps) a.free(t);
+    }
+    for (const H g : grads) a.free(g);
+  }
+  return Bytes{a.peak_reserved() - a.peak_allocated()};
+}
+
 }  // namespace
 
-Bytes allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
-                        Bytes peak_allocated, Bytes resident) {
+Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+                          Bytes peak_allocated, Bytes resident) {
   if (w.mode == Mode::generate && w.sharding == spec::Sharding::none)
-    if (const auto r = generate_reserve(m, w, phases)) return *r;
+    if (const auto r = generate_reserve(m, w, phases)) return {*r, true};
+  if (w.mode == Mode::train && w.sharding == spec::Sharding::none)
+    if (const auto r = training_reserve(m, w, phases)) return {*r, true};
   // The caching allocator never gives memory back within a step (no empty_cache), so what
   // it holds at its worst is the largest of each phase's allocation plus that phase's reserve,
   // which can come after the allocated peak (gradients after freed activations).
   Bytes reserved = peak_allocated;
   for (const auto& ph : phases) reserved = std::max(reserved, ph.total() + reserve_for(w, ph, phases, resident));
-  return reserved - peak_allocated;
+  return {reserved - peak_allocated, false};
 }
 
 }  // namespace vramfit::engine::detail

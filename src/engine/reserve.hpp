@@ -12,7 +12,11 @@ namespace vramfit::engine::detail {
 
 /// What PyTorch's caching allocator holds beyond the allocated peak over a step whose phases
 /// are `phases` (`resident`: allocated before the step; `peak_allocated`: the largest phase).
-Bytes allocator_reserve(const spec::ModelSpec& m, const spec::Workload& w, const std::vector<Acc>& phases,
-                        Bytes peak_allocated, Bytes resident);
+struct Reserve {
+  Bytes bytes;
+  bool replayed = false;  ///< from the step's allocations replayed through the allocator model
+};
+Reserve allocator_reserve(const spec::ModelSpec& m, const spec::Workload& w, const std::vector<Acc>& phases,
+                          Bytes peak_allocated, Bytes resident);
 
 }  // namespace vramfit::engine::detail

@@ -258,6 +258,24 @@ constexpr Architecture kArchitectures[] = {
      .experts = Experts::num_local_experts, .sparse_layers = SparseLayers::moe_layers,
      .shared_expert = SharedExpert::expert_width, .expert_linears = ExpertLinears::fused_gate_up,
      .dense_experts = true},
+    // Remote-code types (trust_remote_code; not in transformers 5.17, so counted by hand from
+    // their modeling files, tests/unit/spec/config_test.cpp, not built on the device).
+    // ExaoneConfig / modeling_exaone.py (LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct, EXAONE 3.5):
+    // num_layers, activation_function, intermediate_size (4 * hidden when null),
+    // tie_word_embeddings=True; ExaoneModel: wte, h.N.ln_1 / ln_2 (RMSNorm), attn.attention.
+    // q_proj, k_proj, v_proj, out_proj and mlp.c_fc_0 (gate), c_fc_1 (up), c_proj (down), all
+    // without biases; ln_f; lm_head.
+    {.model_type = "exaone", .source = "remote code: LGAI-EXAONE modeling_exaone.py", .tied_default = true,
+     .mlp_width = W::intermediate_size_or_4h,
+     .names = {.o = "out_proj", .gate = "c_fc_0", .up = "c_fc_1", .down = "c_proj"},
+     .activation_key = "activation_function"},
+    // InternLM2Config / modeling_internlm2.py (internlm/internlm2_5-7b-chat): bias=True by
+    // default on wqkv and wo (every real config sets false); attention.wqkv, one projection of
+    // (heads + 2 kv_heads) x head_dim (head_dim = hidden / heads), attention.wo;
+    // feed_forward.w1 (gate), w3 (up), w2 (down) without biases; attention_norm, ffn_norm
+    // (RMSNorm); tok_embeddings and output untied.
+    {.model_type = "internlm2", .source = "remote code: internlm modeling_internlm2.py", .qkv_bias = {"bias", true},
+     .o_bias = {"bias", true}, .names = {.o = "wo", .qkv = "wqkv", .gate = "w1", .up = "w3", .down = "w2"}},
     // GPTBigCodeConfig: GPT-2's modules and keys, activation_function gelu_pytorch_tanh;
     // multi_query (default) shrinks c_attn to one k/v head; a causal-mask buffer.
     {.model_type = "gpt_bigcode", .layout = L::gpt2, .family = "gpt2", .source = "gpt_bigcode/modeling_gpt_bigcode.py",

@@ -283,6 +283,7 @@ Shape read_shape(Reader& r, const Architecture& row) {
   }
   switch (row.mlp_width) {
     case MlpWidth::n_inner: s.I = r.any({"n_inner", "intermediate_size"}).value_or(s.H * 4); break;  // GPT2Block
+    case MlpWidth::intermediate_size_or_4h: s.I = r.uint("intermediate_size").value_or(mul(4, s.H)); break;
     case MlpWidth::intermediate_size:
     case MlpWidth::intermediate_size_mlp: s.I = r.required({"intermediate_size"}); break;  // llama4: the experts' width
     default: s.I = r.uint("intermediate_size").value_or(0); break;  // set from the type's own key below
@@ -316,19 +317,25 @@ struct AttnBias {
   bool q = false, k = false, v = false, o = false;
 };
 
-/// Llama-like attention: q_proj, k_proj, v_proj, o_proj (LlamaAttention).
-void llama_attention(LayerGroup& g, const Shape& s, AttnBias b) {
-  g.linears.push_back(lin(Role::attn_in, "q_proj", s.H, mul(s.heads, s.hd), b.q));
-  g.linears.push_back(lin(Role::attn_in, "k_proj", s.H, mul(s.kv, s.hd), b.k));
-  g.linears.push_back(lin(Role::attn_in, "v_proj", s.H, mul(s.kv, s.hd), b.v));
-  g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, s.hd), s.H, b.o));
+/// Llama-like attention: q_proj, k_proj, v_proj, o_proj (LlamaAttention), or one fused q/k/v
+/// projection, by the row's names.
+void llama_attention(LayerGroup& g, const Shape& s, AttnBias b, const ModuleNames& n = {}) {
+  if (!n.qkv.empty()) {
+    g.linears.push_back(lin(Role::attn_in, std::string(n.qkv), s.H,
+                            mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), b.q));
+  } else {
+    g.linears.push_back(lin(Role::attn_in, std::string(n.q), s.H, mul(s.heads, s.hd), b.q));
+    g.linears.push_back(lin(Role::attn_in, std::string(n.k), s.H, mul(s.kv, s.hd), b.k));
+    g.linears.push_back(lin(Role::attn_in, std::string(n.v), s.H, mul(s.kv, s.hd), b.v));
+  }
+  g.linears.push_back(lin(Role::attn_out, std::string(n.o), mul(s.heads, s.hd), s.H, b.o));
 }
 
-/// Gated MLP: gate_proj, up_proj, down_proj (LlamaMLP).
-void gated_mlp(LayerGroup& g, std::uint64_t H, std::uint64_t I, bool bias) {
-  g.linears.push_back(lin(Role::mlp_in, "gate_proj", H, I, bias));
-  g.linears.push_back(lin(Role::mlp_in, "up_proj", H, I, bias));
-  g.linears.push_back(lin(Role::mlp_out, "down_proj", I, H, bias));
+/// Gated MLP: gate_proj, up_proj, down_proj (LlamaMLP), by the row's names.
+void gated_mlp(LayerGroup& g, std::uint64_t H, std::uint64_t I, bool bias, const ModuleNames& n = {}) {
+  g.linears.push_back(lin(Role::mlp_in, std::string(n.gate), H, I, bias));
+  g.linears.push_back(lin(Role::mlp_in, std::string(n.up), H, I, bias));
+  g.linears.push_back(lin(Role::mlp_out, std::string(n.down), I, H, bias));
 }
 
 /// The layouts whose MLP is two linears around the activation (no gate).
@@ -916,7 +923,7 @@ void attention(const Ctx& c, LayerGroup& g) {
       g.linears.back() = lin(Role::attn_out, "out_proj", mul(s.heads, s.hd), H, o);
       break;
     case Layout::llama:
-    case Layout::gemma:
+    case Layout::gemma: llama_attention(g, s, AttnBias{qkv, qkv, qkv, o}, c.row.names); break;
     case Layout::starcoder2: llama_attention(g, s, AttnBias{qkv, qkv, qkv, o}); break;
   }
   if (c.row.attention_sinks) g.other_params += s.heads;  // one learned sink logit per head
@@ -1003,7 +1010,7 @@ void dense_mlp(const Ctx& c, LayerGroup& g) {
         g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, mul(2, I)));
         g.linears.push_back(lin(Role::mlp_out, "down_proj", I, H));
       } else {
-        gated_mlp(g, H, I, c.mlp_bias);
+        gated_mlp(g, H, I, c.mlp_bias, c.row.names);
       }
       break;
   }

@@ -43,18 +43,18 @@ struct Expected {
 
 // clang-format off
 const Expected kTable[] = {
-    {"fresh_default.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 4404, -105},
-    {"fresh_default.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 1792, -78},
-    {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 12036, -55},
+    {"fresh_default.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 9895, 6},
+    {"fresh_default.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3392, 4},
+    {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 16906, -2},
     {"fresh_default.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 2951, 35},
     {"fresh_default.jsonl", "gpt2/forward/bf16/b1s1024", 60, 248},
     {"fresh_default.jsonl", "smollm2-135m/generate/bf16/b1s512n256", 22, 230},
     {"fresh_default.jsonl", "smollm2-135m/forward/bf16/b1s8192", 340, 241},
     {"fresh_default.jsonl", "qwen2.5-1.5b/generate/bf16/b1s512n256", 22, 19},
-    {"fresh_default.jsonl", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s1024", 1996, -36},
+    {"fresh_default.jsonl", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s1024", 3093, 10},
     {"fresh_default.jsonl", "gpt2/forward/fp16/b2s1024", 120, 238},
-    {"fresh_expandable.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 9718, 76},
-    {"fresh_expandable.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3240, 52},
+    {"fresh_expandable.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 6929, 16},
+    {"fresh_expandable.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 2919, 34},
     {"fresh_expandable.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 92, 67},
 };
 // clang-format on

@@ -170,9 +170,10 @@ TEST_CASE("the README's model-type table is generated from src/spec/architecture
       measured += buf;
     }
     table += "| " + std::string(a.model_type) + " | `" + std::string(a.source) + "` | " +
-             (counted            ? "yes (default config)"
-              : measured_config ? "yes (the measured config)"
-                                : "yes (vision.json, the whole model)") +
+             (counted                                ? "yes (default config)"
+              : measured_config                     ? "yes (the measured config)"
+              : a.source.starts_with("remote code:") ? "by hand (not in transformers; config_test.cpp)"
+                                                    : "yes (vision.json, the whole model)") +
              " | " +
              (measured.empty() ? "-" : measured) + " |\n";
   }

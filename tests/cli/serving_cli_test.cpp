@@ -262,3 +262,21 @@ TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block
   CHECK(gpu.err.find("there are 1 GPUs") != std::string::npos);
   CHECK(run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--override-tensor", "exps=CPU"}).code == 2);
 }
+
+TEST_CASE("serving: --engine vllm --no-flashinfer: the release's FlashInfer sampler falls back to the sort", "[cli][serving]") {
+  // Qwen3-8B (vocab 151936) on vLLM 0.11.0, whose default sampler is FlashInfer's (16 bytes a
+  // logit over max_num_seqs 256 requests); without FlashInfer the sort's 38 bytes a logit.
+  const std::vector<std::string> base{"estimate", "--engine",      "vllm", "--model", "qwen3-8b", "--gpu", "rtx-4090",
+                                      "--max-model-len", "1024", "--max-num-batched-tokens", "2048",
+                                      "--vllm-version", "0.11.0", "--json"};
+  std::vector<std::string> off = base;
+  off.emplace_back("--no-flashinfer");
+  const CliResult with = run_cli(base);
+  const CliResult without = run_cli(off);
+  REQUIRE(with.code == 0);
+  REQUIRE(without.code == 0);
+  const auto peak = [](const CliResult& r) { return parse(r)["engine"]["activation_peak_bytes"].get<std::uint64_t>(); };
+  CHECK(peak(without) - peak(with) == 256ULL * 151936 * (38 - 16));
+  const CliResult llama = run_cli({"estimate", "--engine", "llama.cpp", "--model", "qwen3-8b", "--no-flashinfer"});
+  CHECK(llama.code == 2);
+}

@@ -28,6 +28,7 @@ struct ServingFlags {
   std::string vllm_version;  ///< --vllm-version X.Y[.Z]: the release's CUDA graphs and profiling
   bool enforce_eager = false;
   bool disable_hybrid_kv_cache_manager = false;
+  bool no_flashinfer = false;  ///< --no-flashinfer: FlashInfer not installed (the sampler falls back to the sort)
 };
 
 /// True when --engine names a serving runtime (anything but transformers).

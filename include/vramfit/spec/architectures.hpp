@@ -74,6 +74,7 @@ enum class MlpWidth {
   /// Llama4TextConfig intermediate_size_mlp, required when some layer is dense (the experts
   /// and the shared expert are intermediate_size wide)
   intermediate_size_mlp,
+  intermediate_size_or_4h,  ///< intermediate_size, 4 * hidden when null or absent (ExaoneConfig)
 };
 
 /// How a MoE type's config gives its number of routed experts (none: a dense type).
@@ -144,6 +145,16 @@ enum class KvHeads {
   multi_query,          ///< GPTBigCodeConfig multi_query (default true): one k/v head, else all heads
 };
 
+/// The names of a Llama-like layer's linears, as the modeling file calls them (LoRA targets and
+/// quantization skip lists name them).
+struct ModuleNames {
+  std::string_view q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj";
+  /// One fused q/k/v projection of (heads + 2 kv_heads) x head_dim outputs (InternLM2Attention's
+  /// wqkv); empty: q, k and v apart.
+  std::string_view qkv = {};
+  std::string_view gate = "gate_proj", up = "up_proj", down = "down_proj";
+};
+
 /// Dropout probability keys (the engine counts dropout masks in training).
 struct Dropouts {
   std::string_view attention = "attention_dropout";
@@ -206,6 +217,8 @@ struct Architecture {
   // --- MLP, norms, residual -------------------------------------------------------------
   MlpWidth mlp_width = MlpWidth::intermediate_size;
   bool fused_gate_up = false;  ///< gate_up_proj as one linear (GlmMLP; phi3's layout has its own)
+  /// The linears' names in the llama and gemma layouts (and a fused q/k/v projection).
+  ModuleNames names = {};
   ConfigFlag mlp_bias = {"mlp_bias"};
   Activation activation = Activation::silu;  ///< the config class's default
   std::string_view activation_key = "hidden_act";

@@ -429,6 +429,86 @@ TEST_CASE("config: a tied head keeps its own bias (phi, phimoe)", "[spec]") {
             .params == 3931624);
 }
 
+TEST_CASE("config: remote-code exaone and internlm2, counted by hand from their modeling files", "[spec]") {
+  // Not in transformers 5.17 (trust_remote_code), so not built on the device: the counts are
+  // worked out from modeling_exaone.py / modeling_internlm2.py and agree with the Hub's sizes.
+  // EXAONE-3.0-7.8B-Instruct's config.json (EXAONE 3.5 7.8B has the same shapes): 2 x 102400 x
+  // 4096 (wte, lm_head) + 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336 + 2 x 4096) + 4096
+  // = 7,818,448,896 (the Hub: 7.82B; the model card: 6.98B without embeddings).
+  const ModelSpec e = parse(R"({"activation_function":"silu","architectures":["ExaoneForCausalLM"],
+      "hidden_size":4096,"intermediate_size":14336,"layer_norm_epsilon":1e-05,"max_position_embeddings":4096,
+      "model_type":"exaone","num_attention_heads":32,"num_key_value_heads":8,"num_layers":32,"rope_scaling":null,
+      "rope_theta":500000.0,"tie_word_embeddings":false,"vocab_size":102400})");
+  CHECK(e.params == 7818448896);
+  CHECK(e.num_layers == 32);
+  CHECK(e.layers.at(0).linears.at(3).name == "out_proj");
+  CHECK(e.layers.at(0).linears.at(4).name == "c_fc_0");
+  CHECK(e.layers.at(0).linears.at(6).name == "c_proj");
+  // ExaoneConfig: intermediate_size null is 4 x hidden; tie_word_embeddings defaults to True.
+  const ModelSpec e2 = parse(R"({"model_type":"exaone","hidden_size":256,"num_layers":2,"num_attention_heads":4,
+      "vocab_size":1000})");
+  CHECK(e2.intermediate_size == 1024);
+  CHECK(e2.tied_embeddings);
+  CHECK(e2.params == 1000 * 256 + 2 * (4 * 256 * 256 + 3 * 256 * 1024 + 2 * 256) + 256);
+  // internlm2_5-7b-chat's config.json: 2 x 92544 x 4096 (tok_embeddings, output) + 32 x (4096 x
+  // (32 + 16) x 128 (wqkv) + 4096^2 (wo) + 3 x 4096 x 14336 + 2 x 4096) + 4096 = 7,737,708,544
+  // (the Hub: 7.74B).
+  const ModelSpec i = parse(R"({"architectures":["InternLM2ForCausalLM"],"bias":false,"hidden_act":"silu",
+      "hidden_size":4096,"intermediate_size":14336,"max_position_embeddings":32768,"model_type":"internlm2",
+      "num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,"rms_norm_eps":1e-05,
+      "rope_scaling":{"factor":2.0,"type":"dynamic"},"rope_theta":1000000,"tie_word_embeddings":false,
+      "vocab_size":92544})");
+  CHECK(i.params == 7737708544);
+  REQUIRE(i.layers.at(0).linears.size() == 5);
+  CHECK(i.layers.at(0).linears.at(0).name == "wqkv");
+  CHECK(i.layers.at(0).linears.at(0).out_features == 6144);
+  CHECK(i.layers.at(0).linears.at(1).name == "wo");
+  CHECK(i.layers.at(0).linears.at(2).name == "w1");
+  // InternLM2Config: bias=True by default, on wqkv and wo only.
+  const ModelSpec ib = parse(R"({"model_type":"internlm2","hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":1000})");
+  CHECK(ib.params == 2 * 1000 * 256 + 2 * (256 * 512 + 512 + 256 * 256 + 256 + 3 * 256 * 512 + 2 * 256) + 256);
+}
+
+TEST_CASE("config: llama4_text sparse layers, dense width, shared expert and chunked attention", "[spec]") {
+  // Llama4TextConfig: moe_layers absent -> every interleave_moe_layer_step-th layer from step - 1;
+  // dense layers of intermediate_size_mlp; Llama4TextMoe: router, fused experts and a shared expert
+  // of intermediate_size; chunked_attention on the rotary layers (all but every 4th).
+  const std::string base = R"({"model_type":"llama4_text","hidden_size":256,"intermediate_size":128,
+      "intermediate_size_mlp":512,"num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,
+      "head_dim":64,"vocab_size":1000,"num_local_experts":4,"num_experts_per_tok":1,
+      "interleave_moe_layer_step":2,"attention_chunk_size":256)";
+  const ModelSpec s = parse(base + "}");
+  REQUIRE(s.layers.size() == 4);  // dense, MoE, dense, MoE
+  CHECK_FALSE(s.layers[0].moe);
+  CHECK(s.layers[1].moe);
+  CHECK(s.intermediate_size == 512);
+  CHECK(s.moe.expert_intermediate == 128);
+  CHECK(s.moe.shared_intermediate == 128);
+  CHECK_FALSE(s.moe.shared_expert_gate);
+  CHECK(names_of(s.layers[1]) == std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "router",
+                                                          "gate_up_proj", "down_proj", "shared_expert.gate_proj",
+                                                          "shared_expert.up_proj", "shared_expert.down_proj"});
+  CHECK(find_linear(s.layers[1], "gate_up_proj")->out_features == 256);
+  CHECK(find_linear(s.layers[1], "gate_up_proj")->copies == 4);
+  CHECK(s.qk_norm);                         // use_qk_norm (True): L2, no parameters
+  CHECK(s.layers[0].norm_params == 2 * 256);
+  CHECK(s.sliding_window == 256);
+  CHECK(s.sliding_layers == 3);
+  // An explicit moe_layers list and no_rope_layers decide instead; a null chunk size: no window.
+  const ModelSpec l = parse(base + R"(,"moe_layers":[0],"no_rope_layers":[1,0,1,0]})");
+  CHECK(l.layers.at(0).moe);
+  CHECK(l.layers.at(0).count == 1);
+  CHECK(l.sliding_layers == 2);
+  CHECK(parse(base + R"(,"attention_chunk_size":null})").sliding_window == 0);
+  // A dense layer needs intermediate_size_mlp, and the message names it.
+  const auto d = diags_of(R"({"model_type":"llama4_text","hidden_size":256,"intermediate_size":128,
+      "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":1000,"num_local_experts":4,
+      "num_experts_per_tok":1,"interleave_moe_layer_step":2})");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "config.json: intermediate_size_mlp");
+}
+
 TEST_CASE("config: activations", "[spec]") {
   CHECK(parse(llama_with("hidden_act", "\"swish\"")).activation == Activation::silu);
   CHECK(parse(llama_with("hidden_act", "\"gelu\"")).activation == Activation::gelu);
