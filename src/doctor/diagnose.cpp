@@ -125,153 +125,190 @@ std::string others_names(const std::vector<OtherProcess>& others) {
   return out;
 }
 
-std::string reason_for(std::string_view id, const Facts& f) {
-  const Diagnosis& d = *f.d;
+// --- why each fix applies: one function a fix id ----------------------------------------------
+
+std::string reason_reduce_batch(const Facts& f) {
+  if (f.huge && f.R) {
+    return fmt::format("the {} tensor grows with the batch: halving the batch halves it to {}", S(f.R),
+                       S(half(*f.R)));
+  }
+  if (f.R && f.free_known) {
+    return fmt::format(
+        "the failed request was {} with {} free: halving the batch halves activation requests "
+        "(this one to about {}) and the activations held",
+        S(f.R), S(f.F), S(half(*f.R)));
+  }
+  return "activations grow with the batch: halve it until the error stops, and accumulate "
+         "gradients to keep the effective batch";
+}
+
+std::string reason_mixed_precision(const Facts& f) {
+  if (f.R) {
+    return fmt::format(
+        "if the {} request is an fp32 activation, bf16 makes it {}; 16-bit activations take "
+        "about half the memory (skip if autocast is already on)",
+        S(f.R), S(half(*f.R)));
+  }
+  return "16-bit activations take about half the memory of 32-bit ones (skip if autocast is "
+         "already on)";
+}
+
+std::string reason_gradient_checkpointing(const Facts& f) {
+  if (f.A) {
+    return fmt::format(
+        "in training, activations are much of the {} PyTorch held; checkpointing keeps them "
+        "only at layer boundaries and recomputes the rest in backward (one more forward pass)",
+        S(f.A));
+  }
+  return "in training, checkpointing keeps activations only at layer boundaries and recomputes "
+         "the rest in backward (one more forward pass)";
+}
+
+std::string reason_quantize(const Facts& f) {
+  const std::string held =
+      f.A ? fmt::format("weights are part of the {} allocated; ", S(f.A)) : std::string();
+  return held +
+         "8-bit weights take half and 4-bit a quarter of 16-bit ones (7B parameters: 14 GB, "
+         "7 GB, 3.5 GB)";
+}
+
+std::string reason_inference_mode(const Facts& f) {
+  return f.A ? fmt::format(
+                   "only if this ran inference: without it PyTorch keeps, within the {} "
+                   "allocated, what a backward pass would need",
+                   S(f.A))
+             : std::string(
+                   "only if this ran inference: without it PyTorch keeps what a "
+                   "backward pass would need");
+}
+
+std::string reason_expandable_segments(const Facts& f) {
   const bool numbers = f.R && f.T;
-  if (id == "reduce_batch") {
-    if (f.huge && f.R) {
-      return fmt::format("the {} tensor grows with the batch: halving the batch halves it to {}", S(f.R),
-                         S(half(*f.R)));
-    }
-    if (f.R && f.free_known) {
-      return fmt::format(
-          "the failed request was {} with {} free: halving the batch halves activation requests "
-          "(this one to about {}) and the activations held",
-          S(f.R), S(f.F), S(half(*f.R)));
-    }
-    return "activations grow with the batch: halve it until the error stops, and accumulate "
-           "gradients to keep the effective batch";
+  std::string r;
+  if (f.covers) {
+    r = fmt::format(
+        "{} is reserved by PyTorch but unallocated and {} is free: together {}, at least the {} "
+        "request; expandable segments let the allocator reuse the cache instead of needing a new block",
+        S(f.U), S(f.F.value_or(Bytes{})), S(sat_add(f.F.value_or(Bytes{}), *f.U)), S(f.R));
+  } else if (f.free_unusable) {
+    r = fmt::format(
+        "the driver reported {} free yet no {} piece could be had; expandable segments map "
+        "memory in pages instead of one contiguous block (Linux only)",
+        S(f.F), S(f.R));
+  } else if (f.frag_large && f.shortage && f.U) {
+    r = fmt::format(
+        "{} ({} of reserved) is cached but unallocated and expandable segments return most of "
+        "it, but free + cached ({}) is below the {} request: this alone will not fix it",
+        S(f.U), pct(*f.U, f.Rs.value_or(Bytes{1})), S(sat_add(f.F.value_or(Bytes{}), *f.U)), S(f.R));
+  } else if (f.frag_large && f.U) {
+    r = fmt::format(
+        "{} ({} of what PyTorch reserved) is cached but unallocated; expandable segments "
+        "return most of it",
+        S(f.U), pct(*f.U, f.Rs.value_or(Bytes{1})));
+  } else if (!numbers) {
+    r = "helps when the allocator's message shows much memory reserved but unallocated";
+  } else {
+    r = "part of what PyTorch reserved is cached but unallocated";
   }
-  if (id == "mixed_precision") {
-    if (f.R) {
-      return fmt::format(
-          "if the {} request is an fp32 activation, bf16 makes it {}; 16-bit activations take "
-          "about half the memory (skip if autocast is already on)",
-          S(f.R), S(half(*f.R)));
-    }
-    return "16-bit activations take about half the memory of 32-bit ones (skip if autocast is "
-           "already on)";
+  if (f.m->mentions_max_split_size) {
+    r += fmt::format(
+        " (this PyTorch still suggests max_split_size_mb: if it rejects expandable_segments, "
+        "use {}=max_split_size_mb:128)",
+        f.conf_var);
   }
-  if (id == "gradient_checkpointing") {
-    if (f.A) {
-      return fmt::format(
-          "in training, activations are much of the {} PyTorch held; checkpointing keeps them "
-          "only at layer boundaries and recomputes the rest in backward (one more forward pass)",
-          S(f.A));
-    }
-    return "in training, checkpointing keeps activations only at layer boundaries and recomputes "
-           "the rest in backward (one more forward pass)";
-  }
-  if (id == "quantize") {
-    const std::string held =
-        f.A ? fmt::format("weights are part of the {} allocated; ", S(f.A)) : std::string();
-    return held +
-           "8-bit weights take half and 4-bit a quarter of 16-bit ones (7B parameters: 14 GB, "
-           "7 GB, 3.5 GB)";
-  }
-  if (id == "inference_mode") {
-    return f.A ? fmt::format(
-                     "only if this ran inference: without it PyTorch keeps, within the {} "
-                     "allocated, what a backward pass would need",
-                     S(f.A))
-               : std::string(
-                     "only if this ran inference: without it PyTorch keeps what a "
-                     "backward pass would need");
-  }
-  if (id == "expandable_segments") {
-    std::string r;
-    if (f.covers) {
-      r = fmt::format(
-          "{} is reserved by PyTorch but unallocated and {} is free: together {}, at least the {} "
-          "request; expandable segments let the allocator reuse the cache instead of needing a new block",
-          S(f.U), S(f.F.value_or(Bytes{})), S(sat_add(f.F.value_or(Bytes{}), *f.U)), S(f.R));
-    } else if (f.free_unusable) {
-      r = fmt::format(
-          "the driver reported {} free yet no {} piece could be had; expandable segments map "
-          "memory in pages instead of one contiguous block (Linux only)",
-          S(f.F), S(f.R));
-    } else if (f.frag_large && f.shortage && f.U) {
-      r = fmt::format(
-          "{} ({} of reserved) is cached but unallocated and expandable segments return most of "
-          "it, but free + cached ({}) is below the {} request: this alone will not fix it",
-          S(f.U), pct(*f.U, f.Rs.value_or(Bytes{1})), S(sat_add(f.F.value_or(Bytes{}), *f.U)), S(f.R));
-    } else if (f.frag_large && f.U) {
-      r = fmt::format(
-          "{} ({} of what PyTorch reserved) is cached but unallocated; expandable segments "
-          "return most of it",
-          S(f.U), pct(*f.U, f.Rs.value_or(Bytes{1})));
-    } else if (!numbers) {
-      r = "helps when the allocator's message shows much memory reserved but unallocated";
-    } else {
-      r = "part of what PyTorch reserved is cached but unallocated";
-    }
-    if (f.m->mentions_max_split_size) {
-      r += fmt::format(
-          " (this PyTorch still suggests max_split_size_mb: if it rejects expandable_segments, "
-          "use {}=max_split_size_mb:128)",
-          f.conf_var);
+  return r;
+}
+
+std::string reason_free_other_processes(const Facts& f) {
+  const Diagnosis& d = *f.d;
+  if (!d.others.empty() && d.other_processes) {
+    std::string r =
+        d.others.size() == 1
+            ? fmt::format("process {} holds {} of the card", d.others[0].pid, S(d.others[0].in_use))
+            : fmt::format("{} hold {} of the card", others_names(d.others), S(d.other_processes));
+    if (f.others_blocking) {
+      r += fmt::format(": without {} the {} request would fit", d.others.size() == 1 ? "it" : "them",
+                       S(f.R));
     }
     return r;
   }
-  if (id == "free_other_processes") {
-    if (!d.others.empty() && d.other_processes) {
-      std::string r =
-          d.others.size() == 1
-              ? fmt::format("process {} holds {} of the card", d.others[0].pid, S(d.others[0].in_use))
-              : fmt::format("{} hold {} of the card", others_names(d.others), S(d.other_processes));
-      if (f.others_blocking) {
-        r += fmt::format(": without {} the {} request would fit", d.others.size() == 1 ? "it" : "them",
-                         S(f.R));
-      }
-      return r;
-    }
-    if (f.unlisted && f.unlisted_bytes) {
-      return fmt::format(
-          "about {} beyond a CUDA context is held outside this process's PyTorch; nvidia-smi "
-          "shows by whom",
-          S(f.unlisted_bytes));
-    }
-    return "an out-of-memory error without figures often means the card was already full when "
-           "the CUDA call ran: check nvidia-smi for other processes";
-  }
-  if (id == "raise_memory_fraction") {
-    return fmt::format("the process is capped at {}; {} reserved + {} requested exceeds it{}",
-                       S(f.m->allowed), S(f.Rs), S(f.R),
-                       f.free_known ? fmt::format(" while the card has {} free", S(f.F)) : "");
-  }
-  if (id == "chunked_logits") {
+  if (f.unlisted && f.unlisted_bytes) {
     return fmt::format(
-        "logits are batch x seq x vocab (x 4 bytes in fp32); a chunked loss, or logits only "
-        "where needed, never holds the whole {}",
-        S(f.R));
+        "about {} beyond a CUDA context is held outside this process's PyTorch; nvidia-smi "
+        "shows by whom",
+        S(f.unlisted_bytes));
   }
-  if (id == "fused_attention") {
+  return "an out-of-memory error without figures often means the card was already full when "
+         "the CUDA call ran: check nvidia-smi for other processes";
+}
+
+std::string reason_raise_memory_fraction(const Facts& f) {
+  return fmt::format("the process is capped at {}; {} reserved + {} requested exceeds it{}",
+                     S(f.m->allowed), S(f.Rs), S(f.R),
+                     f.free_known ? fmt::format(" while the card has {} free", S(f.F)) : "");
+}
+
+std::string reason_chunked_logits(const Facts& f) {
+  return fmt::format(
+      "logits are batch x seq x vocab (x 4 bytes in fp32); a chunked loss, or logits only "
+      "where needed, never holds the whole {}",
+      S(f.R));
+}
+
+std::string reason_fused_attention(const Facts& f) {
+  return fmt::format(
+      "eager attention holds batch x heads x seq x seq scores; SDPA and FlashAttention work in "
+      "tiles and never hold a {} score tensor",
+      S(f.R));
+}
+
+std::string reason_shorter_sequence(const Facts& f) {
+  return fmt::format(
+      "logits grow linearly and attention scores quadratically with the sequence: halving it "
+      "makes the {} tensor half or a quarter",
+      S(f.R));
+}
+
+std::string reason_larger_gpu(const Facts& f) {
+  const Diagnosis& d = *f.d;
+  if (d.job_needs && d.card_available && d.over_card) {
     return fmt::format(
-        "eager attention holds batch x heads x seq x seq scores; SDPA and FlashAttention work in "
-        "tiles and never hold a {} score tensor",
-        S(f.R));
+        "this process needed at least {} at the failure point, {} more than the {} the card "
+        "offers, and the peak comes later; if the fixes above are not enough, move up",
+        S(d.job_needs), S(d.over_card), S(d.card_available));
   }
-  if (id == "shorter_sequence") {
+  if (f.near_full && d.job_needs && d.card_available) {
     return fmt::format(
-        "logits grow linearly and attention scores quadratically with the sequence: halving it "
-        "makes the {} tensor half or a quarter",
-        S(f.R));
+        "even with a perfectly packed cache the job used {} of the {} it could have ({}) when "
+        "it failed; if the fixes above are not enough, move up",
+        S(d.job_needs), S(d.card_available), pct(*d.job_needs, *d.card_available));
   }
-  if (id == "larger_gpu") {
-    if (d.job_needs && d.card_available && d.over_card) {
-      return fmt::format(
-          "this process needed at least {} at the failure point, {} more than the {} the card "
-          "offers, and the peak comes later; if the fixes above are not enough, move up",
-          S(d.job_needs), S(d.over_card), S(d.card_available));
-    }
-    if (f.near_full && d.job_needs && d.card_available) {
-      return fmt::format(
-          "even with a perfectly packed cache the job used {} of the {} it could have ({}) when "
-          "it failed; if the fixes above are not enough, move up",
-          S(d.job_needs), S(d.card_available), pct(*d.job_needs, *d.card_available));
-    }
-    return "if the fixes above are not enough, the job needs more memory than this card has";
-  }
+  return "if the fixes above are not enough, the job needs more memory than this card has";
+}
+
+/// Why each fix applies to this failure, in the fix table's ids (core/fixes.hpp).
+struct Reason {
+  std::string_view id;
+  std::string (*text)(const Facts&);
+};
+constexpr Reason kReasons[] = {
+    {"reduce_batch", reason_reduce_batch},
+    {"mixed_precision", reason_mixed_precision},
+    {"gradient_checkpointing", reason_gradient_checkpointing},
+    {"quantize", reason_quantize},
+    {"inference_mode", reason_inference_mode},
+    {"expandable_segments", reason_expandable_segments},
+    {"free_other_processes", reason_free_other_processes},
+    {"raise_memory_fraction", reason_raise_memory_fraction},
+    {"chunked_logits", reason_chunked_logits},
+    {"fused_attention", reason_fused_attention},
+    {"shorter_sequence", reason_shorter_sequence},
+    {"larger_gpu", reason_larger_gpu},
+};
+
+std::string reason_for(std::string_view id, const Facts& f) {
+  for (const auto& r : kReasons)
+    if (r.id == id) return r.text(f);
   return {};
 }
 
@@ -464,29 +501,32 @@ void classify(Facts& f) {
 }
 
 /// The findings, in sentences: the figures and what they mean.
-void add_findings(Facts& f, const std::optional<MemorySummary>& summary) {
-  const OomMessage& m = *f.m;
-  Diagnosis& d = *f.d;
-  const bool numbers = m.has_numbers();
-  // This process's memory outside PyTorch, as the accounting takes it.
-  const OptBytes own_outside = d.process_non_pytorch ? d.process_non_pytorch : d.outside_pytorch;
-  std::vector<std::string>& out = d.findings;
+/// The request itself: its size, where, and what the allocator's two smallest sizes mean.
+void findings_request(Facts& f) {
+  const Diagnosis& d = *f.d;
+  std::vector<std::string>& out = f.d->findings;
   const std::string where = (d.backend.empty() ? std::string("the GPU") : d.backend + " GPU") +
                             (d.gpu ? fmt::format(" {}", *d.gpu) : std::string());
-  if (numbers) {
-    out.insert(out.begin(), fmt::format("The allocator asked for {} on {} ({} of its {}){}.", S(f.R), where,
-                                        pct(*f.R, *f.T), S(f.T),
-                                        f.free_known ? fmt::format(" with {} free", S(f.F)) : std::string()));
-    if (f.R->value() == 2 * kMiB) {
-      out.push_back(
-          "2.00 MiB is the allocator's smallest segment (any tensor up to 1 MiB): the card was "
-          "already full and this allocation was the last straw, not the cause.");
-    } else if (f.R->value() == 20 * kMiB) {
-      out.push_back(
-          "20.00 MiB is the segment the allocator takes for any tensor of 1 to 10 MiB: the card "
-          "was already full and this allocation was the last straw, not the cause.");
-    }
+  out.insert(out.begin(), fmt::format("The allocator asked for {} on {} ({} of its {}){}.", S(f.R), where,
+                                      pct(*f.R, *f.T), S(f.T),
+                                      f.free_known ? fmt::format(" with {} free", S(f.F)) : std::string()));
+  if (f.R->value() == 2 * kMiB) {
+    out.push_back(
+        "2.00 MiB is the allocator's smallest segment (any tensor up to 1 MiB): the card was "
+        "already full and this allocation was the last straw, not the cause.");
+  } else if (f.R->value() == 20 * kMiB) {
+    out.push_back(
+        "20.00 MiB is the segment the allocator takes for any tensor of 1 to 10 MiB: the card "
+        "was already full and this allocation was the last straw, not the cause.");
   }
+}
+
+/// What held the card: PyTorch's cache, private pools, this process outside PyTorch, other
+/// processes, owners no process list names, a driver spilling past the card.
+void findings_held(Facts& f) {
+  const OomMessage& m = *f.m;
+  const Diagnosis& d = *f.d;
+  std::vector<std::string>& out = f.d->findings;
   if (f.A && f.Rs) {
     out.push_back(
         fmt::format("PyTorch held {} reserved: {} in tensors and {} cached but unallocated ({} of "
@@ -533,79 +573,93 @@ void add_findings(Facts& f, const std::optional<MemorySummary>& summary) {
                     "the card, and what lies past the card runs slowly from system RAM.",
                     S(f.Rs), S(f.T)));
   }
-  if (numbers) {
-    if (f.covers) {
+}
+
+/// Why the request failed, from the figures: fragmentation, unusable free memory, a shortage,
+/// the job's need against the card, a huge tensor, a per-process cap, MPS's watermark.
+void findings_cause(Facts& f) {
+  const OomMessage& m = *f.m;
+  const Diagnosis& d = *f.d;
+  std::vector<std::string>& out = f.d->findings;
+  // This process's memory outside PyTorch, as the accounting takes it.
+  const OptBytes own_outside = d.process_non_pytorch ? d.process_non_pytorch : d.outside_pytorch;
+  if (f.covers) {
+    out.push_back(
+        fmt::format("The request would have fit in the {} PyTorch had cached but unallocated (plus {} "
+                    "free): that cache is split into pieces smaller than {}. This is fragmentation.",
+                    S(f.U), S(f.F.value_or(Bytes{})), S(f.R)));
+  }
+  if (f.free_unusable) {
+    out.push_back(fmt::format(
+        "The driver reported {} free, at least the {} requested, yet the allocation failed: the "
+        "free memory was not usable in one piece (on Windows, WDDM reserves part of it; another "
+        "process may also have taken it in between).",
+        S(f.F), S(f.R)));
+  }
+  if (m.format == "mps" && f.A && m.other_allocations) {
+    const Bytes sum = sat_add(sat_add(*f.A, *m.other_allocations), *f.R);
+    out.push_back(
+        fmt::format("MPS allocated {} + other allocations {} + the {} request come to {}, past the {} "
+                    "high watermark (the figures are rounded to a hundredth of their unit).",
+                    S(f.A), S(m.other_allocations), S(f.R), S(sum), S(f.T)));
+  } else if (f.shortage) {
+    const Bytes pool = sat_add(f.F.value_or(Bytes{}), f.U.value_or(Bytes{}));
+    out.push_back(
+        fmt::format("A real shortage: even with every cached byte reusable, free + cached ({}) is {} short "
+                    "of the {} request.",
+                    S(pool), S(sat_sub(*f.R, pool)), S(f.R)));
+  }
+  if (d.job_needs && d.card_available) {
+    if (d.over_card && m.format != "mps") {
+      const std::string outside = own_outside && own_outside->value() > 0
+                                      ? fmt::format(" + {} outside PyTorch", S(own_outside))
+                                      : std::string();
       out.push_back(
-          fmt::format("The request would have fit in the {} PyTorch had cached but unallocated (plus {} "
-                      "free): that cache is split into pieces smaller than {}. This is fragmentation.",
-                      S(f.U), S(f.F.value_or(Bytes{})), S(f.R)));
-    }
-    if (f.free_unusable) {
-      out.push_back(fmt::format(
-          "The driver reported {} free, at least the {} requested, yet the allocation failed: the "
-          "free memory was not usable in one piece (on Windows, WDDM reserves part of it; another "
-          "process may also have taken it in between).",
-          S(f.F), S(f.R)));
-    }
-    if (m.format == "mps" && f.A && m.other_allocations) {
-      const Bytes sum = sat_add(sat_add(*f.A, *m.other_allocations), *f.R);
+          fmt::format("At the failure point this process needed at least {} ({} in tensors + {} "
+                      "requested{}) and the card offers {}: {} over, before the rest of the peak.",
+                      S(d.job_needs), S(f.A), S(f.R), outside, S(d.card_available), S(d.over_card)));
+    } else if (f.near_full) {
       out.push_back(
-          fmt::format("MPS allocated {} + other allocations {} + the {} request come to {}, past the {} "
-                      "high watermark (the figures are rounded to a hundredth of their unit).",
-                      S(f.A), S(m.other_allocations), S(f.R), S(sum), S(f.T)));
-    } else if (f.shortage) {
-      const Bytes pool = sat_add(f.F.value_or(Bytes{}), f.U.value_or(Bytes{}));
+          fmt::format("Even with its cache perfectly packed the job used {} of the {} it could have ({}) "
+                      "when it failed, and later steps (the optimizer's first step creates its state) can "
+                      "need more: plan one of the other fixes too.",
+                      S(d.job_needs), S(d.card_available), pct(*d.job_needs, *d.card_available)));
+    }
+  }
+  if (f.huge) {
+    out.push_back(
+        fmt::format("One request of {} is {} of the card. A tensor that large is typically logits (batch x "
+                    "seq x vocab, 4 bytes each in fp32) or attention scores (batch x heads x seq x seq, "
+                    "materialized by eager attention).",
+                    S(f.R), pct(*f.R, *f.T)));
+    if (*f.R > *f.T) {
       out.push_back(
-          fmt::format("A real shortage: even with every cached byte reusable, free + cached ({}) is {} short "
-                      "of the {} request.",
-                      S(pool), S(sat_sub(*f.R, pool)), S(f.R)));
-    }
-    if (d.job_needs && d.card_available) {
-      if (d.over_card && m.format != "mps") {
-        const std::string outside = own_outside && own_outside->value() > 0
-                                        ? fmt::format(" + {} outside PyTorch", S(own_outside))
-                                        : std::string();
-        out.push_back(
-            fmt::format("At the failure point this process needed at least {} ({} in tensors + {} "
-                        "requested{}) and the card offers {}: {} over, before the rest of the peak.",
-                        S(d.job_needs), S(f.A), S(f.R), outside, S(d.card_available), S(d.over_card)));
-      } else if (f.near_full) {
-        out.push_back(
-            fmt::format("Even with its cache perfectly packed the job used {} of the {} it could have ({}) "
-                        "when it failed, and later steps (the optimizer's first step creates its state) can "
-                        "need more: plan one of the other fixes too.",
-                        S(d.job_needs), S(d.card_available), pct(*d.job_needs, *d.card_available)));
-      }
-    }
-    if (f.huge) {
-      out.push_back(
-          fmt::format("One request of {} is {} of the card. A tensor that large is typically logits (batch x "
-                      "seq x vocab, 4 bytes each in fp32) or attention scores (batch x heads x seq x seq, "
-                      "materialized by eager attention).",
-                      S(f.R), pct(*f.R, *f.T)));
-      if (*f.R > *f.T) {
-        out.push_back(
-            fmt::format("It is larger than the whole card ({}): no allocator setting can serve it; that "
-                        "tensor must shrink.",
-                        S(f.T)));
-      }
-    }
-    if (m.allowed) {
-      out.push_back(fmt::format(
-          "This process is capped at {} (set_per_process_memory_fraction or "
-          "per_process_memory_fraction){}.",
-          S(m.allowed),
-          f.limit_blocking ? fmt::format(": {} reserved + {} requested exceeds it", S(f.Rs), S(f.R))
-                           : std::string()));
-    }
-    if (m.format == "mps") {
-      out.push_back(
-          fmt::format("On Apple GPUs the limit is PyTorch's high watermark ({}), not the whole memory; "
-                      "PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 lifts it but, as the message warns, may cause "
-                      "system failure.",
+          fmt::format("It is larger than the whole card ({}): no allocator setting can serve it; that "
+                      "tensor must shrink.",
                       S(f.T)));
     }
   }
+  if (m.allowed) {
+    out.push_back(fmt::format(
+        "This process is capped at {} (set_per_process_memory_fraction or "
+        "per_process_memory_fraction){}.",
+        S(m.allowed),
+        f.limit_blocking ? fmt::format(": {} reserved + {} requested exceeds it", S(f.Rs), S(f.R))
+                         : std::string()));
+  }
+  if (m.format == "mps") {
+    out.push_back(
+        fmt::format("On Apple GPUs the limit is PyTorch's high watermark ({}), not the whole memory; "
+                    "PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 lifts it but, as the message warns, may cause "
+                    "system failure.",
+                    S(f.T)));
+  }
+}
+
+/// The expected tensor the request matches, when candidates were given.
+void findings_match(Facts& f) {
+  const Diagnosis& d = *f.d;
+  std::vector<std::string>& out = f.d->findings;
   if (d.match) {
     const CandidateMatch& c = *d.match;
     const std::string rounded = c.allocator_size == c.size
@@ -614,56 +668,72 @@ void add_findings(Facts& f, const std::optional<MemorySummary>& summary) {
     out.push_back(fmt::format("The request matches the expected \"{}\" tensor ({}{}): {}.{}% apart.", c.name,
                               S(c.size), rounded, c.difference_permille / 10, c.difference_permille % 10));
   }
-  if (!numbers) {
-    if (m.format == "runtime_error") {
-      const bool cublas = m.excerpt.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos;
-      if (cublas) {
-        out.push_back(
-            "cuBLAS could not allocate its workspace: the card was full when a matrix multiply "
-            "started. The message carries no figures.");
-      } else {
-        out.push_back(
-            "This form comes from a CUDA call outside PyTorch's caching allocator (a kernel "
-            "workspace, cuBLAS/cuDNN, NCCL, or creating the CUDA context itself), so it carries "
-            "no figures. nvidia-smi shows what holds the card; CUDA_LAUNCH_BLOCKING=1 reports "
-            "the failing call where it happens.");
-      }
-    } else if (m.format == "memory_summary") {
+}
+
+/// A message without figures: what its form says.
+void findings_without_figures(Facts& f) {
+  const OomMessage& m = *f.m;
+  std::vector<std::string>& out = f.d->findings;
+  if (m.format == "runtime_error") {
+    const bool cublas = m.excerpt.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos;
+    if (cublas) {
       out.push_back(
-          "Only a memory summary reports the OOM: it shows what PyTorch held, not what failed "
-          "or how large the card is.");
-    } else if (m.format == "unreadable") {
-      out.push_back(fmt::format(
-          "The message's figures cannot be trusted: {}. No real device reports that, so no figure of it "
-          "is used: check that the log is not corrupted or edited.",
-          m.unreadable));
+          "cuBLAS could not allocate its workspace: the card was full when a matrix multiply "
+          "started. The message carries no figures.");
     } else {
       out.push_back(
-          "The message is cut before its figures: look for the full text (it may be higher in "
-          "the log) to get a diagnosis from the numbers.");
+          "This form comes from a CUDA call outside PyTorch's caching allocator (a kernel "
+          "workspace, cuBLAS/cuDNN, NCCL, or creating the CUDA context itself), so it carries "
+          "no figures. nvidia-smi shows what holds the card; CUDA_LAUNCH_BLOCKING=1 reports "
+          "the failing call where it happens.");
     }
+  } else if (m.format == "memory_summary") {
+    out.push_back(
+        "Only a memory summary reports the OOM: it shows what PyTorch held, not what failed "
+        "or how large the card is.");
+  } else if (m.format == "unreadable") {
+    out.push_back(fmt::format(
+        "The message's figures cannot be trusted: {}. No real device reports that, so no figure of it "
+        "is used: check that the log is not corrupted or edited.",
+        m.unreadable));
+  } else {
+    out.push_back(
+        "The message is cut before its figures: look for the full text (it may be higher in "
+        "the log) to get a diagnosis from the numbers.");
   }
-  if (summary && (!summary->device || !d.gpu || *summary->device == *d.gpu)) {
-    const MemorySummary& s = *summary;
-    if (s.malloc_retries && *s.malloc_retries > 0) {
-      out.push_back(
-          fmt::format("The memory summary (line {}) counts cudaMalloc retries: {}. Each time, the allocator "
-                      "had to free its cache and try again: a sign of pressure or fragmentation.",
-                      s.line, *s.malloc_retries));
-    }
-    if (s.allocated.peak) {
-      out.push_back(
-          fmt::format("The memory summary puts the peak of allocated memory at {}.", S(s.allocated.peak)));
-    }
-    if (s.non_releasable.current && s.reserved.current && s.reserved.current->value() > 0 &&
-        share_at_least(*s.non_releasable.current, *s.reserved.current, kFragShareDenominator)) {
-      out.push_back(
-          fmt::format("Non-releasable memory (free parts of split blocks) was {}, {} of reserved: "
-                      "fragmentation.",
-                      S(s.non_releasable.current), pct(*s.non_releasable.current, *s.reserved.current)));
-    }
-  }
+}
 
+/// What a memory summary of the same device adds: retries, the peak, non-releasable memory.
+void findings_summary(Facts& f, const MemorySummary& s) {
+  std::vector<std::string>& out = f.d->findings;
+  if (s.malloc_retries && *s.malloc_retries > 0) {
+    out.push_back(
+        fmt::format("The memory summary (line {}) counts cudaMalloc retries: {}. Each time, the allocator "
+                    "had to free its cache and try again: a sign of pressure or fragmentation.",
+                    s.line, *s.malloc_retries));
+  }
+  if (s.allocated.peak) {
+    out.push_back(
+        fmt::format("The memory summary puts the peak of allocated memory at {}.", S(s.allocated.peak)));
+  }
+  if (s.non_releasable.current && s.reserved.current && s.reserved.current->value() > 0 &&
+      share_at_least(*s.non_releasable.current, *s.reserved.current, kFragShareDenominator)) {
+    out.push_back(
+        fmt::format("Non-releasable memory (free parts of split blocks) was {}, {} of reserved: "
+                    "fragmentation.",
+                    S(s.non_releasable.current), pct(*s.non_releasable.current, *s.reserved.current)));
+  }
+}
+
+void add_findings(Facts& f, const std::optional<MemorySummary>& summary) {
+  const Diagnosis& d = *f.d;
+  const bool numbers = f.m->has_numbers();
+  if (numbers) findings_request(f);
+  findings_held(f);
+  if (numbers) findings_cause(f);
+  findings_match(f);
+  if (!numbers) findings_without_figures(f);
+  if (summary && (!summary->device || !d.gpu || *summary->device == *d.gpu)) findings_summary(f, *summary);
 }
 
 /// The fixes, ordered for the classification, then the seed's list in its order.
