@@ -93,7 +93,7 @@ struct ModeFlag {
 
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 15> kModeFlags{{
+constexpr std::array<ModeFlag, 16> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", spec::trains, "--mode train, lora and qlora"},
     {"--grad-accum", spec::trains, "--mode train, lora and qlora"},
@@ -112,6 +112,7 @@ constexpr std::array<ModeFlag, 15> kModeFlags{{
     {"--lora-rank", spec::uses_lora, "--mode lora and qlora"},
     {"--lora-targets", spec::uses_lora, "--mode lora and qlora"},
     {"--lora-dropout", spec::uses_lora, "--mode lora and qlora"},
+    {"--lora-dtype", spec::uses_lora, "--mode lora and qlora"},
 }};
 
 std::vector<std::string> split_targets(const std::string& text) {
@@ -338,6 +339,15 @@ void parse_workload_numbers(const EstimateFlags& f, spec::Workload& w, Diagnosti
       w.lora.all_linear = false;
       w.lora.targets = std::move(targets);
     }
+  }
+  if (f.has("--lora-dtype")) {
+    if (f.lora_dtype == "bf16" || f.lora_dtype == "fp16") {
+      w.lora.half_adapters = true;
+      w.lora.half_is_fp16 = f.lora_dtype == "fp16";
+    }
+    else if (f.lora_dtype != "fp32")
+      diags.add("--lora-dtype", fmt::format("unknown adapter dtype '{}'", f.lora_dtype),
+                "give fp32 (peft's default), bf16 or fp16");
   }
   if (f.has("--lora-dropout")) {
     double p = 0;

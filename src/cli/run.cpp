@@ -188,6 +188,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--lora-targets", f.lora_targets, "LIST",
       "all-linear, or module names: q_proj,v_proj (default all-linear)", work);
   add(e, o, "--lora-dropout", f.lora_dropout, "P", "LoRA dropout probability (default 0)", work);
+  add(e, o, "--lora-dtype", f.lora_dtype, "DTYPE",
+      "the adapters' dtype: fp32 (peft's default) or bf16 / fp16 (peft autocast_adapter_dtype=False, torchtune)", work);
   add(e, o, "--grad-accum", f.grad_accum, "K", "gradient accumulation steps (default 1)", work);
   add(e, o, "--gpus", f.gpus, "N", "GPUs the job runs on (default 1)", work);
   add(e, o, "--sharding", f.sharding, "HOW",

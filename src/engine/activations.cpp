@@ -203,6 +203,8 @@ Precision precision_of(const Workload& w) {
       p.quantized = true;
       break;
   }
+  // --lora-dtype bf16/fp16: the adapters compute in 16 bits; peft's input cast is then a no-op.
+  if (w.lora.half_adapters && spec::uses_lora(w.mode) && !w.fsdp_param_dtype) p.adapter = kHalf;
   return p;
 }
 

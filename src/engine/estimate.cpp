@@ -143,7 +143,8 @@ Training training_terms(const ModelSpec& m, const Workload& w, const Precision& 
   const auto& opt = traits(w.optimizer);
   const bool full = w.mode == Mode::train;
   const std::uint64_t trainable = full ? m.params : adapters;
-  const std::uint64_t bytes = full ? p.param : 4;  // peft keeps adapters in fp32
+  // peft keeps adapters in fp32 unless --lora-dtype makes them 16-bit.
+  const std::uint64_t bytes = full ? p.param : (w.lora.half_adapters ? 2 : 4);
   // Master weights: the optimizer updates an fp32 copy of the 16-bit parameters, so its
   // moments and temporaries are fp32 too.
   const std::uint64_t state_bytes = w.master_weights ? 4 : bytes;
@@ -812,7 +813,7 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
   base.id = "load";
   base.add("weights", detail::weight_bytes(m, w, p.param));
   const std::uint64_t adapters = lora_params(m, w);
-  if (adapters) base.add("lora_adapters", Bytes{mul(adapters, 4)});
+  if (adapters) base.add("lora_adapters", Bytes{mul(adapters, w.lora.half_adapters ? 2 : 4)});
   base.add("cublas_workspace", kCublasWorkspace);
   if (p.quantized) {
     // bitsandbytes / GPTQ kernels dequantize one linear's weight to 16 bits per matmul

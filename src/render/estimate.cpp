@@ -65,7 +65,8 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
   std::vector<std::string> extra;
   if (w.mode == spec::Mode::lora || w.mode == spec::Mode::qlora)
     extra.push_back(
-        fmt::format("LoRA rank {} on {}, dropout {}", w.lora.rank, lora_targets(w.lora), w.lora.dropout));
+        fmt::format("LoRA rank {} on {}, dropout {}{}", w.lora.rank, lora_targets(w.lora), w.lora.dropout,
+                    !w.lora.half_adapters ? "" : w.lora.half_is_fp16 ? ", fp16 adapters" : ", bf16 adapters"));
   if (w.autocast) extra.push_back(fmt::format("autocast {}", name_of(*w.autocast)));
   if (w.checkpointing && w.checkpoint_selective)
     extra.emplace_back("selective checkpointing");
@@ -274,6 +275,7 @@ ojson workload_json(const spec::Workload& w) {
     l["rank"] = w.lora.rank;
     l["targets"] = w.lora.all_linear ? ojson::array({"all-linear"}) : ojson(w.lora.targets);
     l["dropout"] = w.lora.dropout;
+    l["dtype"] = !w.lora.half_adapters ? "fp32" : w.lora.half_is_fp16 ? "fp16" : "bf16";
     j["lora"] = l;
   } else {
     j["lora"] = nullptr;

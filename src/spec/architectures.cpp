@@ -246,6 +246,43 @@ constexpr Architecture kArchitectures[] = {
      .qkv_bias = {"no_bias", false, true}, .o_bias = {"no_bias", false, true}, .positions = Positions::alibi,
      .mlp_width = W::expansion_ratio, .mlp_bias = {"no_bias", false, true}, .activation = A::gelu,
      .norm = N::layer, .eager_only = true, .eager_scores = 6},
+    // Glm4MoeConfig (GLM-4.5, 4.5-Air, 4.6, 4.7): Llama's attention with q/k/v biases
+    // (attention_bias; o_proj never), partial_rotary_factor 0.5 (rotary_cat as glm4), q/k norms over
+    // head_dim with use_qk_norm; after first_k_dense_replace dense layers (intermediate_size),
+    // n_routed_experts fused experts of moe_intermediate_size, a router `gate` without bias, its
+    // e_score_correction_bias buffer (fp32), and one shared MLP of moe_intermediate_size *
+    // n_shared_experts. The MTP layer (num_nextn_predict_layers) is not built by transformers.
+    {.model_type = "glm4_moe", .source = "glm4_moe/modeling_glm4_moe.py", .qkv_bias = {"attention_bias"},
+     .o_bias = {}, .qk_norm = Q::head_dim, .qk_norm_on = {"use_qk_norm"}, .rotary_fraction = 0.5,
+     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::n_routed_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .grouped_experts = true, .rotary_cat = true},
+    // Dots1Config (dots.llm1): qwen3's attention (q/k norms over head_dim, attention_bias) and
+    // deepseek_v3's MoE (first_k_dense_replace, n_routed_experts of moe_intermediate_size,
+    // e_score_correction_bias buffer, n_shared_experts); sliding layers from layer_types (the
+    // config builds them from sliding_window and max_window_layers, 62: none by default).
+    {.model_type = "dots1", .source = "dots1/modeling_dots1.py", .qk_norm = Q::head_dim,
+     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::n_routed_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .grouped_experts = true},
+    // Ernie4_5_MoeConfig (ERNIE-4.5-21B-A3B, 300B-A47B): head_dim = hidden / heads, tied;
+    // sparse layers from moe_layer_start_index to moe_layer_end_index every moe_layer_interval,
+    // moe_num_experts fused experts of moe_intermediate_size (moe_k per token), an fp32 router
+    // `gate` without bias, Ernie4_5_MoeStatics' e_score_correction_bias parameter, and a shared
+    // MLP of moe_intermediate_size * moe_num_shared_experts. use_bias (every projection) is
+    // refused: the published checkpoints have it false. The MTP layers are not built.
+    {.model_type = "ernie4_5_moe", .source = "ernie4_5_moe/modeling_ernie4_5_moe.py", .tied_default = true,
+     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::moe_num_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::start_end_interval,
+     .shared_expert = SharedExpert::n_shared, .router_score_bias_parameter = true, .top_k_key = "moe_k",
+     .n_shared_key = "moe_num_shared_experts", .refused_if_true = "use_bias", .grouped_experts = true},
+    // HunYuanMoEV1Config (Hunyuan-A13B): every layer sparse, num_experts experts as wide as
+    // intermediate_size (5.17 reads no moe_intermediate_size) chosen moe_topk a token (an int or
+    // one per layer), an fp32 router `gate.wg`, and a shared_mlp of intermediate_size (always:
+    // 5.17 reads no use_mixed_mlp_moe); query_layernorm / key_layernorm over head_dim.
+    {.model_type = "hunyuan_v1_moe", .source = "hunyuan_v1_moe/modeling_hunyuan_v1_moe.py", .qk_norm = Q::head_dim,
+     .experts = Experts::num_experts, .shared_expert = SharedExpert::dense_width, .top_k_key = "moe_topk",
+     .grouped_experts = true},
     // Llama4TextConfig / Llama4TextModel (Llama 4 Scout, Maverick): head_dim=128; q/k/v/o
     // without biases (attention_bias); Llama4TextL2Norm on q and k with use_qk_norm (True),
     // only on the layers that rotate; MoE layers (moe_layers, else every
@@ -339,7 +376,9 @@ constexpr std::pair<std::string_view, NotDecoder> kNotDecoders[] = {
 constexpr std::string_view kStructureKeys[] = {
     "num_local_experts", "num_experts",        "n_routed_experts", "moe_intermediate_size", "vision_config",
     "audio_config",      "is_encoder_decoder", "encoder_layers",   "state_size",            "ssm_cfg",
-    "mamba_d_state",     "d_state",            "linear_num_key_heads", "layers_block_type", "attn_layer_indices"};
+    "mamba_d_state",     "d_state",            "linear_num_key_heads", "layers_block_type", "attn_layer_indices",
+    // Convolution and linear-attention layers: Lfm2Config, KimiLinearConfig, MiniMaxConfig.
+    "conv_L_cache", "linear_attn_config", "attn_type_list"};
 
 }  // namespace
 

@@ -351,6 +351,7 @@ struct MoeKeys {
   std::set<std::uint64_t> mlp_only;
   std::uint64_t first_dense = 0, layer_freq = 1;
   std::uint64_t n_shared = 0;
+  std::optional<std::uint64_t> last_sparse = {};  ///< moe_layer_end_index; nullopt: the last layer
   std::optional<std::set<std::uint64_t>> moe_list;  ///< llama4's moe_layers, when the config lists them
 };
 
@@ -533,6 +534,30 @@ const Architecture& unknown_row(const json& config, const json& root, const std:
 
 // --- reading the config ------------------------------------------------------------------
 
+/// The experts per token under the row's top_k_key: an integer, or one per layer
+/// (HunYuanMoEV1Gate takes config.moe_topk[layer_idx]): the largest, which sizes the peak.
+std::uint64_t read_top_k(Ctx& c) {
+  const std::string_view key = c.row.top_k_key;
+  const json* v = c.r.find(key);
+  if (v == nullptr || !v->is_array()) return c.r.required({key});
+  std::uint64_t top = 0;
+  bool uneven = false;
+  for (const json& e : *v) {
+    if (!e.is_number_integer() || e.get<std::int64_t>() <= 0) {
+      c.diags.add(c.r.field(key), fmt::format("expected positive integers, got {}", show(e)), std::string(kConfigFix));
+      return 0;
+    }
+    const auto k = e.get<std::uint64_t>();
+    uneven = uneven || (top != 0 && k != top);
+    top = std::max(top, k);
+  }
+  if (top == 0) c.diags.add(c.r.field(key), "an empty list", std::string(kConfigFix));
+  if (uneven)
+    c.spec.notes.push_back(
+        fmt::format("{} differs between layers: the largest, {}, is used for every layer's activations", key, top));
+  return top;
+}
+
 /// The number of experts, their width, and which layers are sparse.
 void read_moe_keys(Ctx& c) {
   const Architecture& row = c.row;
@@ -547,8 +572,15 @@ void read_moe_keys(Ctx& c) {
       mk.experts = c.r.required({"num_experts", "num_local_experts"}, /*zero_ok=*/true);
       break;
     case Experts::n_routed_experts: mk.experts = c.r.uint("n_routed_experts", true).value_or(0); break;
+    case Experts::moe_num_experts: mk.experts = c.r.required({"moe_num_experts"}); break;
   }
-  mk.top_k = c.r.required({"num_experts_per_tok", "experts_per_token"});
+  if (!row.refused_if_true.empty() && c.r.flag(row.refused_if_true, false))
+    c.diags.add(c.r.field(row.refused_if_true),
+                fmt::format("true is not laid out for model_type '{}' (the biases it adds to the fused experts are "
+                            "not modelled)",
+                            row.model_type),
+                "vramfit estimates this type with it false, as the published checkpoints have it");
+  mk.top_k = row.top_k_key.empty() ? c.r.required({"num_experts_per_tok", "experts_per_token"}) : read_top_k(c);
   if (mk.experts != 0 && mk.top_k > mk.experts) {
     c.diags.add(c.r.field("num_experts_per_tok"), fmt::format("{} is more than the {} experts", mk.top_k, mk.experts),
                 "a token cannot be routed to more experts than exist: check both values");
@@ -572,7 +604,15 @@ void read_moe_keys(Ctx& c) {
     mk.first_dense = c.r.uint("first_k_dense_replace", true).value_or(0);
     mk.layer_freq = c.r.uint("moe_layer_freq").value_or(1);
   }
-  if (row.shared_expert == SharedExpert::n_shared) mk.n_shared = c.r.uint("n_shared_experts", true).value_or(0);
+  if (row.sparse_layers == SparseLayers::start_end_interval) {
+    // Ernie4_5_MoeConfig: moe_layer_start_index 1, moe_layer_end_index -1 (the last layer),
+    // moe_layer_interval 1.
+    mk.first_dense = c.r.uint("moe_layer_start_index", true).value_or(1);
+    mk.sparse_step = c.r.uint("moe_layer_interval").value_or(1);
+    if (const json* e = c.r.find("moe_layer_end_index"); e && !e->is_null() && !(e->is_number_integer() && e->get<std::int64_t>() == -1))
+      mk.last_sparse = c.r.uint("moe_layer_end_index", true);
+  }
+  if (row.shared_expert == SharedExpert::n_shared) mk.n_shared = c.r.uint(row.n_shared_key, true).value_or(0);
 }
 
 /// The dimensions, with the keys only one layout has.
@@ -712,6 +752,9 @@ bool layer_is_moe(const Ctx& c, std::uint64_t i) {
     case SparseLayers::step: return c.mk.mlp_only.count(i) == 0 && (i + 1) % c.mk.sparse_step == 0;
     case SparseLayers::moe_layers: return c.mk.moe_list ? c.mk.moe_list->count(i) != 0 : (i + 1) % c.mk.sparse_step == 0;
     case SparseLayers::every: return true;
+    case SparseLayers::start_end_interval:
+      return i >= c.mk.first_dense && (!c.mk.last_sparse || i <= *c.mk.last_sparse) &&
+             (i + 1) % c.mk.sparse_step == 0;
   }
   return true;
 }
@@ -725,6 +768,7 @@ bool periodic(const Ctx& c) { return c.mk.sparse_step > 1 || c.mk.layer_freq > 1
 std::uint64_t next_boundary(const Ctx& c, std::uint64_t i) {
   std::uint64_t j = c.s.L;
   if (c.mk.first_dense > i) j = std::min(j, c.mk.first_dense);
+  if (c.mk.last_sparse && *c.mk.last_sparse >= i) j = std::min(j, *c.mk.last_sparse + 1);  // moe_layer_end_index
   if (const auto it = c.mk.mlp_only.lower_bound(i); it != c.mk.mlp_only.end()) j = std::min(j, *it == i ? i + 1 : *it);
   return j;
 }
@@ -974,12 +1018,19 @@ void moe_mlp(const Ctx& c, LayerGroup& g) {
       g.linears.push_back(shared(Role::mlp_out, "shared_experts.down_proj", si, H));
       break;
     }
+    case SharedExpert::dense_width:  // HunYuanMoE.shared_mlp
+      g.linears.push_back(shared(Role::mlp_in, "shared_mlp.gate_proj", H, c.s.I));
+      g.linears.push_back(shared(Role::mlp_in, "shared_mlp.up_proj", H, c.s.I));
+      g.linears.push_back(shared(Role::mlp_out, "shared_mlp.down_proj", c.s.I, H));
+      break;
     case SharedExpert::expert_width:
       g.linears.push_back(shared(Role::mlp_in, "shared_expert.gate_proj", H, I));
       g.linears.push_back(shared(Role::mlp_in, "shared_expert.up_proj", H, I));
       g.linears.push_back(shared(Role::mlp_out, "shared_expert.down_proj", I, H));
       break;
   }
+  // Ernie4_5_MoeStatics: e_score_correction_bias, a [1, experts] parameter (not trained).
+  if (c.row.router_score_bias_parameter) g.other_params += E;
 }
 
 /// The MLP of a dense layer, by layout.
@@ -1111,6 +1162,7 @@ void finish(Ctx& c) {
       case SharedExpert::none: break;
       case SharedExpert::gated: spec.moe.shared_intermediate = mk.shared_I; break;
       case SharedExpert::n_shared: spec.moe.shared_intermediate = mul(mk.expert_I, mk.n_shared); break;
+      case SharedExpert::dense_width: spec.moe.shared_intermediate = c.s.I; break;
       case SharedExpert::expert_width: spec.moe.shared_intermediate = mk.expert_I; break;
     }
     spec.moe.shared_expert_gate = c.row.shared_expert == SharedExpert::gated && mk.shared_I != 0;

@@ -94,6 +94,18 @@ constexpr Bound kBounds[] = {
     {"bloom-h1536", 0.02, 0.02, false},
     {"mpt-mini", 0.02, 0.03, false},
     {"mpt-h1536", 0.02, 0.03, false},
+    // MoE types users bring (fourth run): forward, generate, training, checkpointed training and
+    // LoRA (r16, all-linear, checkpointed) of each; ERNIE-4.5-21B-A3B at full size.
+    {"glm45air-mini", 0.01, 0.04, false, 5},
+    // glm4_moe's generate prefill is under (air -3.58%, this shape with q/k norms and 6 of 20
+    // experts -7.29%): its routed block holds more per token than dots1's, the same DeepseekV3
+    // MoE (-1.37%); not modelled yet.
+    {"glm45-mini", 0.01, 0.08, true, 5},
+    {"ernie45moe-mini", 0.01, 0.02, false, 5},
+    {"ernie45moe-i2", 0.01, 0.01, false, 5},
+    {"dots1-mini", 0.01, 0.02, false, 5},
+    {"hunyuanmoe-mini", 0.01, 0.01, false, 5},
+    {"ernie-4.5-21b-a3b", 0.01, 0.01, false, 2},
     // llama4_text (fourth run): every expert runs on every token (dense_experts; the generates
     // were 6.4% and 12.1% under with the top-k rule), chunked attention's cache capped at
     // attention_chunk_size (llama4-il2: 1024 under a 4096-token prompt); forward, generate,
@@ -107,7 +119,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = vramfit::test::read_text(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 204);
+  REQUIRE(cases.size() == 236);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -116,8 +128,8 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 202);  // the LoRA cases count trainable parameters, not checked here
-  CHECK(r.params_exact == 202);
+  CHECK(r.params_checked == 228);  // the LoRA cases count trainable parameters, not checked here
+  CHECK(r.params_exact == 228);
   CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);

@@ -173,3 +173,24 @@ TEST_CASE("levers CLI: --compile is training only, all or layers", "[cli][levers
                       "vramfit: error: --compile: unknown compile 'max-autotune' (give all (the layers and the "
                       "loss) or layers (the decoder layers only), e.g. --compile layers)\n");
 }
+
+TEST_CASE("levers CLI: --lora-dtype bf16 halves the adapters and drops peft's fp32 input casts", "[cli][levers]") {
+  const auto fp32 = json_of(estimate(with({"--mode", "lora", "--seq", "1024", "--json"})));
+  const auto bf16 = json_of(estimate(with({"--mode", "lora", "--seq", "1024", "--lora-dtype", "bf16", "--json"})));
+  CHECK(fp32["workload"]["lora"]["dtype"] == "fp32");
+  CHECK(bf16["workload"]["lora"]["dtype"] == "bf16");
+  const auto part = [](const nlohmann::json& j, const std::string& id) {
+    for (const auto& c : j["components"])
+      if (c["id"] == id) return c["bytes"].get<std::uint64_t>();
+    return std::uint64_t{0};
+  };
+  CHECK(part(bf16, "lora_adapters") * 2 == part(fp32, "lora_adapters"));
+  CHECK(part(bf16, "optimizer_state") * 2 == part(fp32, "optimizer_state"));
+  CHECK(part(bf16, "activations") < part(fp32, "activations"));
+  require_usage_error(estimate(with({"--mode", "lora", "--lora-dtype", "int8"})),
+                      "vramfit: error: --lora-dtype: unknown adapter dtype 'int8' (give fp32 (peft's default), bf16 "
+                      "or fp16)\n");
+  require_usage_error(estimate(with({"--mode", "train", "--lora-dtype", "bf16"})),
+                      "vramfit: error: --lora-dtype: does not apply to --mode train (it is used by --mode lora and "
+                      "qlora; drop it or change --mode)\n");
+}

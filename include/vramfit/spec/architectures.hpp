@@ -84,6 +84,7 @@ enum class Experts {
   num_experts,           ///< num_experts (or num_local_experts), required and positive (OlmoeConfig)
   num_experts_or_dense,  ///< num_experts (or num_local_experts, as Qwen3MoeConfig writes it); 0: dense
   n_routed_experts,      ///< n_routed_experts, absent or 0: dense (DeepseekV2Config)
+  moe_num_experts,       ///< moe_num_experts, required and positive (Ernie4_5_MoeConfig)
 };
 
 /// The width of one routed expert.
@@ -97,6 +98,9 @@ enum class SparseLayers {
   every,          ///< all of them (mixtral)
   step,           ///< Qwen2MoeDecoderLayer: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
   first_k_dense,  ///< DeepseekV2DecoderLayer: i >= first_k_dense_replace and i % moe_layer_freq == 0
+  /// Ernie4_5_MoeDecoderLayer: (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i
+  /// <= moe_layer_end_index (Ernie4_5_MoeConfig: 1, -1 meaning the last layer, 1)
+  start_end_interval,
   /// Llama4TextDecoderLayer: i in moe_layers; Llama4TextConfig's default: every
   /// interleave_moe_layer_step-th layer, range(step - 1, L, step)
   moe_layers,
@@ -106,7 +110,8 @@ enum class SparseLayers {
 enum class SharedExpert {
   none,
   gated,     ///< Qwen2MoeSparseMoeBlock: shared_expert of shared_expert_intermediate_size, sigmoid shared_expert_gate
-  n_shared,  ///< DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts
+  n_shared,  ///< DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts (the row's n_shared_key)
+  dense_width,  ///< HunYuanMoE: shared_mlp, an MLP of intermediate_size (as wide as the experts), no gate
   expert_width,  ///< Llama4TextMoe: shared_expert, an MLP (gate, up, down) as wide as an expert, no gate
 };
 
@@ -250,6 +255,17 @@ struct Architecture {
   ExpertLinears expert_linears = ExpertLinears::gate_up_down;
   /// DeepseekV3TopkRouter registers e_score_correction_bias (n_routed_experts fp32), a buffer.
   bool router_score_bias = false;
+  /// Ernie4_5_MoeStatics: e_score_correction_bias is a parameter ([1, experts], fp32,
+  /// requires_grad=False): counted in the parameters, not trained.
+  bool router_score_bias_parameter = false;
+  /// The key of the experts per token; empty: num_experts_per_tok (or experts_per_token).
+  /// Ernie4_5_MoeConfig moe_k; HunYuanMoEV1Config moe_topk (an int, or one per layer).
+  std::string_view top_k_key = {};
+  /// The key of SharedExpert::n_shared's count (Ernie4_5_MoeConfig moe_num_shared_experts).
+  std::string_view n_shared_key = "n_shared_experts";
+  /// A boolean key whose true value the row does not lay out (the experts' layout then is not
+  /// read from the source): refused with exit 2 naming it. Ernie4_5_MoeConfig use_bias.
+  std::string_view refused_if_true = {};
   /// Every expert runs on every token (Llama4TextMoe.forward: hidden_states.repeat(E) weighted by
   /// the router's sigmoid scores, 0 off the top-k, then bmm through all experts): the experts'
   /// activations are those of E slots a token, not top-k (engine/activations.cpp).

@@ -82,6 +82,10 @@ struct Lora {
   bool all_linear = true;                ///< peft's "all-linear" shorthand
   std::vector<std::string> targets;      ///< module names when not all_linear
   double dropout = 0.0;
+  /// `--lora-dtype bf16|fp16`: the adapters in 16 bits (peft's autocast_adapter_dtype=False,
+  /// torchtune's LoRALinear in the model's dtype); false: fp32, as peft creates them by default.
+  bool half_adapters = false;
+  bool half_is_fp16 = false;  ///< with half_adapters: fp16 rather than bf16 (the JSON names it)
 };
 
 /// A workload: the mode and every knob that changes memory.

@@ -43,7 +43,8 @@ UNSLOTH_MISSING = ["Unsloth's fused LoRA autograd functions (LoRA_QKV, LoRA_MLP:
                    "fewer saved MLP tensors)", "Apple's Cut Cross-Entropy (no logits chunk at all)"]
 TT3 = ["--model", "llama-3.2-3b", "--batch", "2", "--seq", "4096"]
 TT3_LORA = TT3 + ["--lora-rank", "64", "--lora-targets", "q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
-                  "--optimizer", "adamw-fused", "--loss", "chunked", "--checkpointing", "--activation-offload"]
+                  "--optimizer", "adamw-fused", "--loss", "chunked", "--checkpointing", "--activation-offload",
+                  "--lora-dtype", "bf16"]
 TT8 = ["--model", "llama-3.1-8b", "--batch", "2", "--seq", "2048", "--checkpointing", "--loss", "chunked"]
 TITAN8 = ["--model", "llama-3.1-8b", "--dtype", "fp32", "--mode", "train", "--batch", "2", "--seq", "8192",
           "--sharding", "fsdp", "--fsdp-mixed-precision", "bf16", "--checkpointing", "selective"]
@@ -97,13 +98,12 @@ CASES = [
          setup="3B_lora_single_device: rank 64 on q,v,output_proj and the MLP, AdamW fused, chunked CE, "
                "checkpointing, offloading, compile",
          args=TT3_LORA + ["--mode", "lora", "--compile"],
-         missing=["LoRA adapters in bf16 (torchtune's LoRALinear; peft keeps them fp32)"]),
+         missing=[]),
     dict(id="torchtune/llama3.2-3b/qlora", source=TT_3B, url=TT_3B_URL, measures="active", published=4.6, unit="GiB",
          quote="| [QLoRA](...) | 4.6 | -45.71% | 8035 | -2.13% |",
          setup="3B_qlora_single_device (torchao NF4, blocks of 64, scalers quantized): as the LoRA row",
          args=TT3_LORA + ["--mode", "qlora", "--double-quant", "--compile"],
-         missing=["LoRA adapters in bf16 (torchtune's LoRALinear; peft keeps them fp32)",
-                  "torchao NF4 without peft's prepare_model_for_kbit_training (embeddings and norms stay bf16)"]),
+         missing=["torchao NF4 without peft's prepare_model_for_kbit_training (embeddings and norms stay bf16)"]),
     # torchtune, Llama 3.1 8B on a 24 GB 4090 (the A6000 rows set levers the README does not
     # name: left out). The README does not say which of torchtune's three peaks it prints
     # (active, allocated, reserved); compared with the allocated peak.
@@ -116,16 +116,15 @@ CASES = [
          quote="| Llama 3.1 8B | LoRA | 1x 4090 |  16.2 GiB | 3083 |",
          setup="8B_lora_single_device: rank 8 on q,v, AdamW fused, checkpointing, CEWithChunkedOutputLoss",
          args=TT8 + ["--mode", "lora", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--optimizer", "adamw-fused",
-                     "--compile"],
-         missing=["LoRA adapters in bf16 (torchtune's LoRALinear; peft keeps them fp32)"]),
+                     "--compile", "--lora-dtype", "bf16"],
+         missing=[]),
     dict(id="torchtune/llama3.1-8b/qlora-4090", source=TT_8B, url=TT_8B_URL, measures="allocated", published=7.4, unit="GiB",
          quote="| Llama 3.1 8B | QLoRA | 1x 4090 | 7.4 GiB | 2413  |",
          setup="8B_qlora_single_device: torchao NF4, rank 8 on q,k,v,output_proj and the MLP, AdamW fused, checkpointing",
          args=TT8 + ["--mode", "qlora", "--double-quant", "--lora-rank", "8", "--lora-targets",
                      "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", "--optimizer", "adamw-fused",
-                     "--compile"],
-         missing=["LoRA adapters in bf16 (torchtune's LoRALinear; peft keeps them fp32)",
-                  "torchao NF4 without peft's prepare_model_for_kbit_training (embeddings and norms stay bf16)"]),
+                     "--compile", "--lora-dtype", "bf16"],
+         missing=["torchao NF4 without peft's prepare_model_for_kbit_training (embeddings and norms stay bf16)"]),
     # torchtitan: fp32 sharded parameters, MixedPrecisionPolicy(bf16, reduce fp32), AdamW,
     # cross_entropy(pred.flatten(0, 1).float()) (train.py), "memory:" is max_reserved_gib.
     dict(id="torchtitan/llama3.1-8b/fsdp8", source=TITAN, url=TITAN_URL, measures="reserved", published=82.4, unit="GiB",

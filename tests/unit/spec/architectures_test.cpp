@@ -20,6 +20,14 @@ namespace {
 
 const std::filesystem::path kSource = VRAMFIT_SOURCE_DIR;
 
+/// Glm4MoeConfig's defaults have 96 heads over hidden 4096 and no head_dim: Glm4MoeAttention
+/// floors hidden // heads (42), where vramfit asks for head_dim (every GLM-4.5 config gives
+/// 128). The default is counted with the floored value written out.
+void with_floored_head_dim(nlohmann::json& config) {
+  const auto h = config.value("hidden_size", 0ULL), n = config.value("num_attention_heads", 0ULL);
+  if (config.value("head_dim", nlohmann::json()).is_null() && n != 0 && h % n != 0) config["head_dim"] = h / n;
+}
+
 }  // namespace
 
 TEST_CASE("architectures: every row counts what transformers builds from its defaults", "[spec][arch]") {
@@ -61,6 +69,7 @@ TEST_CASE("architectures: every row counts what transformers builds from its def
     // DeepseekV2Config leaves num_experts_per_tok null (parameters do not depend on it); every
     // real config sets it (DeepSeek-V2: 6).
     if (config["num_experts_per_tok"].is_null() && config.contains("n_routed_experts")) config["num_experts_per_tok"] = 6;
+    with_floored_head_dim(config);
     const ModelSpec s = from_config(config, "config.json");
     CHECK(s.model_type == a.model_type);
     CHECK(s.family == a.family);
@@ -140,6 +149,7 @@ TEST_CASE("architectures: every builder gives each decoder linear its role", "[s
     if (found == nullptr) continue;  // vision-language text models and configs that do not build by default
     nlohmann::json config = (*found)["config"];
     if (config["num_experts_per_tok"].is_null() && config.contains("n_routed_experts")) config["num_experts_per_tok"] = 6;
+    with_floored_head_dim(config);
     INFO(id);
     const ModelSpec s = from_config(config, "config.json");
     ++built;

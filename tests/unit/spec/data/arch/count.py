@@ -14,7 +14,7 @@ TYPES = ["llama","mistral","mixtral","qwen2","qwen2_moe","qwen3","qwen3_moe","ge
  "internlm2","deepseek_v2","deepseek_v3","gpt_oss","smollm3","llama4_text","ministral","ernie4_5","ernie4_5_moe",
  "seed_oss","hunyuan_v1_dense","hunyuan_v1_moe","glm4_moe","qwen3_next","nemotron","arcee","apertus","dots1",
  "granitemoeshared","jetmoe","dbrx","persimmon","codegen","gpt_neo","xglm","biogpt","helium","bitnet","falcon_mamba",
- "mamba","jamba","zamba2","falcon_h1","lfm2","minimax","exaone_moe","mistral3"]
+ "mamba","jamba","zamba2","falcon_h1","lfm2","minimax","exaone_moe","mistral3","bailing_moe","minimax_m2","glm4_moe_lite","flex_olmo"]
 for t in TYPES: jobs.append((t + ":default", t, None))
 # real configs from files in real/
 rd = os.path.join(here, "real")

@@ -1,0 +1,169 @@
+// The MoE types users bring from the Hub (issue #16): glm4_moe, ernie4_5_moe, hunyuan_v1_moe and
+// dots1 are laid out exactly (their Hub configs against the models transformers 5.17 builds from
+// them, tests/unit/spec/data/arch/transformers_counts.json "real:*"), and the types whose layers
+// vramfit does not model (linear attention, state-space and convolution layers) stay refused.
+#include <filesystem>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "vramfit/core/error.hpp"
+#include "vramfit/spec/parse.hpp"
+#include "../../cli/cli_helper.hpp"
+
+using namespace vramfit;
+using namespace vramfit::spec;
+
+namespace {
+
+const std::filesystem::path kArch = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/unit/spec/data/arch";
+
+ModelSpec real(const std::string& name) {
+  return from_config_text(vramfit::test::read_text(kArch / "real" / (name + ".json")), "config.json");
+}
+
+std::vector<Diagnostic> diags_of(const std::string& text) {
+  try {
+    (void)from_config_text(text, "config.json");
+  } catch (const InputError& e) {
+    return e.diagnostics();
+  }
+  return {};
+}
+
+/// Layers of each kind: {dense, sparse}.
+std::pair<std::uint64_t, std::uint64_t> dense_and_sparse(const ModelSpec& s) {
+  std::uint64_t dense = 0, sparse = 0;
+  for (const LayerGroup& g : s.layers) (g.moe ? sparse : dense) += g.count;
+  return {dense, sparse};
+}
+
+bool has_note(const ModelSpec& s, const std::string& part) {
+  for (const auto& n : s.notes)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("moe types: every Hub config in data/arch/real counts what transformers builds from it", "[spec][arch]") {
+  const auto counts = nlohmann::json::parse(vramfit::test::read_text(kArch / "transformers_counts.json"));
+  std::size_t checked = 0;
+  for (const auto& r : counts["results"]) {
+    const std::string id = r["id"];
+    if (id.rfind("real:", 0) != 0) continue;
+    INFO(id);
+    REQUIRE(r.contains("params"));
+    CHECK(real(id.substr(5)).params == r["params"].get<std::uint64_t>());
+    ++checked;
+  }
+  CHECK(checked == 13);
+}
+
+TEST_CASE("moe types: glm4_moe (GLM-4.5, GLM-4.5-Air)", "[spec][arch]") {
+  // zai-org/GLM-4.5-Air: 1 dense layer, 45 of 128 experts (8 a token) + a shared one, q/k/v
+  // biases, half the head rotated; 106852245504 as Glm4MoeForCausalLM built by transformers 5.17.
+  const ModelSpec air = real("glm-4.5-air");
+  CHECK(air.params == 106852245504ULL);
+  CHECK(dense_and_sparse(air) == std::pair<std::uint64_t, std::uint64_t>{1, 45});
+  CHECK(air.moe.num_experts == 128);
+  CHECK(air.moe.experts_per_token == 8);
+  CHECK(air.moe.expert_intermediate == 1408);
+  CHECK(air.moe.shared_intermediate == 1408);
+  CHECK(air.head_dim == 128);
+  CHECK(air.num_kv_heads == 8);
+  CHECK_FALSE(air.qk_norm);
+  // inv_freq and original_inv_freq of 32 (128 * 0.5 / 2) and e_score_correction_bias (128 fp32) per MoE layer.
+  CHECK(air.buffer_bytes == 2 * 32 * 4 + 45 * 128 * 4);
+  CHECK(has_note(air, "multi-token-prediction layer"));
+  // zai-org/GLM-4.5: 3 dense layers, 160 experts, q/k norms.
+  const ModelSpec full = real("glm-4.5");
+  CHECK(full.params == 352797814784ULL);
+  CHECK(dense_and_sparse(full) == std::pair<std::uint64_t, std::uint64_t>{3, 89});
+  CHECK(full.qk_norm);
+  // Without the shared expert and the first dense layer the count falls by exactly their weights.
+  nlohmann::json j = nlohmann::json::parse(vramfit::test::read_text(kArch / "real/glm-4.5-air.json"));
+  j["n_shared_experts"] = 0;
+  j["first_k_dense_replace"] = 0;
+  const ModelSpec bare = from_config(j, "config.json");
+  CHECK(bare.params == 106852245504ULL - 45 * 3ULL * 4096 * 1408 - 3ULL * 4096 * 10944 + 128ULL * 4096 +
+                           3ULL * 4096 * 1408 * 128);
+}
+
+TEST_CASE("moe types: ernie4_5_moe (ERNIE-4.5-21B-A3B)", "[spec][arch]") {
+  // baidu/ERNIE-4.5-21B-A3B-PT: layers 1..27 sparse (moe_layer_start_index 1, end -1: the last),
+  // 64 experts (moe_k 6), a shared MLP of 2 x 1536, the e_score_correction_bias parameter, tied.
+  const ModelSpec s = real("ernie-4.5-21b-a3b");
+  CHECK(s.params == 21825437888ULL);
+  CHECK(dense_and_sparse(s) == std::pair<std::uint64_t, std::uint64_t>{1, 27});
+  CHECK(s.moe.num_experts == 64);
+  CHECK(s.moe.experts_per_token == 6);
+  CHECK(s.moe.shared_intermediate == 3072);
+  CHECK(s.tied_embeddings);
+  // moe_layer_interval 2 between start 2 and end 8: layers 3, 5, 7 (Ernie4_5_MoeDecoderLayer).
+  nlohmann::json j = nlohmann::json::parse(vramfit::test::read_text(kArch / "real/ernie-4.5-21b-a3b.json"));
+  j["moe_layer_start_index"] = 2;
+  j["moe_layer_end_index"] = 8;
+  j["moe_layer_interval"] = 2;
+  CHECK(dense_and_sparse(from_config(j, "config.json")) == std::pair<std::uint64_t, std::uint64_t>{25, 3});
+  // use_bias adds biases the fused experts' layout does not show: refused, naming the key.
+  j["use_bias"] = true;
+  const auto d = diags_of(j.dump());
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "config.json: use_bias");
+  j.erase("use_bias");
+  j.erase("moe_k");
+  const auto k = diags_of(j.dump());
+  REQUIRE(k.size() == 1);
+  CHECK(k[0].field == "config.json: moe_k");
+}
+
+TEST_CASE("moe types: hunyuan_v1_moe (Hunyuan-A13B) and dots1 (dots.llm1)", "[spec][arch]") {
+  // tencent/Hunyuan-A13B-Instruct: every layer sparse, 64 experts of intermediate_size, moe_topk
+  // given per layer, a shared MLP as wide, q/k norms; tied.
+  const ModelSpec h = real("hunyuan-a13b");
+  CHECK(h.params == 80393183232ULL);
+  CHECK(dense_and_sparse(h) == std::pair<std::uint64_t, std::uint64_t>{0, 32});
+  CHECK(h.moe.num_experts == 64);
+  CHECK(h.moe.experts_per_token == 8);
+  CHECK(h.moe.shared_intermediate == 3072);
+  CHECK(h.qk_norm);
+  // A per-layer moe_topk that varies: the largest sizes every layer's activations, said in a note.
+  nlohmann::json j = nlohmann::json::parse(vramfit::test::read_text(kArch / "real/hunyuan-a13b.json"));
+  j["moe_topk"][3] = 12;
+  const ModelSpec uneven = from_config(j, "config.json");
+  CHECK(uneven.moe.experts_per_token == 12);
+  CHECK(has_note(uneven, "moe_topk differs between layers"));
+  j["moe_topk"][3] = "8";
+  REQUIRE(diags_of(j.dump()).size() == 1);
+  CHECK(diags_of(j.dump())[0].field == "config.json: moe_topk");
+
+  // rednote-hilab/dots.llm1.inst: 1 dense layer, 128 experts (6 a token) and 2 shared, q/k norms.
+  const ModelSpec d = real("dots.llm1");
+  CHECK(d.params == 142774373888ULL);
+  CHECK(dense_and_sparse(d) == std::pair<std::uint64_t, std::uint64_t>{1, 61});
+  CHECK(d.moe.shared_intermediate == 2 * 1408);
+  CHECK(d.qk_norm);
+  CHECK(d.sliding_layers == 0);
+}
+
+TEST_CASE("moe types: linear-attention and state-space types stay refused, naming model_type", "[spec][arch]") {
+  // Hub configs (trimmed to their size-bearing keys) of types whose layers vramfit does not
+  // model: each is exit 2 on model_type, with the keys that show the structure.
+  const std::pair<const char*, const char*> refused[] = {
+      {"qwen3-next-80b-a3b", "\"linear_num_key_heads\""}, {"lfm2-1.2b", "\"conv_L_cache\""},
+      {"falcon-h1-1.5b", "\"mamba_d_state\""},           {"granite-4.0-h-small", "\"mamba_d_state\""},
+      {"kimi-linear-48b-a3b", "\"linear_attn_config\""},  {"minimax-text-01", "\"attn_type_list\""},
+  };
+  for (const auto& [name, key] : refused) {
+    INFO(name);
+    const std::string text = vramfit::test::read_text(kArch / "refused" / (std::string(name) + ".json"));
+    const auto d = diags_of(text);
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].field == "config.json: model_type");
+    const std::string type = nlohmann::json::parse(text)["model_type"];
+    CHECK(d[0].problem.rfind("model_type '" + type + "' is not one vramfit knows", 0) == 0);
+    CHECK(d[0].problem.find(key) != std::string::npos);
+  }
+}
