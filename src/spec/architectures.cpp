@@ -111,11 +111,11 @@ constexpr Architecture kArchitectures[] = {
     // DeepseekV2/V3Config: multi-head latent attention, n_shared_experts + n_routed_experts of
     // moe_intermediate_size after first_k_dense_replace dense layers (every moe_layer_freq-th).
     {.model_type = "deepseek_v2", .layout = L::deepseek, .family = "deepseek",
-     .source = "deepseek_v2/modeling_deepseek_v2.py", .experts = Experts::n_routed_experts,
+     .source = "deepseek_v2/modeling_deepseek_v2.py", .experts = Experts::n_routed_experts, .default_experts = 64,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
      .shared_expert = SharedExpert::n_shared},
     {.model_type = "deepseek_v3", .layout = L::deepseek, .family = "deepseek",
-     .source = "deepseek_v3/modeling_deepseek_v3.py", .experts = Experts::n_routed_experts,
+     .source = "deepseek_v3/modeling_deepseek_v3.py", .experts = Experts::n_routed_experts, .default_experts = 256,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
      .shared_expert = SharedExpert::n_shared, .router_score_bias = true},
     // PhiConfig (phi-2): parallel attention and MLP after one input_layernorm, LayerNorm,
@@ -254,7 +254,7 @@ constexpr Architecture kArchitectures[] = {
     // n_shared_experts. The MTP layer (num_nextn_predict_layers) is not built by transformers.
     {.model_type = "glm4_moe", .source = "glm4_moe/modeling_glm4_moe.py", .qkv_bias = {"attention_bias"},
      .o_bias = {}, .qk_norm = Q::head_dim, .qk_norm_on = {"use_qk_norm"}, .rotary_fraction = 0.5,
-     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::n_routed_experts,
+     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::n_routed_experts, .default_experts = 128,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
      .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .grouped_experts = true, .rotary_cat = true},
     // Dots1Config (dots.llm1): qwen3's attention (q/k norms over head_dim, attention_bias) and

@@ -571,7 +571,10 @@ void read_moe_keys(Ctx& c) {
     case Experts::num_experts_or_dense:
       mk.experts = c.r.required({"num_experts", "num_local_experts"}, /*zero_ok=*/true);
       break;
-    case Experts::n_routed_experts: mk.experts = c.r.uint("n_routed_experts", true).value_or(0); break;
+    case Experts::n_routed_experts:
+      mk.experts = c.r.find("n_routed_experts") == nullptr ? row.default_experts
+                                                            : c.r.uint("n_routed_experts", true).value_or(0);
+      break;
     case Experts::moe_num_experts: mk.experts = c.r.required({"moe_num_experts"}); break;
   }
   if (!row.refused_if_true.empty() && c.r.flag(row.refused_if_true, false))

@@ -83,7 +83,7 @@ enum class Experts {
   num_local_experts,     ///< num_local_experts, required and positive (MixtralConfig)
   num_experts,           ///< num_experts (or num_local_experts), required and positive (OlmoeConfig)
   num_experts_or_dense,  ///< num_experts (or num_local_experts, as Qwen3MoeConfig writes it); 0: dense
-  n_routed_experts,      ///< n_routed_experts, absent or 0: dense (DeepseekV2Config)
+  n_routed_experts,      ///< n_routed_experts (absent: the row's default_experts; null or 0: dense; DeepseekV2Config)
   moe_num_experts,       ///< moe_num_experts, required and positive (Ernie4_5_MoeConfig)
 };
 
@@ -249,6 +249,10 @@ struct Architecture {
 
   // --- mixture of experts ---------------------------------------------------------------
   Experts experts = Experts::none;
+  /// Experts::n_routed_experts: the count when the config has no such key, the config class's
+  /// default (DeepseekV2Config 64, DeepseekV3Config 256, Glm4MoeConfig 128; Dots1Config None:
+  /// dense). A config that omits the key is built by transformers with that many experts.
+  std::uint64_t default_experts = 0;
   ExpertWidth expert_width = ExpertWidth::intermediate_size;
   SparseLayers sparse_layers = SparseLayers::every;
   SharedExpert shared_expert = SharedExpert::none;

@@ -167,3 +167,20 @@ TEST_CASE("moe types: linear-attention and state-space types stay refused, namin
     CHECK(d[0].problem.find(key) != std::string::npos);
   }
 }
+
+TEST_CASE("moe types: a config without n_routed_experts gets the config class's default, as transformers builds it",
+          "[spec][arch]") {
+  // Glm4MoeConfig n_routed_experts=128, DeepseekV3Config 256 (transformers 5.17): a config.json that
+  // omits the key is built with that many experts, never laid out dense.
+  for (const auto& [name, experts] : {std::pair<std::string, std::uint64_t>{"glm-4.5-air", 128}}) {
+    auto cfg = nlohmann::json::parse(vramfit::test::read_text(kArch / "real" / (name + ".json")));
+    REQUIRE(cfg["n_routed_experts"] == experts);
+    const ModelSpec with = from_config_text(cfg.dump(), "config.json");
+    cfg.erase("n_routed_experts");
+    const ModelSpec without = from_config_text(cfg.dump(), "config.json");
+    CHECK(without.params == with.params);
+    CHECK(dense_and_sparse(without) == dense_and_sparse(with));
+    cfg["n_routed_experts"] = nullptr;  // an explicit null: no experts (DeepseekV2's dense reading)
+    CHECK(dense_and_sparse(from_config_text(cfg.dump(), "config.json")).second == 0);
+  }
+}
