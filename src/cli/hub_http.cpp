@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -19,6 +18,8 @@
 #include "vramfit/core/json.hpp"
 #include "vramfit/core/text.hpp"
 
+#include "common.hpp"
+
 #ifdef VRAMFIT_HAVE_CURL
 #include <curl/curl.h>
 #endif
@@ -27,15 +28,12 @@ namespace vramfit::cli {
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
+using util::env;
 
 /// huggingface_hub's _is_true: "1", "ON", "YES", "TRUE" in any case.
-bool is_true(std::string v) {
-  for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
+bool is_true(std::string_view v) {
+  const std::string u = upper(v);
+  return u == "1" || u == "ON" || u == "YES" || u == "TRUE";
 }
 
 /// Percent-encodes every byte but RFC 3986's unreserved ones (and '/' when `keep_slash`).
@@ -53,9 +51,9 @@ std::string percent_encode(std::string_view s, bool keep_slash) {
 }
 
 std::string download_fix(const HubId& id) {
-  return fmt::format("or download its config and index with huggingface-cli download {}{} --include config.json "
-                     "'*.json', and give --model again (vramfit reads the local cache) or --config PATH",
-                     id.repo, id.revision_given ? " --revision " + id.revision : "");
+  return fmt::format("or download its config and index with {}, and give --model again (vramfit reads the local "
+                     "cache) or --config PATH",
+                     util::hub_download_command(id));
 }
 
 // An index lists a few to a few hundred shards (DeepSeek-V3: 163); more is no checkpoint.
@@ -68,16 +66,8 @@ constexpr std::uint64_t kFirstRange = 1ULL << 17;
 /// A shard name from the index: a relative file name ending in .safetensors, no '..' part.
 bool plain_shard_name(std::string_view s) {
   if (s.empty() || s.size() > 255 || s.front() == '/' || !s.ends_with(".safetensors")) return false;
-  for (const char c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\') return false;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    const std::size_t end = std::min(s.find('/', start), s.size());
-    const std::string_view part = s.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
+  if (util::has_control(s) || s.find('\\') != std::string_view::npos) return false;
+  return util::plain_path_parts(s);
 }
 
 }  // namespace
@@ -266,7 +256,7 @@ class Fetcher {
       const auto slash = r.content_range.rfind('/');
       const std::string size = slash == std::string::npos ? std::string() : r.content_range.substr(slash + 1);
       const bool digits = !size.empty() && size.size() <= 19 &&
-                          std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; });
+                          std::all_of(size.begin(), size.end(), is_digit);
       if (!r.content_range.starts_with("bytes 0-") || !digits)
         throw InputError(origin, fmt::format("the server's Content-Range '{}' gives no file size",
                                              text_excerpt(r.content_range)),
@@ -312,12 +302,12 @@ class Fetcher {
 
 /// The shard names of an index's weight_map, sorted and once each.
 std::vector<std::string> shards_of_index(const std::string& text, const std::string& origin) {
-  const auto index = nlohmann::json::parse(text, nullptr, false);
-  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") ||
-      !index["weight_map"].is_object())
+  // parse_json's limits (depth, values), as every document vramfit reads.
+  const std::optional<nlohmann::json> index = try_parse_json(text);
+  if (!index || !index->is_object() || !index->contains("weight_map") || !(*index)["weight_map"].is_object())
     throw InputError(origin, "not a safetensors index (no weight_map object)", "check the repo's index file");
   std::set<std::string> names;
-  for (const auto& [tensor, file] : index["weight_map"].items()) {
+  for (const auto& [tensor, file] : (*index)["weight_map"].items()) {
     if (!file.is_string() || !plain_shard_name(file.get_ref<const std::string&>()))
       throw InputError(origin + ": weight_map." + text_excerpt(tensor),
                        "not the relative name of a .safetensors file", "check the repo's index file");
