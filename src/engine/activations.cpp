@@ -10,6 +10,7 @@
 // bf16, fp32, fp32 + bf16 autocast, LoRA and eager attention.
 
 #include "activations.hpp"
+#include "checked.hpp"
 #include "levers.hpp"
 
 #include <algorithm>
@@ -27,19 +28,6 @@ using spec::Workload;
 
 constexpr std::uint64_t kFp32 = 4;
 constexpr std::uint64_t kHalf = 2;
-
-// Checked products and sums of sizes. Config widths go up to 2^40 each (spec/config.cpp's
-// kMaxDim), so a product of two widths, or widths times bytes, can overflow 64 bits:
-// checked_mul and checked_add throw InputError instead of handing on a wrapped, small
-// number. Only sums of dtype widths (a few bytes each, like `kFp32 + 1`) stay unchecked.
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
-std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
-  return checked_mul(checked_mul(a, b), c);
-}
-std::uint64_t add(std::uint64_t a, std::uint64_t b) { return checked_add(a, b); }
-std::uint64_t add(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
-  return checked_add(checked_add(a, b), c);
-}
 
 bool frozen_base(const Workload& w) { return spec::uses_lora(w.mode); }
 
