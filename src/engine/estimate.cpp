@@ -32,6 +32,7 @@
 #include <fmt/format.h>
 
 #include "activations.hpp"
+#include "checked.hpp"
 #include "levers.hpp"
 #include "phase.hpp"
 #include "reserve.hpp"
@@ -51,8 +52,7 @@ using spec::Mode;
 using spec::ModelSpec;
 using spec::Workload;
 
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
-std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return checked_mul(checked_mul(a, b), c); }
+using detail::mul;
 
 // --- weights (weights.cpp) and adapters -----------------------------------------------------
 
@@ -624,7 +624,7 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
         // stay whole from forward to the end of backward. Measured on 2 and 4 ranks
         // (tests/accuracy/sharded): without it, full shard was 0.2-0.5 GiB low.
         ph.add(ComponentId::sharding_buffers, layer_bytes * 2 + (backward ? reduce_bytes : Bytes{}));
-        if (ph.id != PhaseId::optimizer_step && ph.id != PhaseId::load) ph.add(ComponentId::sharding_buffers, root_bytes);
+        if (ph.id != PhaseId::optimizer_step) ph.add(ComponentId::sharding_buffers, root_bytes);
         break;
       case spec::Sharding::fsdp_grad_op:
         // reshard_after_forward=False: every layer gathered in forward stays gathered until its
