@@ -21,13 +21,15 @@
 #include "vramfit/spec/gguf.hpp"
 #include "vramfit/spec/parse.hpp"
 
+#include "common.hpp"
+
 namespace vramfit::cli {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string quote(const fs::path& p) { return "'" + text_excerpt(p.string(), 200) + "'"; }
+using util::quote;
 
 // Files are read this many bytes at a time, so memory follows what was read, never what a
 // header or a device claims.

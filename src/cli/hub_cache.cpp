@@ -7,7 +7,6 @@
 // is set or libcurl is missing: then it is refused with the command that downloads it.
 #include "vramfit/cli/hub_cache.hpp"
 
-#include <cstdlib>
 #include <set>
 #include <system_error>
 
@@ -21,23 +20,21 @@
 #include "vramfit/core/text.hpp"
 #include "vramfit/spec/parse.hpp"
 
+#include "common.hpp"
+
 namespace vramfit::cli {
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using util::env;
+using util::has_control;
+using util::quote;
+
 // The Hub's limit on each part of a repo id (huggingface_hub utils/_validators.py: REPO_ID_REGEX).
 constexpr std::size_t kMaxIdPart = 96;
 constexpr std::size_t kMaxRevision = 256;
-
-std::string quote(const fs::path& p) { return "'" + text_excerpt(p.string(), 200) + "'"; }
-
-bool has_control(std::string_view s) {
-  for (const char c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
-  return false;
-}
 
 void check_part(std::string_view part, std::string_view what, std::string_view text, std::string_view field) {
   const auto fail = [&](const std::string& why) {
@@ -61,11 +58,6 @@ void check_part(std::string_view part, std::string_view what, std::string_view t
   if (what == "name" && part.ends_with(".git")) fail("the name ends in '.git'");
 }
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
 /// "~" and "~/..." expanded with HOME, as os.path.expanduser does.
 fs::path expand_user(const std::string& p) {
   if (p == "~" || p.starts_with("~/")) {
@@ -85,9 +77,9 @@ bool is_commit_hash(std::string_view s) {
 /// The download command that fills the cache with what vramfit reads.
 std::string download_fix(const HubId& id) {
   return fmt::format(
-      "download its config and index first: huggingface-cli download {}{} --include config.json '*.json' (add "
-      "'*.safetensors' for the exact weights; vramfit reads only their headers), or pass --config PATH; {}",
-      id.repo, id.revision_given ? " --revision " + id.revision : "",
+      "download its config and index first: {} (add '*.safetensors' for the exact weights; vramfit reads only "
+      "their headers), or pass --config PATH; {}",
+      util::hub_download_command(id),
       hub_fetch_available() ? "vramfit fetches from the Hub itself when HF_HUB_OFFLINE is unset"
                             : "this vramfit was built without libcurl, so it does not fetch from the Hub itself");
 }
@@ -182,14 +174,9 @@ HubId parse_hub_id(std::string_view text, std::string_view field) {
     if (rev.front() == '/' || rev.back() == '/' || rev.find('\\') != std::string_view::npos ||
         rev.find("//") != std::string_view::npos)
       fail("it is not a relative name");
-    // No path component may be '.' or '..' (the revision names a file under refs/).
-    std::size_t start = 0;
-    while (start <= rev.size()) {
-      const std::size_t end = std::min(rev.find('/', start), rev.size());
-      const std::string_view comp = rev.substr(start, end - start);
-      if (comp == "." || comp == "..") fail("it holds '.' or '..' as a path part");
-      start = end + 1;
-    }
+    // No path component may be '.' or '..' (the revision names a file under refs/); empty ones
+    // were refused above.
+    if (!util::plain_path_parts(rev)) fail("it holds '.' or '..' as a path part");
     id.revision = std::string(rev);
     id.revision_given = true;
   } else {

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -19,6 +18,8 @@
 #include "vramfit/core/json.hpp"
 #include "vramfit/core/text.hpp"
 
+#include "common.hpp"
+
 #ifdef VRAMFIT_HAVE_CURL
 #include <curl/curl.h>
 #endif
@@ -27,10 +28,7 @@ namespace vramfit::cli {
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
+using util::env;
 
 /// huggingface_hub's _is_true: "1", "ON", "YES", "TRUE" in any case.
 bool is_true(std::string v) {
@@ -53,9 +51,9 @@ std::string percent_encode(std::string_view s, bool keep_slash) {
 }
 
 std::string download_fix(const HubId& id) {
-  return fmt::format("or download its config and index with huggingface-cli download {}{} --include config.json "
-                     "'*.json', and give --model again (vramfit reads the local cache) or --config PATH",
-                     id.repo, id.revision_given ? " --revision " + id.revision : "");
+  return fmt::format("or download its config and index with {}, and give --model again (vramfit reads the local "
+                     "cache) or --config PATH",
+                     util::hub_download_command(id));
 }
 
 // An index lists a few to a few hundred shards (DeepSeek-V3: 163); more is no checkpoint.
@@ -68,16 +66,8 @@ constexpr std::uint64_t kFirstRange = 1ULL << 17;
 /// A shard name from the index: a relative file name ending in .safetensors, no '..' part.
 bool plain_shard_name(std::string_view s) {
   if (s.empty() || s.size() > 255 || s.front() == '/' || !s.ends_with(".safetensors")) return false;
-  for (const char c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\') return false;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    const std::size_t end = std::min(s.find('/', start), s.size());
-    const std::string_view part = s.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
+  if (util::has_control(s) || s.find('\\') != std::string_view::npos) return false;
+  return util::plain_path_parts(s);
 }
 
 }  // namespace

@@ -110,6 +110,9 @@ constexpr Architecture kArchitectures[] = {
      .dropout = {.hidden = "hidden_dropout"}},
     // DeepseekV2/V3Config: multi-head latent attention, n_shared_experts + n_routed_experts of
     // moe_intermediate_size after first_k_dense_replace dense layers (every moe_layer_freq-th).
+    // DeepseekV3TopkRouter hands the experts fp32 weights (measured, probe_s7.py), but deepseek's
+    // experts keep the generic MoE rule (not grouped_experts: with the grouped rule the measured
+    // generate came out 11.6% over; MLA's prefill peaks elsewhere), so the flag changes nothing yet.
     {.model_type = "deepseek_v2", .layout = L::deepseek, .family = "deepseek",
      .source = "deepseek_v2/modeling_deepseek_v2.py", .experts = Experts::n_routed_experts, .default_experts = 64,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
@@ -117,7 +120,7 @@ constexpr Architecture kArchitectures[] = {
     {.model_type = "deepseek_v3", .layout = L::deepseek, .family = "deepseek",
      .source = "deepseek_v3/modeling_deepseek_v3.py", .experts = Experts::n_routed_experts, .default_experts = 256,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
-     .shared_expert = SharedExpert::n_shared, .router_score_bias = true},
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .fp32_routing_weights = true},
     // PhiConfig (phi-2): parallel attention and MLP after one input_layernorm, LayerNorm,
     // partial_rotary_factor=0.5, gelu_new, resid_pdrop/embd_pdrop, lm_head with a bias;
     // qk_layernorm adds LayerNorm(head_dim) on q and k.
@@ -252,11 +255,14 @@ constexpr Architecture kArchitectures[] = {
     // n_routed_experts fused experts of moe_intermediate_size, a router `gate` without bias, its
     // e_score_correction_bias buffer (fp32), and one shared MLP of moe_intermediate_size *
     // n_shared_experts. The MTP layer (num_nextn_predict_layers) is not built by transformers.
+    // Glm4MoeTopkRouter computes its logits in fp32 and returns `scores.gather(1, topk_indices)`
+    // (fp32) to the experts: fp32_routing_weights (the generates were 3.58% and 7.29% under).
     {.model_type = "glm4_moe", .source = "glm4_moe/modeling_glm4_moe.py", .qkv_bias = {"attention_bias"},
      .o_bias = {}, .qk_norm = Q::head_dim, .qk_norm_on = {"use_qk_norm"}, .rotary_fraction = 0.5,
      .mlp_width = W::intermediate_size_if_dense, .experts = Experts::n_routed_experts, .default_experts = 128,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
-     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .grouped_experts = true, .rotary_cat = true},
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .fp32_routing_weights = true,
+     .grouped_experts = true, .rotary_cat = true},
     // Dots1Config (dots.llm1): qwen3's attention (q/k norms over head_dim, attention_bias) and
     // deepseek_v3's MoE (first_k_dense_replace, n_routed_experts of moe_intermediate_size,
     // e_score_correction_bias buffer, n_shared_experts); sliding layers from layer_types (the
@@ -264,7 +270,8 @@ constexpr Architecture kArchitectures[] = {
     {.model_type = "dots1", .source = "dots1/modeling_dots1.py", .qk_norm = Q::head_dim,
      .mlp_width = W::intermediate_size_if_dense, .experts = Experts::n_routed_experts,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::first_k_dense,
-     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .grouped_experts = true},
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .fp32_routing_weights = true,
+     .grouped_experts = true},
     // Ernie4_5_MoeConfig (ERNIE-4.5-21B-A3B, 300B-A47B): head_dim = hidden / heads, tied;
     // sparse layers from moe_layer_start_index to moe_layer_end_index every moe_layer_interval,
     // moe_num_experts fused experts of moe_intermediate_size (moe_k per token), an fp32 router
@@ -281,7 +288,8 @@ constexpr Architecture kArchitectures[] = {
     // one per layer), an fp32 router `gate.wg`, and a shared_mlp of intermediate_size (always:
     // 5.17 reads no use_mixed_mlp_moe); query_layernorm / key_layernorm over head_dim.
     {.model_type = "hunyuan_v1_moe", .source = "hunyuan_v1_moe/modeling_hunyuan_v1_moe.py", .qk_norm = Q::head_dim,
-     .experts = Experts::num_experts, .shared_expert = SharedExpert::dense_width, .top_k_key = "moe_topk",
+     .experts = Experts::num_experts, .shared_expert = SharedExpert::dense_width, .fp32_routing_weights = true,
+     .top_k_key = "moe_topk",
      .grouped_experts = true},
     // Llama4TextConfig / Llama4TextModel (Llama 4 Scout, Maverick): head_dim=128; q/k/v/o
     // without biases (attention_bias); Llama4TextL2Norm on q and k with use_qk_norm (True),

@@ -96,11 +96,10 @@ constexpr Bound kBounds[] = {
     {"mpt-h1536", 0.02, 0.03, false},
     // MoE types users bring (fourth run): forward, generate, training, checkpointed training and
     // LoRA (r16, all-linear, checkpointed) of each; ERNIE-4.5-21B-A3B at full size.
-    {"glm45air-mini", 0.01, 0.04, false, 5},
-    // glm4_moe's generate prefill is under (air -3.58%, this shape with q/k norms and 6 of 20
-    // experts -7.29%): its routed block holds more per token than dots1's, the same DeepseekV3
-    // MoE (-1.37%); not modelled yet.
-    {"glm45-mini", 0.01, 0.08, true, 5},
+    // glm4_moe's router hands the experts fp32 weights, so the weighted slot outputs are fp32
+    // (fp32_routing_weights): the generates were 3.58% and 7.29% under without it.
+    {"glm45air-mini", 0.01, 0.01, false, 5},
+    {"glm45-mini", 0.01, 0.02, false, 5},
     {"ernie45moe-mini", 0.01, 0.02, false, 5},
     {"ernie45moe-i2", 0.01, 0.01, false, 5},
     {"dots1-mini", 0.01, 0.02, false, 5},

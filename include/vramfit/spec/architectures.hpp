@@ -262,6 +262,14 @@ struct Architecture {
   /// Ernie4_5_MoeStatics: e_score_correction_bias is a parameter ([1, experts], fp32,
   /// requires_grad=False): counted in the parameters, not trained.
   bool router_score_bias_parameter = false;
+  /// The router hands the experts fp32 routing weights: its scores come from fp32 logits
+  /// (Glm4MoeTopkRouter: `F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))`,
+  /// then sigmoid and `scores.gather`) and are not cast back to the hidden states' dtype, so in
+  /// integrations/moe.py `weighted_out = proj_out * sample_weights_g` and its reordered copy
+  /// `weighted_out[inv_perm]` are fp32 (engine/activations.cpp). Measured on the H200 (one MoE
+  /// block, 4096 tokens, bf16; tests/accuracy/arch/probe_s7.py): glm4_moe, dots1, deepseek_v3,
+  /// minimax_m2 and hunyuan_v1_moe receive fp32 weights; qwen3_moe and ernie4_5_moe cast theirs.
+  bool fp32_routing_weights = false;
   /// The key of the experts per token; empty: num_experts_per_tok (or experts_per_token).
   /// Ernie4_5_MoeConfig moe_k; HunYuanMoEV1Config moe_topk (an int, or one per layer).
   std::string_view top_k_key = {};

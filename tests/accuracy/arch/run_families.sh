@@ -6,7 +6,7 @@
 # one change: a type that refuses SDPA is built with eager attention and the record says so
 # (gptj, bloom, mpt); gpt_oss is asked for eager in its cases.
 #   python3 gen_families.py DIR (falcon: cases_falcon.json, measured with cases_extra.json); copy
-#   measure.py and this script into DIR; D1=330 D2=470 OUT=... bash DIR/run_families.sh
+#   measure.py, ../harness.py and this script into DIR; D1=330 D2=470 OUT=... bash DIR/run_families.sh
 cd "$(dirname "$0")"
 T0=$(date +%s)
 python3 measure.py cases.json "$OUT/results.jsonl" --deadline "${D1:-330}"

@@ -18,12 +18,10 @@ that each piece can be compiled the way the training stacks compile it:
 
   python3 measure_compile.py CASES.json OUT.jsonl [--deadline SECONDS] [--only SUBSTR] [--max-priority P]
 
-Writes measure.py's fields; peak_allocated_bytes is the largest of steps 2 and 3 (step 1
+Writes harness.py's fields; peak_allocated_bytes is the largest of steps 2 and 3 (step 1
 compiles); steps[0] keeps the first step's figures. Also records seconds_first_step and the
 graph breaks dynamo counted.
 """
-import argparse
-import json
 import os
 import sys
 import time
@@ -32,7 +30,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import measure as M  # noqa: E402
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # harness.py, unless beside
+import harness as H  # noqa: E402
 import measure_levers as L  # noqa: E402
 
 
@@ -79,130 +78,57 @@ def forward_loss(model, lm, ids, case, fns):
 
 
 def run_train(model, case, steps=3):
-    b, s = case["batch"], case["seq"]
-    ids = torch.randint(0, model.config.vocab_size, (b, s), device="cuda")
+    ids = H.train_inputs(model, case)
     model.train()
     model.config.use_cache = False
     L.set_checkpointing(model, case)
     lm = L.base_causal_lm(model)
     lm.config.use_cache = False
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = M.make_optimizer(case["optimizer"], params)
+    opt = H.make_optimizer(case["optimizer"], params)
     model, fns = prepare(model, case)
-    per_step = []
-    for i in range(steps):
-        t = time.time()
-        torch.cuda.reset_peak_memory_stats()
-        loss = forward_loss(model, lm, ids, case, fns)
-        fwd_peak = torch.cuda.max_memory_allocated()
-        after_fwd = torch.cuda.memory_allocated()
-        loss.backward()
-        bwd_peak = torch.cuda.max_memory_allocated()
-        after_bwd = torch.cuda.memory_allocated()
-        opt.step()
-        opt_peak = torch.cuda.max_memory_allocated()
-        opt.zero_grad(set_to_none=True)
-        del loss
-        torch.cuda.synchronize()
-        per_step.append({
-            "fwd_peak": fwd_peak, "after_fwd": after_fwd,
-            "bwd_peak": bwd_peak, "after_bwd": after_bwd,
-            "opt_peak": opt_peak, "after_step": torch.cuda.memory_allocated(),
-            "reserved_peak": torch.cuda.max_memory_reserved(), "seconds": round(time.time() - t, 2),
-        })
-    state_bytes = sum(t.numel() * t.element_size() for st in opt.state.values()
-                      for t in st.values() if torch.is_tensor(t) and t.is_cuda)
+    per_step = H.run_steps(lambda: forward_loss(model, lm, ids, case, fns), opt, steps, timed=True)
+    result = H.train_result(per_step, [opt], first=1)
     del opt
-    steady = per_step[1:]
     breaks = 0
     try:
         from torch._dynamo.utils import counters
         breaks = sum(counters["graph_break"].values())
     except Exception:  # noqa: BLE001
         pass
-    return {
-        "steps": per_step,
-        "optimizer_state_bytes": state_bytes,
-        "peak_allocated_bytes": max(st["opt_peak"] for st in steady),
-        "peak_reserved_bytes": max(st["reserved_peak"] for st in steady),
-        "seconds_first_step": per_step[0]["seconds"],
-        "graph_breaks": breaks,
-    }
+    return {**result, "seconds_first_step": per_step[0]["seconds"], "graph_breaks": breaks}
+
+
+def status_line(rec):
+    return (f"{rec['status']:5} {rec.get('peak_allocated_bytes', 0) / 2**30:8.3f} GiB "
+            f"fwd_end {rec.get('steps', [{}])[-1].get('after_fwd', 0) / 2**30:8.3f} GiB {rec['seconds']:6.1f}s  "
+            f"{rec['id']} {rec.get('error', '')[:300]}")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("cases")
-    ap.add_argument("out")
-    ap.add_argument("--deadline", type=float, default=540.0)
-    ap.add_argument("--only", default="")
+    ap = H.arg_parser()
     ap.add_argument("--max-priority", type=int, default=99)
     args = ap.parse_args()
     t0 = time.time()
-    base = os.path.dirname(os.path.abspath(args.cases))
-    cases = [c for c in json.load(open(args.cases))
-             if args.only in c["id"] and c.get("priority", 0) <= args.max_priority]
-    done = set()
-    if os.path.exists(args.out):
-        for line in open(args.out):
-            if line.strip() and "id" in json.loads(line):
-                done.add(json.loads(line)["id"])
-    out = open(args.out, "a")
-    torch.cuda.init()
-    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
-    (a @ a).sum().item()
-    del a
-    M.sync_reset()
-    if not done:
-        import peft
-        import transformers
-        out.write(json.dumps({
-            "env": True, "torch": torch.__version__, "transformers": transformers.__version__,
-            "peft": peft.__version__, "gpu": torch.cuda.get_device_name(0),
-            "total_bytes": torch.cuda.get_device_properties(0).total_memory,
-            "non_torch_bytes_after_init": M.non_torch_bytes(),
-            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-        }) + "\n")
-        out.flush()
+    base, cases = H.load_cases(args.cases, args.only, keep=lambda c: c.get("priority", 0) <= args.max_priority)
+    done = H.done_ids(args.out)
+    out = H.start(args.out, done)
     todo = sorted((c for c in cases if c["id"] not in done), key=lambda c: (c.get("priority", 0), c["id"]))
-    for case in todo:
-        if time.time() - t0 > args.deadline:
-            print(f"deadline reached after {time.time() - t0:.0f}s", flush=True)
-            break
-        rec = dict(case)
-        started = time.time()
-        model = None
-        try:
-            torch._dynamo.reset()
-            torch._dynamo.utils.counters.clear()
-            M.sync_reset()
-            model = M.build_model(os.path.join(base, case["config"]), M.DTYPES[case["weights_dtype"]],
-                                  case.get("attn", "sdpa"))
-            if case.get("lora"):
-                model = M.wrap_lora(model, case["lora"])
-            M.sync_reset()
-            total, trainable, buffers = M.count_params(model)
-            rec.update(params=total, trainable_params=trainable, buffer_bytes=buffers,
-                       resident_bytes=torch.cuda.memory_allocated())
-            rec.update(run_train(model, case))
-            rec["status"] = "ok"
-        except torch.OutOfMemoryError as e:
-            rec["status"] = "oom"
-            rec["error"] = str(e)[:2000]
-        except Exception as e:  # noqa: BLE001
-            rec["status"] = "error"
-            rec["error"] = f"{type(e).__name__}: {e}"[:2000]
-        model = None
+
+    def measure(case, rec):
         torch._dynamo.reset()
-        M.sync_reset()
-        rec["non_torch_bytes"] = M.non_torch_bytes()
-        rec["seconds"] = round(time.time() - started, 2)
-        out.write(json.dumps(rec) + "\n")
-        out.flush()
-        print(f"{rec['status']:5} {rec.get('peak_allocated_bytes', 0) / 2**30:8.3f} GiB "
-              f"fwd_end {rec.get('steps', [{}])[-1].get('after_fwd', 0) / 2**30:8.3f} GiB {rec['seconds']:6.1f}s  "
-              f"{case['id']} {rec.get('error', '')[:300]}", flush=True)
-    print(f"elapsed {time.time() - t0:.0f}s", flush=True)
+        torch._dynamo.utils.counters.clear()
+        H.sync_reset()
+        model = H.load_model(base, case)
+        H.sync_reset()
+        H.describe_model(rec, model)
+        rec.update(run_train(model, case))
+
+    def cleanup(rec):
+        torch._dynamo.reset()
+        H.sync_reset()
+
+    H.measure_cases(todo, out, t0, args.deadline, measure, cleanup=cleanup, line=status_line)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Measure the training levers of issue #18 on one GPU: the loop of measure.py (a copy of
-shared/truth/measure.py beside this file) with each lever written in plain PyTorch.
+"""Measure the training levers of issue #18 on one GPU: the loop of shared/truth/measure.py
+(../harness.py) with each lever written in plain PyTorch.
 
   python3 measure_levers.py CASES.json OUT.jsonl [--deadline SECONDS] [--only SUBSTR]
 
-Levers, per case key (absent = the plain loop of measure.py):
+Levers, per case key (absent = the plain loop of harness.py):
   loss: "hf"            model(input_ids, labels).loss (transformers ForCausalLMLoss)
         "chunked"       torchtune CEWithChunkedOutputLoss: lm_head per 8 chunks of the hidden
                         states, each chunk upcast and cross-entropied on its own, logits
@@ -28,11 +28,8 @@ Levers, per case key (absent = the plain loop of measure.py):
                         each sequence, labels -100 at each sequence's first token, no
                         attention_mask (masking_utils finds the sequences from position_ids)
 Each packed case also records the first SDPA call's mask (dtype, shape) and is_causal.
-Writes measure.py's fields. Models are built from config.json with random weights.
+Writes harness.py's fields. Models are built from config.json with random weights.
 """
-import argparse
-import functools
-import json
 import os
 import sys
 import time
@@ -40,8 +37,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import measure as M  # noqa: E402
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # harness.py, unless beside
+import harness as H  # noqa: E402
 
 
 class FusedLinearCE(torch.autograd.Function):
@@ -224,8 +221,7 @@ def watch_sdpa():
 
 
 def run_train(model, case, steps=3):
-    b, s = case["batch"], case["seq"]
-    ids = torch.randint(0, model.config.vocab_size, (b, s), device="cuda")
+    ids = H.train_inputs(model, case)
     pos = labels = None
     if case.get("sequence_packing"):
         pos, labels = packed_inputs(ids)
@@ -237,7 +233,7 @@ def run_train(model, case, steps=3):
     opt = None
     per_param = {}
     if in_bwd:
-        per_param = {p: M.make_optimizer(case["optimizer"], [p]) for p in params}
+        per_param = {p: H.make_optimizer(case["optimizer"], [p]) for p in params}
 
         def hook(p):
             per_param[p].step()
@@ -245,124 +241,45 @@ def run_train(model, case, steps=3):
 
         handles = [p.register_post_accumulate_grad_hook(hook) for p in params]
     else:
-        opt = M.make_optimizer(case["optimizer"], params)
-    autocast = case.get("autocast")
+        opt = H.make_optimizer(case["optimizer"], params)
     offload = case.get("activation_offload", False)
-    per_step = []
-    for _ in range(steps):
-        torch.cuda.reset_peak_memory_stats()
-        with torch.autocast("cuda", dtype=M.DTYPES[autocast or "bf16"], enabled=autocast is not None):
-            if offload:
-                with torch.autograd.graph.save_on_cpu(pin_memory=True):
-                    loss = forward_loss(model, ids, case.get("loss"), pos, labels)
-            else:
-                loss = forward_loss(model, ids, case.get("loss"), pos, labels)
-        fwd_peak = torch.cuda.max_memory_allocated()
-        after_fwd = torch.cuda.memory_allocated()
-        loss.backward()
-        bwd_peak = torch.cuda.max_memory_allocated()
-        after_bwd = torch.cuda.memory_allocated()
-        if opt is not None:
-            opt.step()
-        opt_peak = torch.cuda.max_memory_allocated()
-        if opt is not None:
-            opt.zero_grad(set_to_none=True)
-        del loss
-        torch.cuda.synchronize()
-        per_step.append({
-            "fwd_peak": fwd_peak, "after_fwd": after_fwd,
-            "bwd_peak": bwd_peak, "after_bwd": after_bwd,
-            "opt_peak": opt_peak, "after_step": torch.cuda.memory_allocated(),
-            "reserved_peak": torch.cuda.max_memory_reserved(),
-        })
-    opts = list(per_param.values()) if in_bwd else [opt]
-    state_bytes = sum(t.numel() * t.element_size() for o in opts for st in o.state.values()
-                      for t in st.values() if torch.is_tensor(t) and t.is_cuda)
+
+    def forward():
+        if offload:
+            with torch.autograd.graph.save_on_cpu(pin_memory=True):
+                return forward_loss(model, ids, case.get("loss"), pos, labels)
+        return forward_loss(model, ids, case.get("loss"), pos, labels)
+
+    per_step = H.run_steps(H.autocast_forward(forward, case), opt, steps)
+    result = H.train_result(per_step, list(per_param.values()) if in_bwd else [opt])
     if in_bwd:
         for h in handles:
             h.remove()
     del opt, per_param
     extra = {"sdpa_first_call": dict(SDPA_SEEN)}
     if case.get("sequence_packing"):
-        extra["packed_lengths"] = packed_lengths(s)
-    return {
-        **extra,
-        "steps": per_step,
-        "optimizer_state_bytes": state_bytes,
-        "peak_allocated_bytes": max(st["opt_peak"] for st in per_step),
-        "peak_reserved_bytes": max(st["reserved_peak"] for st in per_step),
-    }
+        extra["packed_lengths"] = packed_lengths(case["seq"])
+    return {**extra, **result}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("cases")
-    ap.add_argument("out")
-    ap.add_argument("--deadline", type=float, default=540.0)
-    ap.add_argument("--only", default="")
-    args = ap.parse_args()
+    args = H.arg_parser().parse_args()
     t0 = time.time()
-    base = os.path.dirname(os.path.abspath(args.cases))
-    cases = [c for c in json.load(open(args.cases)) if args.only in c["id"] and c.get("gpus", 1) == 1]
-    done = set()
-    if os.path.exists(args.out):
-        for line in open(args.out):
-            if line.strip() and "id" in json.loads(line):
-                done.add(json.loads(line)["id"])
-    out = open(args.out, "a")
+    base, cases = H.load_cases(args.cases, args.only, keep=lambda c: c.get("gpus", 1) == 1)
+    done = H.done_ids(args.out)
     watch_sdpa()
-    torch.cuda.init()
-    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
-    (a @ a).sum().item()
-    del a
-    M.sync_reset()
-    if not done:
-        import peft
-        import transformers
-        out.write(json.dumps({
-            "env": True, "torch": torch.__version__, "transformers": transformers.__version__,
-            "peft": peft.__version__, "gpu": torch.cuda.get_device_name(0),
-            "total_bytes": torch.cuda.get_device_properties(0).total_memory,
-            "non_torch_bytes_after_init": M.non_torch_bytes(),
-            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-        }) + "\n")
-        out.flush()
+    out = H.start(args.out, done)
     todo = sorted((c for c in cases if c["id"] not in done), key=lambda c: (c.get("priority", 0), c["id"]))
-    for case in todo:
-        if time.time() - t0 > args.deadline:
-            print(f"deadline reached after {time.time() - t0:.0f}s", flush=True)
-            break
-        rec = dict(case)
-        started = time.time()
-        model = None
-        try:
-            M.sync_reset()
-            model = M.build_model(os.path.join(base, case["config"]), M.DTYPES[case["weights_dtype"]],
-                                  case.get("attn", "sdpa"))
-            if case.get("lora"):
-                model = M.wrap_lora(model, case["lora"])
-            M.sync_reset()
-            total, trainable, buffers = M.count_params(model)
-            rec.update(params=total, trainable_params=trainable, buffer_bytes=buffers,
-                       resident_bytes=torch.cuda.memory_allocated())
-            SDPA_SEEN.clear()
-            rec.update(run_train(model, case))
-            rec["status"] = "ok"
-        except torch.OutOfMemoryError as e:
-            rec["status"] = "oom"
-            rec["error"] = str(e)[:2000]
-        except Exception as e:  # noqa: BLE001
-            rec["status"] = "error"
-            rec["error"] = f"{type(e).__name__}: {e}"[:2000]
-        model = None
-        M.sync_reset()
-        rec["non_torch_bytes"] = M.non_torch_bytes()
-        rec["seconds"] = round(time.time() - started, 2)
-        out.write(json.dumps(rec) + "\n")
-        out.flush()
-        print(f"{rec['status']:5} {rec.get('peak_allocated_bytes', 0) / 2**30:8.2f} GiB {rec['seconds']:6.1f}s  "
-              f"{case['id']} {rec.get('error', '')[:300]}", flush=True)
-    print(f"elapsed {time.time() - t0:.0f}s", flush=True)
+
+    def measure(case, rec):
+        H.sync_reset()
+        model = H.load_model(base, case)
+        H.sync_reset()
+        H.describe_model(rec, model)
+        SDPA_SEEN.clear()
+        rec.update(run_train(model, case))
+
+    H.measure_cases(todo, out, t0, args.deadline, measure, cleanup=lambda rec: H.sync_reset())
 
 
 if __name__ == "__main__":

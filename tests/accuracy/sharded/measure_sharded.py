@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Measure the per-GPU peak memory of sharded training (DDP, FSDP2, DeepSpeed ZeRO).
 
-The multi-GPU sibling of shared/truth/measure.py (same loop, same field names):
+The multi-GPU sibling of shared/truth/measure.py (same loop, same field names; the shared
+pieces come from ../harness.py, found beside this file or one folder up):
 
   python3 measure_sharded.py CASES.json OUT.jsonl [--deadline SECONDS] [--only SUBSTR]
                              [--budget 1:60,2:200,4:250] [--backend auto|nccl|gloo]
@@ -22,6 +23,11 @@ per process, so each rank's allocator peak is its own figure either way; what sh
 GPU changes is the memory outside PyTorch's allocator (NCCL's buffers are absent, and
 mem_get_info sees every rank: non_torch_bytes is then (used - sum of the ranks'
 reserved) / ranks). Every line says its `backend` and `shared_gpu`.
+
+Two case keys of issue #18 (tests/accuracy/levers/measure_levers_sharded.py runs this file):
+  fsdp_mixed_precision: "bf16"  fully_shard(..., mp_policy=MixedPrecisionPolicy(param_dtype=bf16,
+                                reduce_dtype=fp32)) on every decoder layer and the root
+  lora: {r, targets, ...}       peft LoRA wrapped before sharding (frozen base in weights_dtype)
 
 Config paths are relative to the cases file. Cases already in OUT.jsonl are skipped.
 NVLink multicast stays off: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
@@ -46,58 +52,11 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # harness.py, unless beside
+from harness import DTYPES, count_params, make_optimizer, sync_reset  # noqa: E402
+import harness  # noqa: E402
+
 STRATEGIES = ("ddp", "fsdp", "fsdp-grad-op", "zero2", "zero3")
-
-
-# --- the same helpers as shared/truth/measure.py -------------------------------------------------
-
-def sync_reset():
-    gc.collect()
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-
-
-def build_model(config_path, dtype, attn):
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    raw = dict(json.load(open(config_path)))
-    model_type = raw.pop("model_type")
-    raw.pop("architectures", None)
-    config = AutoConfig.for_model(model_type, **raw)
-    with torch.device("cuda", torch.cuda.current_device()):
-        try:
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
-        except TypeError:
-            model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype, attn_implementation=attn)
-    if next(model.parameters()).dtype != dtype:
-        model.to(dtype)
-    return model
-
-
-def count_params(model):
-    total = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    return total, trainable, buffers
-
-
-def make_optimizer(name, params):
-    o = torch.optim
-    table = {
-        "adamw": lambda: o.AdamW(params, lr=1e-5),
-        "adamw-fused": lambda: o.AdamW(params, lr=1e-5, fused=True),
-        "adamw-forloop": lambda: o.AdamW(params, lr=1e-5, foreach=False),
-        "sgd": lambda: o.SGD(params, lr=1e-4),
-    }
-    return table[name]()
-
-
-def local_bytes(t):
-    if hasattr(t, "to_local"):  # DTensor (FSDP2): this rank's shard
-        t = t.to_local()
-    return t.numel() * t.element_size() if t.is_cuda else 0
 
 
 # --- gloo on CUDA tensors -------------------------------------------------------------------------
@@ -182,6 +141,8 @@ def probe_and_patch_gloo(dev):
 # --- wrapping -------------------------------------------------------------------------------------
 
 def decoder_layers(model):
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
     for path in ("model.layers", "model.decoder.layers", "transformer.h", "gpt_neox.layers"):
         obj = model
         try:
@@ -193,7 +154,7 @@ def decoder_layers(model):
     raise ValueError("no decoder layers found")
 
 
-def wrap(model, strategy, dev, opt_name):
+def wrap(model, strategy, dev, opt_name, mp_dtype=None):
     """Returns (module to call, optimizer, deepspeed engine or None)."""
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -206,9 +167,16 @@ def wrap(model, strategy, dev, opt_name):
         except ImportError:
             from torch.distributed._composable.fsdp import fully_shard
         reshard = strategy == "fsdp"
+        kw = {}
+        if mp_dtype:
+            try:
+                from torch.distributed.fsdp import MixedPrecisionPolicy
+            except ImportError:
+                from torch.distributed._composable.fsdp import MixedPrecisionPolicy
+            kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=DTYPES[mp_dtype], reduce_dtype=torch.float32)
         for layer in decoder_layers(model):
-            fully_shard(layer, reshard_after_forward=reshard)
-        fully_shard(model, reshard_after_forward=reshard)
+            fully_shard(layer, reshard_after_forward=reshard, **kw)
+        fully_shard(model, reshard_after_forward=reshard, **kw)
         return model, make_optimizer(opt_name, [p for p in model.parameters() if p.requires_grad]), None
     if strategy in ("zero2", "zero3"):
         import deepspeed
@@ -229,15 +197,14 @@ def wrap(model, strategy, dev, opt_name):
 def run_case(case, base, dev, rank, steps=3):
     rec = {}
     sync_reset()
-    model = build_model(os.path.join(base, case["config"]), DTYPES[case["weights_dtype"]], case.get("attn", "sdpa"))
+    model = harness.load_model(base, case, device=torch.device("cuda", torch.cuda.current_device()))
     total, trainable, buffers = count_params(model)
     rec.update(params=total, trainable_params=trainable, buffer_bytes=buffers)
     model.train()
     model.config.use_cache = False
-    if case.get("checkpointing"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    harness.set_checkpointing(model, case)
     rec["build_peak_bytes"] = torch.cuda.max_memory_allocated()
-    wrapped, opt, engine = wrap(model, case["sharding"], dev, case["optimizer"])
+    wrapped, opt, engine = wrap(model, case["sharding"], dev, case["optimizer"], case.get("fsdp_mixed_precision"))
     del model
     sync_reset()
     rec["resident_bytes"] = torch.cuda.memory_allocated()
@@ -247,42 +214,12 @@ def run_case(case, base, dev, rank, steps=3):
     g = torch.Generator(device=dev).manual_seed(1000 + rank)
     vocab = json.load(open(os.path.join(base, case["config"])))["vocab_size"]
     ids = torch.randint(0, vocab, (b, s), device=dev, generator=g)
-    autocast = case.get("autocast")
-    per_step = []
-    for _ in range(steps):
-        torch.cuda.reset_peak_memory_stats()
-        with torch.autocast("cuda", dtype=DTYPES[autocast or "bf16"], enabled=autocast is not None):
-            loss = wrapped(input_ids=ids, labels=ids).loss
-        fwd_peak = torch.cuda.max_memory_allocated()
-        after_fwd = torch.cuda.memory_allocated()
-        if engine is not None:
-            engine.backward(loss)
-        else:
-            loss.backward()
-        bwd_peak = torch.cuda.max_memory_allocated()
-        after_bwd = torch.cuda.memory_allocated()
-        if engine is not None:
-            engine.step()
-        else:
-            opt.step()
-        opt_peak = torch.cuda.max_memory_allocated()
-        if engine is None:
-            opt.zero_grad(set_to_none=True)
-        del loss
-        torch.cuda.synchronize()
-        per_step.append({
-            "fwd_peak": fwd_peak, "after_fwd": after_fwd,
-            "bwd_peak": bwd_peak, "after_bwd": after_bwd,
-            "opt_peak": opt_peak, "after_step": torch.cuda.memory_allocated(),
-            "reserved_peak": torch.cuda.max_memory_reserved(),
-        })
-    state = getattr(opt, "state", {})
-    rec["optimizer_state_bytes"] = sum(
-        local_bytes(t) for st in state.values() for t in st.values() if torch.is_tensor(t)
-    )
-    rec["steps"] = per_step
-    rec["peak_allocated_bytes"] = max(st["opt_peak"] for st in per_step)
-    rec["peak_reserved_bytes"] = max(st["reserved_peak"] for st in per_step)
+    forward = harness.autocast_forward(lambda: wrapped(input_ids=ids, labels=ids).loss, case)
+    if engine is not None:
+        per_step = harness.run_steps(forward, None, steps, backward=engine.backward, step=engine.step)
+    else:
+        per_step = harness.run_steps(forward, opt, steps)
+    rec.update(harness.train_result(per_step, [opt]))
     del opt, wrapped, engine, ids
     return rec
 

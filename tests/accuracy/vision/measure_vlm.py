@@ -12,10 +12,13 @@ sequence length as text only (text_peak_allocated_bytes), and the vision tower +
 per image; gemma3 3x896x896 and 256 tokens; qwen2_vl pixel rows of 3*2*14*14 per patch,
 image_grid_thw [1, h/14, w/14] and (h/28)*(w/28) tokens between <|vision_start|> and <|vision_end|>.
 """
-import gc, json, sys, time, traceback
+import json, os, sys, time, traceback
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForImageTextToText
+
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # harness.py, unless beside
+from harness import sync_reset as reset, warm_up  # noqa: E402
 
 TEXT = 64  # text tokens around the images
 
@@ -46,10 +49,6 @@ CASES = [
     ("gemma3-small-4img", "gemma3-small", 4, 896, 896, "forward"),
     ("llava-small-1img-train", "llava-small", 1, 336, 336, "train"),
 ]
-
-
-def reset():
-    gc.collect(); torch.cuda.synchronize(); torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
 
 
 def build(name):
@@ -113,7 +112,7 @@ def main():
     t0 = time.time()
     out = open(out_path, "a")
     torch.cuda.init()
-    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16); (a @ a).sum().item(); del a
+    warm_up()
     reset()
     out.write(json.dumps({"env": True, "torch": torch.__version__, "transformers": transformers.__version__,
                           "gpu": torch.cuda.get_device_name(0)}) + "\n")

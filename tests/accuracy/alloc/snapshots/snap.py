@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
-"""measure.py with torch.cuda.memory._record_memory_history()/_snapshot() around each case.
+"""shared/truth/measure.py's loop (harness.py: measure_main) with
+torch.cuda.memory._record_memory_history()/_snapshot() around each case.
 Adds a per-case 'snapshot' summary: segment count/bytes at end, alloc/free event counts,
 peak allocated replayed from the trace, largest segment, by pool. Usage like measure.py."""
 import sys, os, json
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import measure, torch
-
-_orig = measure.run_case
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # harness.py, unless beside
+import harness, torch
 
 def summarize(snap):
     segs = snap["segments"]
@@ -43,7 +42,7 @@ def summarize(snap):
 def run_case(model, case):
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=1000000)
     try:
-        r = _orig(model, case)
+        r = harness.run_case(model, case)
         torch.cuda.synchronize()
         snap = torch.cuda.memory._snapshot()
         r["snapshot"] = summarize(snap)
@@ -53,6 +52,5 @@ def run_case(model, case):
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
 
-measure.run_case = run_case
 if __name__ == "__main__":
-    sys.exit(measure.main())
+    sys.exit(harness.measure_main(run_case=run_case))

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device run: each case in a fresh process (no cached segments carried over from an earlier case),
 # default allocator; the first two training cases and the generate again with expandable_segments:True.
-# OUT=dir ./run.sh   (needs measure.py, snap.py and models/ beside it)
+# OUT=dir ./run.sh   (needs harness.py, snap.py and models/ beside it)
 cd "$(dirname "$0")"
 for id in $(python3 -c "import json; print(' '.join(c['id'] for c in json.load(open('cases.json'))))"); do
   python3 snap_trace.py cases.json $OUT/trace_default.jsonl --only "$id" --traces $OUT/default 2>&1 | grep -v Warning | tail -2

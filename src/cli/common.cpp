@@ -1,0 +1,42 @@
+// Small helpers of the CLI layer (see common.hpp).
+#include "common.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "vramfit/core/json.hpp"
+
+namespace vramfit::cli::util {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+bool has_control(std::string_view s) noexcept {
+  for (const char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+std::string quote(const std::filesystem::path& p) { return "'" + text_excerpt(p.string(), 200) + "'"; }
+
+bool plain_path_parts(std::string_view s) noexcept {
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const std::size_t end = std::min(s.find('/', start), s.size());
+    const std::string_view part = s.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+std::string hub_download_command(const HubId& id) {
+  return fmt::format("huggingface-cli download {}{} --include config.json '*.json'", id.repo,
+                     id.revision_given ? " --revision " + id.revision : "");
+}
+
+}  // namespace vramfit::cli::util
