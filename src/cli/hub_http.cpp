@@ -31,9 +31,9 @@ namespace {
 using util::env;
 
 /// huggingface_hub's _is_true: "1", "ON", "YES", "TRUE" in any case.
-bool is_true(std::string v) {
-  for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
+bool is_true(std::string_view v) {
+  const std::string u = upper(v);
+  return u == "1" || u == "ON" || u == "YES" || u == "TRUE";
 }
 
 /// Percent-encodes every byte but RFC 3986's unreserved ones (and '/' when `keep_slash`).
@@ -256,7 +256,7 @@ class Fetcher {
       const auto slash = r.content_range.rfind('/');
       const std::string size = slash == std::string::npos ? std::string() : r.content_range.substr(slash + 1);
       const bool digits = !size.empty() && size.size() <= 19 &&
-                          std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; });
+                          std::all_of(size.begin(), size.end(), is_digit);
       if (!r.content_range.starts_with("bytes 0-") || !digits)
         throw InputError(origin, fmt::format("the server's Content-Range '{}' gives no file size",
                                              text_excerpt(r.content_range)),
@@ -302,12 +302,12 @@ class Fetcher {
 
 /// The shard names of an index's weight_map, sorted and once each.
 std::vector<std::string> shards_of_index(const std::string& text, const std::string& origin) {
-  const auto index = nlohmann::json::parse(text, nullptr, false);
-  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") ||
-      !index["weight_map"].is_object())
+  // parse_json's limits (depth, values), as every document vramfit reads.
+  const std::optional<nlohmann::json> index = try_parse_json(text);
+  if (!index || !index->is_object() || !index->contains("weight_map") || !(*index)["weight_map"].is_object())
     throw InputError(origin, "not a safetensors index (no weight_map object)", "check the repo's index file");
   std::set<std::string> names;
-  for (const auto& [tensor, file] : index["weight_map"].items()) {
+  for (const auto& [tensor, file] : (*index)["weight_map"].items()) {
     if (!file.is_string() || !plain_shard_name(file.get_ref<const std::string&>()))
       throw InputError(origin + ": weight_map." + text_excerpt(tensor),
                        "not the relative name of a .safetensors file", "check the repo's index file");

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -28,6 +27,7 @@
 
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/quant.hpp"
 
@@ -88,12 +88,6 @@ constexpr GgufFileType kFileTypes[] = {
     {"IQ4_XS", 30, "IQ4_XS", false}, {"IQ1_M", 31, "IQ1_M", false},     {"BF16", 32, "BF16", true},
     {"TQ1_0", 36, "TQ1_0", false},   {"TQ2_0", 37, "TQ2_0", false},
 };
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
-         });
-}
 
 const GgmlType& type(std::string_view name) {
   const GgmlType* t = ggml_type_by_name(name);

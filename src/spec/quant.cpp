@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,12 +18,6 @@ namespace vramfit::spec {
 namespace {
 
 using nlohmann::json;
-
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // llama.cpp's file types that vramfit sizes (src/llama-quant.cpp, llama_tensor_get_type).
 constexpr std::array<std::string_view, 14> kGgufTypes{"q4_0",   "q4_1",   "q5_0",   "q5_1",   "q8_0",
