@@ -121,6 +121,12 @@ std::vector<Item> vllm_items() {
     // A log whose profile peak shows its sampler: the release's own (engine::vllm::sampler_kernel),
     // or the sort where the log says FlashInfer is not installed.
     s.flashinfer = e.value("flashinfer", true);
+    // The card's compute capability, where the log names the card ("9.0" for an H100): it picks
+    // the MXFP4 experts' kernels and their layout.
+    if (e.contains("compute_capability")) {
+      const std::string cc = e.at("compute_capability");
+      s.compute_capability = static_cast<unsigned>(std::stoul(cc.substr(0, cc.find('.'))) * 10 + std::stoul(cc.substr(cc.find('.') + 1)));
+    }
     if (e.contains("sampler"))
       CHECK((engine::vllm::sampler_kernel(s.release) == engine::vllm::SamplerKernel::torch_sort || !s.flashinfer) ==
             (e.at("sampler") == "torch-sort"));
@@ -128,6 +134,8 @@ std::vector<Item> vllm_items() {
       const auto q = spec::parse_quant(e.at("quant").get<std::string>());
       REQUIRE(q);
       spec::set_packing(s.weights, *q);
+    } else if (m.quantization) {  // the config's quantization_config, as `vramfit --engine vllm` takes it
+      spec::set_packing(s.weights, *m.quantization);
     }
     const auto r = engine::vllm::estimate(m, s);
     const json& log = e.at("log");
