@@ -115,11 +115,13 @@ std::uint64_t extra_norms(const ModelSpec& m, const spec::LayerGroup& g) {
 // scores as eager attention does (measured, tests/accuracy/arch: a 4096-token prefill of a
 // 32-head falcon took 5.05 GB of transient memory, about 10 bytes a score).
 bool math_attention(const ModelSpec& m, const Workload& w) {
-  if (w.attention == spec::Attention::eager || (m.family == "falcon" && m.num_kv_heads == 1 && m.num_heads > 1))
-    return true;
-  // A row's eager_only (gptj, bloom, mpt): transformers has no SDPA path for the type.
+  if (w.attention == spec::Attention::eager) return true;
   const spec::Architecture* row = spec::find_architecture(m.model_type);
-  return row != nullptr && row->eager_only;
+  if (row == nullptr) return false;
+  // A row's multi_query_math_sdpa (falcon): one k/v head beside several query heads.
+  if (row->multi_query_math_sdpa && m.num_kv_heads == 1 && m.num_heads > 1) return true;
+  // A row's eager_only (gptj, bloom, mpt): transformers has no SDPA path for the type.
+  return row->eager_only;
 }
 
 // Sliding-window layers need an explicit boolean mask once the sequence exceeds the window;
