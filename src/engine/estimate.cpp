@@ -32,6 +32,7 @@
 #include <fmt/format.h>
 
 #include "activations.hpp"
+#include "checked.hpp"
 #include "levers.hpp"
 #include "phase.hpp"
 #include "reserve.hpp"
@@ -51,8 +52,7 @@ using spec::Mode;
 using spec::ModelSpec;
 using spec::Workload;
 
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
-std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return checked_mul(checked_mul(a, b), c); }
+using detail::mul;
 
 // --- weights (weights.cpp) and adapters -----------------------------------------------------
 

@@ -94,3 +94,20 @@ TEST_CASE("engine: no rule tests a model family by name", "[engine][arch]") {
     CHECK(src.find("family !=") == std::string::npos);
   }
 }
+
+TEST_CASE("breakdown: the README's JSON section names every component and phase id", "[engine][breakdown]") {
+  const std::string readme = vramfit::test::read_text(std::filesystem::path(VRAMFIT_SOURCE_DIR) / "README.md");
+  const auto begin = readme.find("Component ids are API:");
+  REQUIRE(begin != std::string::npos);
+  const auto end = readme.find("### `vramfit advise --json`", begin);
+  REQUIRE(end != std::string::npos);
+  const std::string section = readme.substr(begin, end - begin);
+  for (const auto& c : engine::kComponents) {
+    INFO(c.name);
+    CHECK(section.find("`" + std::string(c.name) + "`") != std::string::npos);
+  }
+  for (const auto& p : engine::kPhases) {
+    INFO(p.name);
+    CHECK(section.find("`" + std::string(p.name) + "`") != std::string::npos);
+  }
+}
