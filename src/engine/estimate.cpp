@@ -624,7 +624,7 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
         // stay whole from forward to the end of backward. Measured on 2 and 4 ranks
         // (tests/accuracy/sharded): without it, full shard was 0.2-0.5 GiB low.
         ph.add(ComponentId::sharding_buffers, layer_bytes * 2 + (backward ? reduce_bytes : Bytes{}));
-        if (ph.id != PhaseId::optimizer_step && ph.id != PhaseId::load) ph.add(ComponentId::sharding_buffers, root_bytes);
+        if (ph.id != PhaseId::optimizer_step) ph.add(ComponentId::sharding_buffers, root_bytes);
         break;
       case spec::Sharding::fsdp_grad_op:
         // reshard_after_forward=False: every layer gathered in forward stays gathered until its
