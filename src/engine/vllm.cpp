@@ -514,25 +514,25 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
 Breakdown breakdown_of(const Result& r) {
   Breakdown b;
   const Bytes kv = r.max_model_len_fits ? r.kv_cache : r.kv_for_max_model_len;
-  b.components.push_back({"weights", r.weights, "weights on this GPU (\"Model loading took\")", true});
-  b.components.push_back({"activations", r.activation_peak, "profile run's peak at max_num_batched_tokens", true});
+  b.components.push_back({ComponentId::weights, r.weights, "weights on this GPU (\"Model loading took\")", true});
+  b.components.push_back({ComponentId::activations, r.activation_peak, "profile run's peak at max_num_batched_tokens", true});
   b.components.push_back(
-      {"kv_cache", kv,
+      {ComponentId::kv_cache, kv,
        r.max_model_len_fits
            ? fmt::format("{} KV blocks ({} tokens)", r.num_gpu_blocks, r.kv_cache_tokens)
            : fmt::format("the KV blocks one request of {} tokens needs (the budget leaves {} tokens)", r.max_model_len,
                          r.kv_cache_tokens),
        true});
   const Bytes inside = r.graphs.in_budget ? r.non_torch + r.cuda_graphs : r.non_torch;
-  b.components.push_back({"cuda_context", inside,
+  b.components.push_back({ComponentId::cuda_context, inside,
                           r.graphs.in_budget ? "non-torch memory (cuBLAS, NCCL) and the CUDA graphs inside the budget"
                                              : "non-torch memory (cuBLAS, NCCL) inside the budget",
                           false});
   b.peak_allocated = r.weights + r.activation_peak + kv;
   b.cuda_context = inside;
   b.device_total = b.peak_allocated + inside;
-  b.phases = {{"load", r.weights}, {"profile", r.weights + r.activation_peak}, {"serve", b.peak_allocated}};
-  b.peak_phase = "serve";
+  b.phases = {{PhaseId::load, r.weights}, {PhaseId::profile, r.weights + r.activation_peak}, {PhaseId::serve, b.peak_allocated}};
+  b.peak_phase = PhaseId::serve;
   b.notes = r.notes;
   const std::string graphs = fmt::format("{} piecewise + {} FULL CUDA graphs ({} MiB)", r.graphs.piecewise,
                                          r.graphs.full, r.cuda_graphs.value() >> 20);
