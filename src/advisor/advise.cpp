@@ -283,7 +283,7 @@ Proposal propose_fused_loss(const Context&, const spec::Workload& cur, const eng
   if (!cur.trains()) return skip("no loss is computed outside training");
   if (cur.loss != spec::Loss::hf)
     return skip(fmt::format("the loss is already {}", spec::name_of(cur.loss)));
-  const auto* logits = est.find("logits");
+  const auto* logits = est.find(engine::ComponentId::logits);
   const std::uint64_t share = logits && est.peak_allocated.value() > 0
                                   ? logits->bytes.value() / std::max<std::uint64_t>(est.peak_allocated.value() / 100, 1)
                                   : 0;

@@ -22,8 +22,6 @@ constexpr std::size_t kMaxPercentDecimals = 4;
 
 constexpr std::string_view kHeadroomFix = "give a percentage of the budget like 10% or a size like 2GiB";
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
 /// "7.5" -> 75000 ppm. Plain decimals only: no sign, exponent, nan or inf.
 Headroom parse_percent(std::string_view whole, std::string_view number, std::string_view field) {
   const auto bad = [&](std::string problem) -> Headroom {

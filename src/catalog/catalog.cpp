@@ -70,6 +70,23 @@ class Reader {
     return v.get<bool>();
   }
 
+  /// "M.m" (a CUDA compute capability: "9.0", "12.0") as M * 10 + m; 0 when the key is absent
+  /// or null.
+  [[nodiscard]] unsigned compute_capability(std::string_view key) const {
+    const auto it = obj_.find(std::string(key));
+    if (it == obj_.end() || it->is_null()) return 0;
+    const std::string s = string(key);
+    const auto dot = s.find('.');
+    const bool digits = dot != std::string::npos && dot >= 1 && dot <= 2 && dot + 2 == s.size() &&
+                        std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; }) &&
+                        s.find('.', dot + 1) == std::string::npos;
+    if (!digits) fail(key, fmt::format("must be a CUDA compute capability such as \"9.0\", not '{}'", text_excerpt(s)));
+    const unsigned major = static_cast<unsigned>(std::stoul(s.substr(0, dot)));
+    const unsigned minor = static_cast<unsigned>(s[dot + 1] - '0');
+    if (major == 0) fail(key, fmt::format("must be a CUDA compute capability such as \"9.0\", not '{}'", text_excerpt(s)));
+    return major * 10 + minor;
+  }
+
   [[nodiscard]] const json& array(std::string_view key) const {
     const json& v = get(key);
     if (!v.is_array()) fail(key, fmt::format("must be an array, not {}", v.type_name()));
@@ -114,6 +131,7 @@ void parse_gpus(const std::string& file, const std::string& text, std::vector<Gp
     g.memory_label = r.string("memory_label");
     g.memory = Bytes{r.positive("memory_bytes")};
     g.bf16 = r.boolean("bf16");
+    g.compute_capability = r.compute_capability("compute_capability");
     g.source = r.string("source");
     gpus.push_back(std::move(g));
   }

@@ -135,14 +135,14 @@ bool shards_missing(const fs::path& snapshot) {
   const fs::path index = snapshot / "model.safetensors.index.json";
   std::error_code ec;
   if (!fs::exists(index, ec)) return false;
-  nlohmann::json j;
+  std::optional<nlohmann::json> j;
   try {
-    j = nlohmann::json::parse(read_file(index, "index"));
+    j = try_parse_json(read_file(index, "index"));
   } catch (const std::exception&) {
     return false;  // load_config reads it again and says what is wrong
   }
-  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) return false;
-  for (const auto& [tensor, shard] : j["weight_map"].items()) {
+  if (!j || !j->is_object() || !j->contains("weight_map") || !(*j)["weight_map"].is_object()) return false;
+  for (const auto& [tensor, shard] : (*j)["weight_map"].items()) {
     if (!shard.is_string()) return false;
     const std::string name = shard.get<std::string>();
     if (name.empty() || name == "." || name == ".." || name.find_first_of(std::string("/\\\0", 3)) != std::string::npos)

@@ -19,6 +19,7 @@
 #include "vramfit/core/text.hpp"
 
 #include "common.hpp"
+#include "hub_parse.hpp"
 
 #ifdef VRAMFIT_HAVE_CURL
 #include <curl/curl.h>
@@ -31,9 +32,9 @@ namespace {
 using util::env;
 
 /// huggingface_hub's _is_true: "1", "ON", "YES", "TRUE" in any case.
-bool is_true(std::string v) {
-  for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
+bool is_true(std::string_view v) {
+  const std::string u = upper(v);
+  return u == "1" || u == "ON" || u == "YES" || u == "TRUE";
 }
 
 /// Percent-encodes every byte but RFC 3986's unreserved ones (and '/' when `keep_slash`).
@@ -63,14 +64,90 @@ constexpr std::uint64_t kMaxIndex = 64ULL << 20;
 // (30 to 60 KB) comes whole, a larger one takes a second request.
 constexpr std::uint64_t kFirstRange = 1ULL << 17;
 
-/// A shard name from the index: a relative file name ending in .safetensors, no '..' part.
+}  // namespace
+
+// --- the responses, parsed (hub_parse.hpp) ---------------------------------------------------
+
+namespace hub {
+
+void read_header_line(std::string_view line, ResponseHeaders& h) {
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.starts_with("HTTP/")) {  // a new response (after a redirect): its own headers
+    h.error_code.clear();
+    h.content_range.clear();
+    return;
+  }
+  const auto colon = line.find(':');
+  if (colon == std::string_view::npos) return;
+  const std::string name = lower(line.substr(0, colon));
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  if (name == "x-error-code") h.error_code = std::string(value.substr(0, 64));
+  if (name == "content-range") h.content_range = std::string(value.substr(0, 128));
+}
+
+std::optional<std::uint64_t> content_range_size(std::string_view content_range) {
+  // "bytes 0-131071/4976698672"
+  const auto slash = content_range.rfind('/');
+  const std::string_view size = slash == std::string_view::npos ? std::string_view() : content_range.substr(slash + 1);
+  const bool digits = !size.empty() && size.size() <= 19 && std::all_of(size.begin(), size.end(), is_digit);
+  if (!content_range.starts_with("bytes 0-") || !digits) return std::nullopt;
+  return std::stoull(std::string(size));
+}
+
 bool plain_shard_name(std::string_view s) {
   if (s.empty() || s.size() > 255 || s.front() == '/' || !s.ends_with(".safetensors")) return false;
   if (util::has_control(s) || s.find('\\') != std::string_view::npos) return false;
   return util::plain_path_parts(s);
 }
 
-}  // namespace
+std::vector<std::string> shards_of_index(const std::string& text, const std::string& origin) {
+  // parse_json's limits (depth, values), as every document vramfit reads.
+  const std::optional<nlohmann::json> index = try_parse_json(text);
+  if (!index || !index->is_object() || !index->contains("weight_map") || !(*index)["weight_map"].is_object())
+    throw InputError(origin, "not a safetensors index (no weight_map object)", "check the repo's index file");
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : (*index)["weight_map"].items()) {
+    if (!file.is_string() || !plain_shard_name(file.get_ref<const std::string&>()))
+      throw InputError(origin + ": weight_map." + text_excerpt(tensor),
+                       "not the relative name of a .safetensors file", "check the repo's index file");
+    names.insert(file.get<std::string>());
+    if (names.size() > kMaxShards)
+      throw InputError(origin + ": weight_map", fmt::format("more than {} shards", kMaxShards),
+                       "check the repo's index file");
+  }
+  if (names.empty()) throw InputError(origin + ": weight_map", "lists no shard", "check the repo's index file");
+  return {names.begin(), names.end()};
+}
+
+void throw_response_error(long status, std::string_view error_code, const HubId& id, const HubEndpoint& endpoint,
+                          std::string_view file, const std::string& field) {
+  const std::string repo = text_excerpt(id.repo);
+  if (error_code == "GatedRepo")
+    throw InputError(field, fmt::format("'{}' is a gated repo on {}", repo, endpoint.base),
+                     endpoint.token.empty()
+                         ? "accept its conditions on the model's page, then set HF_TOKEN to a token of yours"
+                         : "accept its conditions on the model's page with the account of HF_TOKEN's token");
+  if (error_code == "RevisionNotFound")
+    throw InputError(field,
+                     fmt::format("revision '{}' of '{}' was not found on {}", text_excerpt(id.revision), repo,
+                                 endpoint.base),
+                     "give a branch, tag or commit the repo has (@main is the default)");
+  if (error_code == "EntryNotFound" || (status == 404 && error_code.empty()))
+    throw InputError(field, fmt::format("'{}' has no {} at revision '{}' on {}", repo, file,
+                                        text_excerpt(id.revision), endpoint.base),
+                     "give a Hugging Face model repo (it holds config.json), or --config PATH");
+  if (status == 401 || status == 403 || error_code == "RepoNotFound")
+    throw InputError(field,
+                     fmt::format("'{}' was not found on {} (HTTP {}): no such repo, or a private one", repo,
+                                 endpoint.base, status),
+                     endpoint.token.empty() ? "check the repo id; for a private repo, set HF_TOKEN"
+                                            : "check the repo id, and that HF_TOKEN's token can read it");
+  throw InputError(field, fmt::format("{} answered HTTP {} for {} of '{}'", endpoint.base, status, file, repo),
+                   "try again later, " + download_fix(id));
+}
+
+}  // namespace hub
 
 HubEndpoint hub_endpoint_from_env() {
   HubEndpoint e;
@@ -116,8 +193,7 @@ namespace {
 struct Response {
   long status = 0;
   std::string body;
-  std::string error_code;     ///< X-Error-Code of the last response
-  std::string content_range;  ///< Content-Range of the last response
+  hub::ResponseHeaders headers;  ///< of the last response
   std::uint64_t limit = 0;
   bool over_limit = false;    ///< the body passed `limit` and the transfer was cut there
 };
@@ -137,20 +213,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
   auto* r = static_cast<Response*>(user);
   const std::size_t len = size * count;
-  std::string_view line(data, len);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-  if (line.starts_with("HTTP/")) {  // a new response (after a redirect): its own headers
-    r->error_code.clear();
-    r->content_range.clear();
-    return len;
-  }
-  const auto colon = line.find(':');
-  if (colon == std::string_view::npos) return len;
-  const std::string name = lower(line.substr(0, colon));
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  if (name == "x-error-code") r->error_code = std::string(value.substr(0, 64));
-  if (name == "content-range") r->content_range = std::string(value.substr(0, 128));
+  hub::read_header_line(std::string_view(data, len), r->headers);
   return len;
 }
 
@@ -220,29 +283,7 @@ class Fetcher {
 
   /// Throws the error a failed response means, for `file`.
   [[noreturn]] void fail(const Response& r, std::string_view file) const {
-    const std::string repo = text_excerpt(id_.repo);
-    if (r.error_code == "GatedRepo")
-      throw InputError(field_, fmt::format("'{}' is a gated repo on {}", repo, endpoint_.base),
-                       endpoint_.token.empty()
-                           ? "accept its conditions on the model's page, then set HF_TOKEN to a token of yours"
-                           : "accept its conditions on the model's page with the account of HF_TOKEN's token");
-    if (r.error_code == "RevisionNotFound")
-      throw InputError(field_,
-                       fmt::format("revision '{}' of '{}' was not found on {}", text_excerpt(id_.revision), repo,
-                                   endpoint_.base),
-                       "give a branch, tag or commit the repo has (@main is the default)");
-    if (r.error_code == "EntryNotFound" || (r.status == 404 && r.error_code.empty()))
-      throw InputError(field_, fmt::format("'{}' has no {} at revision '{}' on {}", repo, file,
-                                           text_excerpt(id_.revision), endpoint_.base),
-                       "give a Hugging Face model repo (it holds config.json), or --config PATH");
-    if (r.status == 401 || r.status == 403 || r.error_code == "RepoNotFound")
-      throw InputError(field_,
-                       fmt::format("'{}' was not found on {} (HTTP {}): no such repo, or a private one", repo,
-                                   endpoint_.base, r.status),
-                       endpoint_.token.empty() ? "check the repo id; for a private repo, set HF_TOKEN"
-                                               : "check the repo id, and that HF_TOKEN's token can read it");
-    throw InputError(field_, fmt::format("{} answered HTTP {} for {} of '{}'", endpoint_.base, r.status, file, repo),
-                     "try again later, " + download_fix(id_));
+    hub::throw_response_error(r.status, r.headers.error_code, id_, endpoint_, file, field_);
   }
 
   /// The head of one shard: its size and its first 8 + header-length bytes.
@@ -252,16 +293,12 @@ class Fetcher {
     if (r.status != 200 && r.status != 206) fail(r, file);
     std::uint64_t total = 0;
     if (r.status == 206) {
-      // "bytes 0-131071/4976698672"
-      const auto slash = r.content_range.rfind('/');
-      const std::string size = slash == std::string::npos ? std::string() : r.content_range.substr(slash + 1);
-      const bool digits = !size.empty() && size.size() <= 19 &&
-                          std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (!r.content_range.starts_with("bytes 0-") || !digits)
+      const auto size = hub::content_range_size(r.headers.content_range);
+      if (!size)
         throw InputError(origin, fmt::format("the server's Content-Range '{}' gives no file size",
-                                             text_excerpt(r.content_range)),
+                                             text_excerpt(r.headers.content_range)),
                          "check HF_ENDPOINT: the Hub answers a range request with the file's size");
-      total = std::stoull(size);
+      total = *size;
     } else {
       // The server ignored the range: the body is the file, cut at kFirstRange (the transfer stops there).
       curl_off_t length = -1;
@@ -300,26 +337,6 @@ class Fetcher {
   curl_slist* headers_ = nullptr;
 };
 
-/// The shard names of an index's weight_map, sorted and once each.
-std::vector<std::string> shards_of_index(const std::string& text, const std::string& origin) {
-  const auto index = nlohmann::json::parse(text, nullptr, false);
-  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") ||
-      !index["weight_map"].is_object())
-    throw InputError(origin, "not a safetensors index (no weight_map object)", "check the repo's index file");
-  std::set<std::string> names;
-  for (const auto& [tensor, file] : index["weight_map"].items()) {
-    if (!file.is_string() || !plain_shard_name(file.get_ref<const std::string&>()))
-      throw InputError(origin + ": weight_map." + text_excerpt(tensor),
-                       "not the relative name of a .safetensors file", "check the repo's index file");
-    names.insert(file.get<std::string>());
-    if (names.size() > kMaxShards)
-      throw InputError(origin + ": weight_map", fmt::format("more than {} shards", kMaxShards),
-                       "check the repo's index file");
-  }
-  if (names.empty()) throw InputError(origin + ": weight_map", "lists no shard", "check the repo's index file");
-  return {names.begin(), names.end()};
-}
-
 }  // namespace
 
 spec::ModelSpec fetch_from_hub(const HubId& id, const HubEndpoint& endpoint, std::string_view field) {
@@ -331,7 +348,7 @@ spec::ModelSpec fetch_from_hub(const HubId& id, const HubEndpoint& endpoint, std
   const std::string index_name = "model.safetensors.index.json";
   const Response index = f.get(index_name, kMaxIndex);
   if (index.status == 200) {
-    shards = shards_of_index(index.body, hub_file_url(endpoint, id, index_name));
+    shards = hub::shards_of_index(index.body, hub_file_url(endpoint, id, index_name));
   } else if (index.status == 404) {
     shards = {"model.safetensors"};
   } else {

@@ -170,6 +170,7 @@ Model load_model(const EstimateFlags& f, CatalogSource& catalog) {
 /// The budget: one card or several (--gpu a,b), or --budget SIZE per card; and the margin.
 struct Cards {
   std::vector<Bytes> memory;
+  std::vector<unsigned> compute_capability;  // per card, 0 unknown (--budget)
   std::vector<std::string> labels;
   Bytes headroom;  // per card
 };
@@ -184,10 +185,12 @@ std::optional<Cards> cards_of(const EstimateFlags& f, CatalogSource& catalog, st
     for (const std::string& id : split(f.gpu)) {
       const auto& g = catalog.get().gpu(id, "--gpu");
       c.memory.push_back(g.memory);
+      c.compute_capability.push_back(g.compute_capability);
       c.labels.push_back(g.id);
     }
   } else if (f.has("--budget")) {
     c.memory.push_back(spec::parse_size(f.budget, "--budget"));
+    c.compute_capability.push_back(0);
     c.labels.push_back(f.budget);
   } else if (required) {
     throw InputError("budget", "no budget given", "give --gpu ID (or --gpu a,b for several cards) or --budget SIZE");
@@ -198,6 +201,7 @@ std::optional<Cards> cards_of(const EstimateFlags& f, CatalogSource& catalog, st
   // One card type repeated for vLLM's tensor parallel, or llama.cpp without a list.
   while (c.memory.size() < count) {
     c.memory.push_back(c.memory.front());
+    c.compute_capability.push_back(c.compute_capability.front());
     c.labels.push_back(c.labels.front());
   }
   c.headroom = advisor::budget_of(c.memory.front(), headroom).headroom_bytes();
@@ -510,6 +514,7 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   j.cards = cards_of(f, catalog, st.tensor_parallel * st.pipeline_parallel, required);
   st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
+  if (j.cards) st.compute_capability = j.cards->compute_capability.front();
   return j;
 }
 

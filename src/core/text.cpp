@@ -27,6 +27,18 @@ std::string lower(std::string_view s) {
   return r;
 }
 
+std::string upper(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return r;
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 std::string joined(const std::vector<std::string>& names, std::string_view sep) {
   std::string s;
   for (std::size_t i = 0; i < names.size(); ++i) {

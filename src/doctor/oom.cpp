@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "vramfit/core/text.hpp"
+
 // How the scanner works. PyTorch builds its OOM texts from fixed pieces (see the sources
 // below), so the scanner reads them piece by piece, in order, from a copy of the text with all
 // whitespace removed: the same pieces match whether the message sits on one line, is wrapped by
@@ -47,7 +49,6 @@ namespace {
 constexpr bool is_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
-constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 constexpr bool is_alpha(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 constexpr char to_lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;

@@ -10,6 +10,7 @@
 // bf16, fp32, fp32 + bf16 autocast, LoRA and eager attention.
 
 #include "activations.hpp"
+#include "checked.hpp"
 #include "levers.hpp"
 
 #include <algorithm>
@@ -27,19 +28,6 @@ using spec::Workload;
 
 constexpr std::uint64_t kFp32 = 4;
 constexpr std::uint64_t kHalf = 2;
-
-// Checked products and sums of sizes. Config widths go up to 2^40 each (spec/config.cpp's
-// kMaxDim), so a product of two widths, or widths times bytes, can overflow 64 bits:
-// checked_mul and checked_add throw InputError instead of handing on a wrapped, small
-// number. Only sums of dtype widths (a few bytes each, like `kFp32 + 1`) stay unchecked.
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
-std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
-  return checked_mul(checked_mul(a, b), c);
-}
-std::uint64_t add(std::uint64_t a, std::uint64_t b) { return checked_add(a, b); }
-std::uint64_t add(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
-  return checked_add(checked_add(a, b), c);
-}
 
 bool frozen_base(const Workload& w) { return spec::uses_lora(w.mode); }
 
@@ -115,11 +103,13 @@ std::uint64_t extra_norms(const ModelSpec& m, const spec::LayerGroup& g) {
 // scores as eager attention does (measured, tests/accuracy/arch: a 4096-token prefill of a
 // 32-head falcon took 5.05 GB of transient memory, about 10 bytes a score).
 bool math_attention(const ModelSpec& m, const Workload& w) {
-  if (w.attention == spec::Attention::eager || (m.family == "falcon" && m.num_kv_heads == 1 && m.num_heads > 1))
-    return true;
-  // A row's eager_only (gptj, bloom, mpt): transformers has no SDPA path for the type.
+  if (w.attention == spec::Attention::eager) return true;
   const spec::Architecture* row = spec::find_architecture(m.model_type);
-  return row != nullptr && row->eager_only;
+  if (row == nullptr) return false;
+  // A row's multi_query_math_sdpa (falcon): one k/v head beside several query heads.
+  if (row->multi_query_math_sdpa && m.num_kv_heads == 1 && m.num_heads > 1) return true;
+  // A row's eager_only (gptj, bloom, mpt): transformers has no SDPA path for the type.
+  return row->eager_only;
 }
 
 // Sliding-window layers need an explicit boolean mask once the sequence exceeds the window;
@@ -208,8 +198,15 @@ Precision precision_of(const Workload& w) {
   return p;
 }
 
-LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Workload& w, const Precision& p) {
-  LayerSaved s;
+namespace {
+
+// One decoder layer's saved tensors as layer_saved adds them up, block by block: the layer's
+// widths and dtypes, and the running tally.
+struct LayerTally {
+  const ModelSpec& m;
+  const spec::LayerGroup& g;
+  const Workload& w;
+  const Precision& p;
   const std::uint64_t h = m.hidden_size;
   const std::uint64_t qw = mul(m.num_heads, m.head_dim);
   const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
@@ -219,10 +216,18 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
   // The norm's output: fp32 when the residual stream is fp32 (its ops run in fp32, autocast
   // or not), else the 16-bit compute dtype.
   const std::uint64_t norm_out = r;
-  const auto tok = [&s](std::uint64_t b) { s.per_token = add(s.per_token, b); };
-  const auto pos = [&s](std::uint64_t b) { s.per_token_position = add(s.per_token_position, b); };
+  LayerSaved s = {};
 
-  // --- attention block -------------------------------------------------------------------
+  void tok(std::uint64_t b) { s.per_token = add(s.per_token, b); }
+  void pos(std::uint64_t b) { s.per_token_position = add(s.per_token_position, b); }
+  void attention_block();
+  void mlp_block();
+};
+
+}  // namespace
+
+// --- attention block -------------------------------------------------------------------
+void LayerTally::attention_block() {
   tok(norm_internal(m, h, r, trains));
   tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::attn_in); }));
 
@@ -309,8 +314,10 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
   // already keeps; a frozen one saves nothing, its adapter an fp32 copy.
   if (!trains) tok(consumers_saved(g, w, p, qw, c, [](const Linear& l) { return is_role(l, spec::Role::attn_out); }));
   if (m.hidden_dropout > 0) tok(h);  // residual dropout mask (1 byte)
+}
 
-  // --- MLP block ---------------------------------------------------------------------------
+// --- MLP block ---------------------------------------------------------------------------
+void LayerTally::mlp_block() {
   if (!m.parallel_residual) tok(norm_internal(m, h, r, trains));
   tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::mlp_in); }));
   if (g.moe) {
@@ -381,11 +388,16 @@ LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Work
   // Sandwich norms (gemma2/3: post-attention and post-feedforward) normalise the block
   // outputs, which are in the compute dtype, before the residual add.
   tok(mul(extra_norms(m, g), norm_internal(m, h, c, trains)));
+}
 
+LayerSaved layer_saved(const ModelSpec& m, const spec::LayerGroup& g, const Workload& w, const Precision& p) {
+  LayerTally t{m, g, w, p};
+  t.attention_block();
+  t.mlp_block();
   // Autocast keeps a 16-bit copy of every weight of the layer until backward has used it
   // (torch.autocast caches casts of leaf tensors; mm saves the cast weight).
-  if (p.autocast) s.fixed = add(s.fixed, mul(sum_params(g), kHalf));
-  return s;
+  if (p.autocast) t.s.fixed = add(t.s.fixed, mul(sum_params(g), kHalf));
+  return t.s;
 }
 
 LayerSaved head_saved(const ModelSpec& m, const Workload& w, const Precision& p) {

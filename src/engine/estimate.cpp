@@ -1,5 +1,5 @@
 // The memory-accounting engine: the phases of a step, what is allocated at the worst moment
-// of each, and the peak over them.
+// of each, and the peak over them (phase ids: engine::PhaseId).
 //
 // Phases (training, steady state from the second step, as torch.cuda.max_memory_allocated()
 // sees them; shared/truth's per-step figures show the same order):
@@ -8,12 +8,16 @@
 //                   log_softmax output
 //   backward_start  nll_loss and log_softmax backward: two more fp32 logits-sized gradients
 //                   while the saved log_softmax output is still alive (3 x fp32 logits)
-//   backward_end    all gradients; the embedding's dense gradient (added to the tied
+//   backward_recompute  (checkpointing) every layer input with the last layer recomputed
+//   backward_last_layer, backward_end
+//                   all gradients; the embedding's dense gradient (added to the tied
 //                   lm_head's); one layer's saved tensors (or its recompute, checkpointed)
 //   optimizer_step  gradients + optimizer state + the step's temporaries
-// Inference: the logits (all positions), the MLP's intermediates, eager attention's scores.
+// Inference (forward_logits, forward_layer, forward_attention): the logits (all positions), the
+// MLP's intermediates, eager attention's scores.
 // Generation: the prefill (cache + one layer's intermediates + last-token logits) and the
 // last decode step (the whole cache + torch.cat's copy of one layer's keys + logits).
+// With --images a vision_tower phase comes first; `load` is what is resident before the step.
 
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/engine/upper_bound.hpp"
@@ -28,6 +32,7 @@
 #include <fmt/format.h>
 
 #include "activations.hpp"
+#include "checked.hpp"
 #include "levers.hpp"
 #include "phase.hpp"
 #include "reserve.hpp"
@@ -47,39 +52,7 @@ using spec::Mode;
 using spec::ModelSpec;
 using spec::Workload;
 
-// Component ids, in report order, with their descriptions (ids are API: JSON readers use them).
-struct ComponentInfo {
-  std::string_view id;
-  std::string_view description;
-};
-constexpr std::array<ComponentInfo, 13> kComponents{{
-    {"weights", "model parameters and buffers as stored"},
-    {"lora_adapters", "LoRA A and B matrices (fp32, as peft creates them)"},
-    {"cublas_workspace", "cuBLAS/cuBLASLt workspaces allocated through PyTorch's allocator"},
-    {"gradients", "parameter gradients (.grad), in the parameters' dtype"},
-    {"optimizer_state", "optimizer state tensors (moments, momentum)"},
-    {"optimizer_step", "temporaries of optimizer.step()"},
-    {"autocast_cache", "16-bit copies of fp32 weights made by autocast, kept for backward"},
-    {"activations", "tensors saved for backward (or live intermediates, in inference)"},
-    {"kv_cache", "keys and values of every layer for every token"},
-    {"logits", "logits, their fp32 copy, log-softmax and their gradients"},
-    {"temporaries", "short-lived buffers at the peak (gradients flowing through a layer)"},
-    {"sharding_buffers", "multi-GPU buffers: DDP gradient buckets, FSDP/ZeRO-3 gathered layers"},
-    {"allocator_reserve", "reserved by PyTorch's caching allocator beyond the allocated peak"},
-}};
-
-std::string_view describe(std::string_view id) {
-  for (const auto& c : kComponents)
-    if (c.id == id) return c.description;
-  if (id == "cuda_context") return "CUDA context, cuBLAS handles and kernel images (outside PyTorch)";
-  if (id == "paged_optimizer_state")
-    return "bitsandbytes paged optimizer state in CUDA unified memory (outside PyTorch's allocator)";
-  return "";
-}
-
-
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
-std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return checked_mul(checked_mul(a, b), c); }
+using detail::mul;
 
 // --- weights (weights.cpp) and adapters -----------------------------------------------------
 
@@ -297,8 +270,8 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
     // --images: the vision tower runs over the images before the language model, and frees its
     // activations before it (only the projected features, counted with the prompt, remain).
     Acc t = base;
-    t.id = "vision_tower";
-    t.add("activations", tower);
+    t.id = PhaseId::vision_tower;
+    t.add(ComponentId::activations, tower);
     phases.push_back(t);
   }
   std::uint64_t mlp = 0;
@@ -317,18 +290,18 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
 
   if (w.mode == Mode::inference) {
     Acc logits = base;
-    logits.id = "forward_logits";
-    logits.add("logits", Bytes{mul(tokens, vocab_bytes, logit_copies)});
-    logits.add("activations", Bytes{mul(tokens, m.hidden_size, p.compute)});
+    logits.id = PhaseId::forward_logits;
+    logits.add(ComponentId::logits, Bytes{mul(tokens, vocab_bytes, logit_copies)});
+    logits.add(ComponentId::activations, Bytes{mul(tokens, m.hidden_size, p.compute)});
     phases.push_back(logits);
     Acc layer = base;
-    layer.id = "forward_layer";
-    layer.add("activations", Bytes{mul(tokens, mlp)});
+    layer.id = PhaseId::forward_layer;
+    layer.add(ComponentId::activations, Bytes{mul(tokens, mlp)});
     phases.push_back(layer);
     if (attn_pos > 0) {
       Acc a = base;
-      a.id = "forward_attention";
-      a.add("activations", Bytes{mul(tokens, attn_tok)} + Bytes{mul(tokens, w.seq, attn_pos)});
+      a.id = PhaseId::forward_attention;
+      a.add(ComponentId::activations, Bytes{mul(tokens, attn_tok)} + Bytes{mul(tokens, w.seq, attn_pos)});
       phases.push_back(a);
     }
     shard(phases, m, w, p);
@@ -339,26 +312,26 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
   // upcast to fp32 for the logits processors.
   const Bytes last_logits{mul(w.batch, m.vocab_size, p.compute + 4)};
   Acc prefill = base;
-  prefill.id = "prefill";
+  prefill.id = PhaseId::prefill;
   const KvCache prompt_cache = kv_cache(m, w, p, w.seq, 0);
-  prefill.add("kv_cache", prompt_cache.cache);
-  prefill.add("activations", Bytes{mul(tokens, mlp)});
-  prefill.add("logits", last_logits);
+  prefill.add(ComponentId::kv_cache, prompt_cache.cache);
+  prefill.add(ComponentId::activations, Bytes{mul(tokens, mlp)});
+  prefill.add(ComponentId::logits, last_logits);
   phases.push_back(prefill);
   if (attn_pos > 0) {
     Acc a = base;
-    a.id = "prefill_attention";
-    a.add("kv_cache", prompt_cache.cache);
-    a.add("activations", Bytes{mul(tokens, attn_tok)} + Bytes{mul(tokens, w.seq, attn_pos)});
+    a.id = PhaseId::prefill_attention;
+    a.add(ComponentId::kv_cache, prompt_cache.cache);
+    a.add(ComponentId::activations, Bytes{mul(tokens, attn_tok)} + Bytes{mul(tokens, w.seq, attn_pos)});
     phases.push_back(a);
   }
   Acc decode = base;
-  decode.id = "decode";
+  decode.id = PhaseId::decode;
   const std::uint64_t positions = checked_add(w.seq, w.new_tokens);
   const KvCache cache = kv_cache(m, w, p, positions, std::min(w.new_tokens, kQuantCacheResidual));
-  decode.add("kv_cache", cache.cache);
-  decode.add("temporaries", cache.step_temp);
-  decode.add("logits", last_logits);
+  decode.add(ComponentId::kv_cache, cache.cache);
+  decode.add(ComponentId::temporaries, cache.step_temp);
+  decode.add(ComponentId::logits, last_logits);
   phases.push_back(decode);
   shard(phases, m, w, p);
   return finish(m, std::move(phases), base.total(), w, std::move(notes));
@@ -377,7 +350,7 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   const detail::LossBytes loss = detail::loss_bytes(m, w, p, tokens);
 
   std::vector<Acc> phases;
-  base.add("optimizer_state", t.state);
+  base.add(ComponentId::optimizer_state, t.state);
   // With gradient accumulation the gradients of earlier micro-batches stay during forward.
   const Bytes held_grads = w.grad_accum > 1 ? t.grads : Bytes{};
 
@@ -400,9 +373,9 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   if (tower.value() > 0) {
     // --images: the vision tower's forward, before the language model's (as in inference).
     Acc vt = base;
-    vt.id = "vision_tower";
-    vt.add("activations", tower);
-    vt.add("gradients", held_grads);
+    vt.id = PhaseId::vision_tower;
+    vt.add(ComponentId::activations, tower);
+    vt.add(ComponentId::gradients, held_grads);
     phases.push_back(vt);
   }
 
@@ -416,29 +389,29 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   acts += tower_saved;
 
   Acc fwd = base;
-  fwd.id = "forward_end";
-  fwd.add("activations", fwd_acts);
-  fwd.add("autocast_cache", fwd_copies);
-  fwd.add("logits", loss.forward_end);
-  fwd.add("gradients", held_grads);
+  fwd.id = PhaseId::forward_end;
+  fwd.add(ComponentId::activations, fwd_acts);
+  fwd.add(ComponentId::autocast_cache, fwd_copies);
+  fwd.add(ComponentId::logits, loss.forward_end);
+  fwd.add(ComponentId::gradients, held_grads);
   phases.push_back(fwd);
 
   Acc bstart = base;
-  bstart.id = "backward_start";
-  bstart.add("activations", acts);
-  bstart.add("autocast_cache", kept_copies);
-  bstart.add("logits", loss.backward_start);
-  bstart.add("gradients", held_grads);
+  bstart.id = PhaseId::backward_start;
+  bstart.add(ComponentId::activations, acts);
+  bstart.add(ComponentId::autocast_cache, kept_copies);
+  bstart.add(ComponentId::logits, loss.backward_start);
+  bstart.add(ComponentId::gradients, held_grads);
   phases.push_back(bstart);
 
   if (w.checkpointing) {
     // The last layer is recomputed first: its saved tensors exist with every layer input.
     Acc rec = base;
-    rec.id = "backward_recompute";
-    rec.add("activations", (w.activation_offload ? Bytes{} : s.ckpt_acts) + s.one_layer + tower_saved);
-    rec.add("autocast_cache", head_fixed + Bytes{s.one_layer_fixed});
-    rec.add("temporaries", s.bwd_transient);
-    rec.add("gradients", w.grad_accum > 1 ? t.grads
+    rec.id = PhaseId::backward_recompute;
+    rec.add(ComponentId::activations, (w.activation_offload ? Bytes{} : s.ckpt_acts) + s.one_layer + tower_saved);
+    rec.add(ComponentId::autocast_cache, head_fixed + Bytes{s.one_layer_fixed});
+    rec.add(ComponentId::temporaries, s.bwd_transient);
+    rec.add(ComponentId::gradients, w.grad_accum > 1 ? t.grads
                          : Bytes{w.mode == Mode::train ? mul(m.lm_head_params, p.param) : 0});
     phases.push_back(rec);
   }
@@ -451,19 +424,19 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   // lm_head's gradient waits in autograd's InputBuffer for the embedding's until the end).
   const bool in_bwd = w.optimizer_in_backward;
   Acc last = base;
-  last.id = "backward_last_layer";
-  last.add("gradients", in_bwd ? t.one_grad + (m.tied_embeddings ? t.embedding_grad : Bytes{})
+  last.id = PhaseId::backward_last_layer;
+  last.add(ComponentId::gradients, in_bwd ? t.one_grad + (m.tied_embeddings ? t.embedding_grad : Bytes{})
                                : Bytes::saturating_sub(Bytes::saturating_sub(t.grads, t.embedding_grad), tower_grads));
-  if (in_bwd) last.add("optimizer_step", t.one_step_temp);
-  last.add("activations", s.one_layer + tower_saved);
-  last.add("autocast_cache", Bytes{s.one_layer_fixed});
-  last.add("temporaries", s.bwd_transient);
+  if (in_bwd) last.add(ComponentId::optimizer_step, t.one_step_temp);
+  last.add(ComponentId::activations, s.one_layer + tower_saved);
+  last.add(ComponentId::autocast_cache, Bytes{s.one_layer_fixed});
+  last.add(ComponentId::temporaries, s.bwd_transient);
   phases.push_back(last);
 
   Acc end = base;
-  end.id = "backward_end";
-  end.add("gradients", in_bwd ? t.one_grad : t.grads);
-  if (in_bwd) end.add("optimizer_step", t.one_step_temp);
+  end.id = PhaseId::backward_end;
+  end.add(ComponentId::gradients, in_bwd ? t.one_grad : t.grads);
+  if (in_bwd) end.add(ComponentId::optimizer_step, t.one_step_temp);
   Bytes emb_tmp{mul(tokens, m.hidden_size, p.compute)};
   // Tied weights: autograd's InputBuffer sums the lm_head's and the embedding's gradients
   // out of place before AccumulateGrad, so both inputs and the sum coexist (measured:
@@ -474,14 +447,14 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   // llama-3.2-1b FSDP2 bf16 checkpointed, 2 ranks): backward end +8.5 % with fp32 inputs.
   if (m.tied_embeddings && w.mode == Mode::train)
     emb_tmp += w.fsdp_param_dtype ? Bytes{mul(m.embedding_params, 2, 3)} : t.embedding_grad * 2;
-  end.add("temporaries", emb_tmp);
+  end.add(ComponentId::temporaries, emb_tmp);
   phases.push_back(end);
 
   if (!in_bwd) {
     Acc step = base;
-    step.id = "optimizer_step";
-    step.add("gradients", t.grads);
-    step.add("optimizer_step", t.step_temp);
+    step.id = PhaseId::optimizer_step;
+    step.add(ComponentId::gradients, t.grads);
+    step.add(ComponentId::optimizer_step, t.step_temp);
     phases.push_back(step);
   }
   shard(phases, m, w, p);
@@ -537,7 +510,7 @@ std::uint64_t largest_layer_params(const ModelSpec& m) {
 
 Bytes ceil_div(Bytes b, std::uint64_t n) { return Bytes{n <= 1 ? b.value() : b.value() / n + (b.value() % n ? 1 : 0)}; }
 
-bool part_is(std::string_view k, std::initializer_list<std::string_view> ids) {
+bool part_is(ComponentId k, std::initializer_list<ComponentId> ids) {
   return std::find(ids.begin(), ids.end(), k) != ids.end();
 }
 
@@ -564,11 +537,12 @@ void pipeline(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w) {
   // activations times the micro-batches it holds, and the logits only on the last stage.
   const auto stage = [&](Acc ph, std::uint64_t millionths, std::uint64_t micro_batches, bool logits) {
     for (auto& [k, v] : ph.parts) {
-      if (part_is(k, {"weights", "gradients", "optimizer_state", "optimizer_step", "lora_adapters"}))
+      if (part_is(k, {ComponentId::weights, ComponentId::gradients, ComponentId::optimizer_state,
+                      ComponentId::optimizer_step, ComponentId::lora_adapters}))
         v = Bytes{v.value() / 1000000 * millionths + v.value() % 1000000 * millionths / 1000000};
-      if (part_is(k, {"activations", "autocast_cache", "kv_cache"}))
+      if (part_is(k, {ComponentId::activations, ComponentId::autocast_cache, ComponentId::kv_cache}))
         v = Bytes{mul(v.value() / layers, per_stage, micro_batches)};
-      if (k == "logits" && !logits) v = Bytes{};
+      if (k == ComponentId::logits && !logits) v = Bytes{};
     }
     return ph;
   };
@@ -617,56 +591,58 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
     Bytes grads;
     Bytes weights;
     for (auto& [k, v] : ph.parts) {
-      const bool split = (k == "weights" && rule.weights) || (k == "gradients" && rule.grads) ||
-                         ((k == "optimizer_state" || k == "optimizer_step") && rule.state) ||
-                         ((k == "activations" || k == "kv_cache" || k == "autocast_cache") && rule.activations &&
-                          w.sharding == spec::Sharding::tp) ||
-                         (k == "kv_cache" && w.sharding == spec::Sharding::device_map) ||
-                         (k == "lora_adapters" && rule.weights);
-      if (k == "gradients") grads = v;
-      if (k == "weights") weights = v;
+      const bool split =
+          (k == ComponentId::weights && rule.weights) || (k == ComponentId::gradients && rule.grads) ||
+          (part_is(k, {ComponentId::optimizer_state, ComponentId::optimizer_step}) && rule.state) ||
+          (part_is(k, {ComponentId::activations, ComponentId::kv_cache, ComponentId::autocast_cache}) &&
+           rule.activations && w.sharding == spec::Sharding::tp) ||
+          (k == ComponentId::kv_cache && w.sharding == spec::Sharding::device_map) ||
+          (k == ComponentId::lora_adapters && rule.weights);
+      if (k == ComponentId::gradients) grads = v;
+      if (k == ComponentId::weights) weights = v;
       if (split) v = ceil_div(v, n);
-      if (k == "weights" && w.sharding == spec::Sharding::device_map) v += edge;
+      if (k == ComponentId::weights && w.sharding == spec::Sharding::device_map) v += edge;
       // ZeRO-Offload: the optimizer's state and step run on the CPU, and each reduced
       // gradient partition is copied out (DeepSpeed's estimator: 2 bytes per parameter on the
       // GPU for stage 2 with offload_optimizer); offload_param moves the parameters too.
-      if (offload_state && part_is(k, {"optimizer_state", "optimizer_step", "gradients"})) v = Bytes{};
-      if (offload_params && k == "weights") v = Bytes{};
+      if (offload_state && part_is(k, {ComponentId::optimizer_state, ComponentId::optimizer_step, ComponentId::gradients}))
+        v = Bytes{};
+      if (offload_params && k == ComponentId::weights) v = Bytes{};
     }
-    const bool backward = ph.id.rfind("backward", 0) == 0 && w.trains();
+    const bool backward = info(ph.id).backward && w.trains();
     switch (w.sharding) {
       case spec::Sharding::ddp:
-        if (w.trains()) ph.add("sharding_buffers", grads.value() ? grads : Bytes{mul(m.params, p.param)});
+        if (w.trains()) ph.add(ComponentId::sharding_buffers, grads.value() ? grads : Bytes{mul(m.params, p.param)});
         break;
       case spec::Sharding::zero3:
         // The gathered layer and the prefetched next one; in backward also its full gradients.
-        ph.add("sharding_buffers", layer_bytes * (backward ? 3 : 2));
+        ph.add(ComponentId::sharding_buffers, layer_bytes * (backward ? 3 : 2));
         break;
       case spec::Sharding::fsdp:
         // As ZeRO-3, and FSDP2 never reshards the root module after forward (its parameters
         // would be gathered again at once for backward): the embedding, lm_head and final norm
         // stay whole from forward to the end of backward. Measured on 2 and 4 ranks
         // (tests/accuracy/sharded): without it, full shard was 0.2-0.5 GiB low.
-        ph.add("sharding_buffers", layer_bytes * 2 + (backward ? reduce_bytes : Bytes{}));
-        if (ph.id != "optimizer_step" && ph.id != "load") ph.add("sharding_buffers", root_bytes);
+        ph.add(ComponentId::sharding_buffers, layer_bytes * 2 + (backward ? reduce_bytes : Bytes{}));
+        if (ph.id != PhaseId::optimizer_step) ph.add(ComponentId::sharding_buffers, root_bytes);
         break;
       case spec::Sharding::fsdp_grad_op:
         // reshard_after_forward=False: every layer gathered in forward stays gathered until its
         // backward, so forward's end and backward hold the whole unsharded model; the optimizer
         // step sees only the shards.
-        if (ph.id != "optimizer_step")
-          ph.add("sharding_buffers",
+        if (ph.id != PhaseId::optimizer_step)
+          ph.add(ComponentId::sharding_buffers,
                  (gathered == p.param ? weights : Bytes{weights.value() / p.param * gathered}) +
                      (backward ? reduce_bytes : Bytes{}));
         break;
       case spec::Sharding::zero1:
       case spec::Sharding::zero2:
         // DeepSpeed's reduce bucket (reduce_bucket_size, 5e8 elements by default), at most the gradients.
-        if (w.trains()) ph.add("sharding_buffers", std::min(Bytes{mul(500000000, p.param)}, Bytes{mul(m.params, p.param)}));
+        if (w.trains()) ph.add(ComponentId::sharding_buffers, std::min(Bytes{mul(500000000, p.param)}, Bytes{mul(m.params, p.param)}));
         break;
       case spec::Sharding::tp:
         // Across nodes, tensor-parallel groups are replicas kept in step by DDP's buckets.
-        if (w.trains() && w.nodes > 1) ph.add("sharding_buffers", ceil_div(grads, n));
+        if (w.trains() && w.nodes > 1) ph.add(ComponentId::sharding_buffers, ceil_div(grads, n));
         break;
       default: break;
     }
@@ -683,21 +659,20 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
   }
   b.peak_phase = peak->id;
   b.peak_allocated = peak->total();
-  for (const auto& info : kComponents) {
-    if (info.id == "allocator_reserve") continue;
-    Bytes v;
-    for (const auto& [k, x] : peak->parts)
-      if (k == info.id) v = x;
-    b.components.push_back({std::string(info.id), v, std::string(info.description), true});
-  }
+  // The parts allocated within the step, in report order, as the peak phase holds them.
+  for (const auto& c : kComponents)
+    if (c.per_phase) b.components.push_back({c.id, peak->part(c.id), std::string(c.description), true});
   const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident);
   b.allocator_reserve = reserve.bytes;
   b.cuda_context = w.cuda_context.value_or(kCudaContext);
-  b.components.push_back({"allocator_reserve", b.allocator_reserve, std::string(describe("allocator_reserve")), false});
-  b.components.push_back({"cuda_context", b.cuda_context, std::string(describe("cuda_context")), false});
+  b.components.push_back({ComponentId::allocator_reserve, b.allocator_reserve,
+                          std::string(info(ComponentId::allocator_reserve).description), false});
+  b.components.push_back(
+      {ComponentId::cuda_context, b.cuda_context, std::string(info(ComponentId::cuda_context).description), false});
   b.device_total = b.peak_allocated + b.allocator_reserve + b.cuda_context;
   if (paged.value() > 0) {
-    b.components.push_back({"paged_optimizer_state", paged, std::string(describe("paged_optimizer_state")), false});
+    b.components.push_back({ComponentId::paged_optimizer_state, paged,
+                            std::string(info(ComponentId::paged_optimizer_state).description), false});
     b.device_total += paged;
     notes.emplace_back("the paged optimizer's state is in unified memory: resident on the GPU while it fits, "
                        "paged out to the host when the GPU runs short (slower steps, not an OOM)");
@@ -810,15 +785,15 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
   const Precision p = detail::precision_of(w);
   std::vector<std::string> notes;
   Acc base;
-  base.id = "load";
-  base.add("weights", detail::weight_bytes(m, w, p.param));
+  base.id = PhaseId::load;
+  base.add(ComponentId::weights, detail::weight_bytes(m, w, p.param));
   const std::uint64_t adapters = lora_params(m, w);
-  if (adapters) base.add("lora_adapters", Bytes{mul(adapters, w.lora.half_adapters ? 2 : 4)});
-  base.add("cublas_workspace", kCublasWorkspace);
+  if (adapters) base.add(ComponentId::lora_adapters, Bytes{mul(adapters, w.lora.half_adapters ? 2 : 4)});
+  base.add(ComponentId::cublas_workspace, kCublasWorkspace);
   if (p.quantized) {
     // bitsandbytes / GPTQ kernels dequantize one linear's weight to 16 bits per matmul
     // (bitsandbytes MatMul4Bit: F.dequantize_4bit(B).to(A.dtype)), in forward and backward.
-    base.add("temporaries", detail::dequant_buffer(m));
+    base.add(ComponentId::temporaries, detail::dequant_buffer(m));
     notes.emplace_back("quantized weights: packed sizes follow the formats (block scales included); the "
                        "kernels' own buffers beyond one dequantized weight are not measured");
     if (spec::scheme_of(w).method == spec::QuantMethod::gguf)

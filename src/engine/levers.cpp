@@ -22,14 +22,13 @@
 
 #include <algorithm>
 
+#include "checked.hpp"
+
 namespace vramfit::engine::detail {
 
 namespace {
 
 constexpr std::uint64_t kFp32 = 4;
-
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b); }
-std::uint64_t mul(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return checked_mul(checked_mul(a, b), c); }
 
 bool fsdp(spec::Sharding s) { return s == spec::Sharding::fsdp || s == spec::Sharding::fsdp_grad_op; }
 

@@ -1040,21 +1040,21 @@ Breakdown breakdown_of(const Result& r, const Settings& s) {
   const std::size_t i = binding_gpu(r, s);
   const DeviceBuffers& g = r.gpus.at(i);
   Breakdown b;
-  b.components.push_back({"weights", g.model,
+  b.components.push_back({ComponentId::weights, g.model,
                           fmt::format("{} model buffer: {} of {} layers' weights", g.name, g.layers, r.offloadable - 1) +
                               (r.output_gpu == static_cast<int>(i) ? " and the output layer" : ""),
                           true});
   if (g.mmproj.value() > 0)
-    b.components.push_back({"mmproj", g.mmproj, fmt::format("{} multimodal projector (--mmproj, mtmd's clip buffer)", g.name),
+    b.components.push_back({ComponentId::mmproj, g.mmproj, fmt::format("{} multimodal projector (--mmproj, mtmd's clip buffer)", g.name),
                             true});
-  b.components.push_back({"kv_cache", g.kv, fmt::format("{} KV buffer: {} cells", g.name, r.n_ctx), true});
-  b.components.push_back({"compute_buffer", g.compute, fmt::format("{} compute buffer (graph allocator)", g.name), true});
-  b.components.push_back({"cuda_context", s.gpu_reserve, "CUDA context, cuBLAS and kernels outside the buffers", false});
+  b.components.push_back({ComponentId::kv_cache, g.kv, fmt::format("{} KV buffer: {} cells", g.name, r.n_ctx), true});
+  b.components.push_back({ComponentId::compute_buffer, g.compute, fmt::format("{} compute buffer (graph allocator)", g.name), true});
+  b.components.push_back({ComponentId::cuda_context, s.gpu_reserve, "CUDA context, cuBLAS and kernels outside the buffers", false});
   b.peak_allocated = g.total();
   b.cuda_context = s.gpu_reserve;
   b.device_total = b.peak_allocated + s.gpu_reserve;
-  b.phases = {{"load", g.model + g.mmproj}, {"decode", g.total()}};
-  b.peak_phase = "decode";
+  b.phases = {{PhaseId::load, g.model + g.mmproj}, {PhaseId::decode, g.total()}};
+  b.peak_phase = PhaseId::decode;
   for (std::size_t k = 0; k < r.gpus.size(); ++k)
     if (k != i)
       b.notes.push_back(fmt::format("{}: model {} + KV {} + compute {} bytes", r.gpus[k].name,

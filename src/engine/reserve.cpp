@@ -58,13 +58,11 @@ using spec::Workload;
 // `peak` is the phase the reserve is computed for.
 Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& phases, Bytes resident) {
   const Bytes transient = Bytes::saturating_sub(peak.total(), resident);
-  const bool after_backward = peak.id == "backward_end" || peak.id == "backward_last_layer" ||
-                              peak.id == "optimizer_step";
+  const bool after_backward = peak.id == PhaseId::backward_end || peak.id == PhaseId::backward_last_layer ||
+                              peak.id == PhaseId::optimizer_step;
   if (!w.trains() && w.expandable_segments) return Bytes{20ULL << 20};  // one 20 MiB page of the large pool
   if (w.trains() && !after_backward && w.sharding == spec::Sharding::none) {
-    Bytes logits;
-    for (const auto& [k, v] : peak.parts)
-      if (k == "logits") logits += v;
+    const Bytes logits = peak.part(ComponentId::logits);
     const Bytes rest = Bytes::saturating_sub(transient, logits);
     struct Pair {
       std::uint64_t logits, rest;
@@ -84,10 +82,8 @@ Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& ph
     // shared/truth forward, median |device error| 4.60 -> 3.94 %, under by > 5 % 18.4 -> 7.9 %.
     Bytes layers;
     for (const auto& ph : phases)
-      if (ph.id != "forward_logits") layers = std::max(layers, Bytes::saturating_sub(ph.total(), resident));
-    Bytes logits;
-    for (const auto& [k, v] : peak.parts)
-      if (k == "logits") logits += v;
+      if (ph.id != PhaseId::forward_logits) layers = std::max(layers, Bytes::saturating_sub(ph.total(), resident));
+    const Bytes logits = peak.part(ComponentId::logits);
     return (layers + Bytes{logits.value() / 1000 * 300}).round_up(kSegmentRound);
   }
   std::uint64_t permille = 70;
@@ -105,11 +101,8 @@ Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& ph
   Bytes basis = transient;
   if (w.trains() && after_backward) {
     for (const auto& ph : phases)
-      if (ph.id == "backward_start") {
-        basis = Bytes{};
-        for (const auto& [k, v] : ph.parts)
-          if (k == "activations" || k == "autocast_cache" || k == "logits") basis += v;
-      }
+      if (ph.id == PhaseId::backward_start)
+        basis = ph.part(ComponentId::activations) + ph.part(ComponentId::autocast_cache) + ph.part(ComponentId::logits);
     permille = 750;
   }
   // expandable_segments:True for sharded training and the phases after backward:
@@ -119,14 +112,7 @@ Bytes reserve_for(const Workload& w, const Acc& peak, const std::vector<Acc>& ph
   return Bytes{basis.value() / 1000 * permille}.round_up(kSegmentRound);
 }
 
-Bytes part_of(const Acc& ph, std::string_view id) {
-  Bytes b;
-  for (const auto& [k, v] : ph.parts)
-    if (k == id) b += v;
-  return b;
-}
-
-const Acc* phase_of(const std::vector<Acc>& phases, std::string_view id) {
+const Acc* phase_of(const std::vector<Acc>& phases, PhaseId id) {
   for (const auto& ph : phases)
     if (ph.id == id) return &ph;
   return nullptr;
@@ -235,8 +221,8 @@ CachingAllocator::Handle replay_layers(CachingAllocator& a, const LayerSizes& z,
 // the cache by the same number of tokens (stride 1 to 16 changed the replayed reserve of the
 // gpt2-medium case by under 1 %).
 std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
-  const Acc* prefill = phase_of(phases, "prefill");
-  const Acc* decode = phase_of(phases, "decode");
+  const Acc* prefill = phase_of(phases, PhaseId::prefill);
+  const Acc* decode = phase_of(phases, PhaseId::decode);
   // Quantized caches dequantize instead of concatenating (not this sequence); MoE layers route
   // tokens through experts (not this MLP).
   if (prefill == nullptr || decode == nullptr || (w.kv_cache && !is_float_compute(*w.kv_cache)) ||
@@ -248,12 +234,12 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
   if (layers > kMaxLayers) return std::nullopt;
   const std::uint64_t total = std::max<std::uint64_t>(checked_add(w.seq, w.new_tokens), 1);
   // One layer's keys (or values) at the end; a cache position's share of it.
-  const std::uint64_t layer_end = part_of(*decode, "kv_cache").value() / (2 * layers);
+  const std::uint64_t layer_end = decode->part(ComponentId::kv_cache).value() / (2 * layers);
   const auto kv_at = [&](std::uint64_t positions) {
     return layer_end / total * positions + layer_end % total * positions / total;
   };
   const std::uint64_t kv = kv_at(w.seq);
-  const std::uint64_t logits = part_of(*decode, "logits").value();
+  const std::uint64_t logits = decode->part(ComponentId::logits).value();
   const LayerSizes sizes{tokens_bytes(w, m.hidden_size), tokens_bytes(w, checked_mul(m.num_heads, m.head_dim)), kv,
                          tokens_bytes(w, m.intermediate_size)};
   // The allocator model rounds sizes up to 2 MiB: keep them far from 2^64.
@@ -308,7 +294,7 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
 // ckpt 9776 MiB measured / 10028 replayed, qwen2.5-7b bf16 b4 s2048 ckpt 17052 / 16874,
 // qwen2.5-0.5b fp32-amp b4 s1024 2981 / 3098, gpt2-medium fp32-amp b16 s1024 ckpt 3477 / 2793.
 std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
-  const Acc* step = phase_of(phases, "optimizer_step");
+  const Acc* step = phase_of(phases, PhaseId::optimizer_step);
   if (w.mode != Mode::train || step == nullptr || w.activation_offload || w.optimizer_in_backward ||
       w.grad_accum > 1 || w.checkpoint_selective || w.checkpoint_every > 1 || m.intermediate_size == 0 ||
       m.params == 0 || std::any_of(m.layers.begin(), m.layers.end(), [](const auto& g) { return g.moe; }))
@@ -327,9 +313,9 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
   const std::uint64_t logits32 = checked_mul(checked_mul(tokens, m.vocab_size), 4);
   // Bytes per parameter of a gradient, of the optimizer state and of the step's temporaries, as the
   // engine counts them (engine/optimizers.cpp); per parameter tensor below.
-  const std::uint64_t grad_bytes = part_of(*step, "gradients").value() / m.params;
-  const std::uint64_t state_bytes = part_of(*step, "optimizer_state").value() / m.params;
-  const std::uint64_t temp_bytes = part_of(*step, "optimizer_step").value() / m.params;
+  const std::uint64_t grad_bytes = step->part(ComponentId::gradients).value() / m.params;
+  const std::uint64_t state_bytes = step->part(ComponentId::optimizer_state).value() / m.params;
+  const std::uint64_t temp_bytes = step->part(ComponentId::optimizer_step).value() / m.params;
   constexpr std::uint64_t kMaxBlock = 1ULL << 60;
   if (std::max({hidden, q, inter, logits32, checked_mul(m.embedding_params, 8)}) > kMaxBlock) return std::nullopt;
 

@@ -226,7 +226,62 @@ namespace {
 constexpr std::uint64_t kGraphPerLayerV0 = 402653;  // 0.384 MiB
 constexpr std::uint64_t kGraphPerLayer = 180344;    // 0.172 MiB
 
+std::uint64_t round_up(std::uint64_t v, std::uint64_t m) { return cdiv(v, m) * m; }
+
+// What vLLM's MXFP4 MoE layer holds on one GPU beyond the checkpoint's packing that
+// detail::weight_bytes counts (4-bit values, one E8M0 scale per 32, bf16 biases), per
+// Mxfp4MoEMethod (vllm/model_executor/layers/quantization/mxfp4.py, create_weights and
+// process_weights_after_loading). FusedMoE holds w13 [E, 2 I, H / 2] and w2 [E, H, I / 2] with
+// their scales [E, 2 I, H / 32], [E, H, I / 32] and biases [E, 2 I], [E, H] (I per TP rank):
+//  - Marlin pads I to 128 and H to 256 (its n % 256 and k % 128 rules), biases bf16;
+//  - FlashInfer on SM100 pads both to 256 and keeps the biases in fp32;
+//  - Triton (triton_kernels' matmul_ogs) pads I to 64, makes the biases fp32, and swizzles the
+//    scales into a new tensor (HopperMXScaleLayout: rows padded to 2 x num_warps(8) x 2 x 8 = 256,
+//    columns to 2) held by its PrecisionConfig, while the layer keeps its w13/w2_weight_scale:
+//    the scales are held twice. gpt-oss-20b on an H100 (vLLM 0.14, "Model loading took 13.47
+//    GiB"): 12.83 GiB of checkpoint + 0.58 GiB of swizzled scales + 0.01 GiB of fp32 biases.
+std::uint64_t mxfp4_expert_extra(const spec::ModelSpec& m, const Settings& s, std::uint64_t tp) {
+  if (m.moe.num_experts == 0 || m.moe.expert_intermediate == 0) return 0;
+  const spec::Quantization q = spec::scheme_of(s.weights);
+  if (q.method != spec::QuantMethod::mxfp4) return 0;
+  const Mxfp4Backend be = mxfp4_backend(s.compute_capability, s.flashinfer);
+  const std::uint64_t E = m.moe.num_experts;
+  const std::uint64_t I0 = cdiv(m.moe.expert_intermediate, tp), H0 = m.hidden_size;
+  const std::uint64_t I = round_up(I0, be == Mxfp4Backend::marlin ? 128 : be == Mxfp4Backend::triton ? 64 : 256);
+  const std::uint64_t H = be == Mxfp4Backend::triton ? H0 : round_up(H0, 256);
+  const std::uint64_t bias = be == Mxfp4Backend::marlin ? 2 : 4;
+  // vLLM's layout of one layer's experts...
+  std::uint64_t held = checked_mul(E, checked_mul(3 * I, H) / 2 + checked_mul(3 * I, cdiv(H, 32)) +
+                                          checked_mul(2 * I + H, bias));
+  if (be == Mxfp4Backend::triton)
+    held = checked_add(held, checked_mul(E, checked_mul(round_up(2 * I, 256), round_up(cdiv(H, 32), 2)) +
+                                                checked_mul(round_up(H, 256), round_up(cdiv(I, 32), 2))));
+  // ...less what weight_bytes counted for it: the experts' linears of one MoE layer, over TP.
+  std::uint64_t counted = 0, moe_layers = 0;
+  for (const auto& g : m.layers) {
+    if (!g.moe) continue;
+    std::uint64_t one = 0;
+    for (const auto& l : g.linears)
+      if (l.expert && !detail::skipped(l, q)) one = checked_add(one, detail::quantized_linear_bytes(l, q).value());
+    if (one == 0) continue;
+    counted = checked_add(counted, checked_mul(cdiv(one, tp), g.count));
+    moe_layers = checked_add(moe_layers, g.count);
+  }
+  if (moe_layers == 0) return 0;
+  const std::uint64_t vllm_bytes = checked_mul(held, moe_layers);
+  return vllm_bytes > counted ? vllm_bytes - counted : 0;
+}
+
 }  // namespace
+
+Mxfp4Backend mxfp4_backend(unsigned cc, bool flashinfer) {
+  // SM100 family with FlashInfer: its TRT-LLM kernels; Hopper (the FlashInfer SM90 path is off
+  // unless VLLM_USE_FLASHINFER_MOE_MXFP4_BF16 is set) and SM100 without it: triton_kernels,
+  // "confirmed to work on SM90 and SM100" (9.0 <= cc < 11.0); anything else: Marlin.
+  if (cc >= 100 && cc < 110 && flashinfer) return Mxfp4Backend::flashinfer_sm100;
+  if (cc >= 90 && cc < 110) return Mxfp4Backend::triton;
+  return Mxfp4Backend::marlin;
+}
 
 CudaGraphs cuda_graphs(const spec::ModelSpec& m, const Settings& s) {
   CudaGraphs g;
@@ -332,6 +387,8 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     // logs "Model loading took 14.9888 GiB" for 14.9575 GiB of parameters.
     if (!m.learned_positions)
       r.weights += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), 2)};
+    // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
+    r.weights += Bytes{cdiv(mxfp4_expert_extra(m, s, tp), pp)};
   }
 
   // --- the profile run's activation peak (torch_peak_increase) ---
@@ -457,25 +514,25 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
 Breakdown breakdown_of(const Result& r) {
   Breakdown b;
   const Bytes kv = r.max_model_len_fits ? r.kv_cache : r.kv_for_max_model_len;
-  b.components.push_back({"weights", r.weights, "weights on this GPU (\"Model loading took\")", true});
-  b.components.push_back({"activations", r.activation_peak, "profile run's peak at max_num_batched_tokens", true});
+  b.components.push_back({ComponentId::weights, r.weights, "weights on this GPU (\"Model loading took\")", true});
+  b.components.push_back({ComponentId::activations, r.activation_peak, "profile run's peak at max_num_batched_tokens", true});
   b.components.push_back(
-      {"kv_cache", kv,
+      {ComponentId::kv_cache, kv,
        r.max_model_len_fits
            ? fmt::format("{} KV blocks ({} tokens)", r.num_gpu_blocks, r.kv_cache_tokens)
            : fmt::format("the KV blocks one request of {} tokens needs (the budget leaves {} tokens)", r.max_model_len,
                          r.kv_cache_tokens),
        true});
   const Bytes inside = r.graphs.in_budget ? r.non_torch + r.cuda_graphs : r.non_torch;
-  b.components.push_back({"cuda_context", inside,
+  b.components.push_back({ComponentId::cuda_context, inside,
                           r.graphs.in_budget ? "non-torch memory (cuBLAS, NCCL) and the CUDA graphs inside the budget"
                                              : "non-torch memory (cuBLAS, NCCL) inside the budget",
                           false});
   b.peak_allocated = r.weights + r.activation_peak + kv;
   b.cuda_context = inside;
   b.device_total = b.peak_allocated + inside;
-  b.phases = {{"load", r.weights}, {"profile", r.weights + r.activation_peak}, {"serve", b.peak_allocated}};
-  b.peak_phase = "serve";
+  b.phases = {{PhaseId::load, r.weights}, {PhaseId::profile, r.weights + r.activation_peak}, {PhaseId::serve, b.peak_allocated}};
+  b.peak_phase = PhaseId::serve;
   b.notes = r.notes;
   const std::string graphs = fmt::format("{} piecewise + {} FULL CUDA graphs ({} MiB)", r.graphs.piecewise,
                                          r.graphs.full, r.cuda_graphs.value() >> 20);

@@ -183,14 +183,15 @@ std::string estimate_text(const EstimateReport& r) {
   for (const auto& c : b.components) {
     // Empty parts (no KV cache in training, ...) stay in the JSON but would only clutter the table.
     if (!c.in_peak_allocated || c.bytes.value() == 0) continue;
-    rows.push_back({c.id, format_bytes(c.bytes), format_share(c.bytes, b.peak_allocated), c.description});
+    rows.push_back({std::string(to_string(c.id)), format_bytes(c.bytes), format_share(c.bytes, b.peak_allocated),
+                    c.description});
   }
-  const std::string at = b.peak_phase.empty() ? std::string() : "at " + b.peak_phase;
+  const std::string at = b.peak_phase ? "at " + std::string(to_string(*b.peak_phase)) : std::string();
   rows.push_back({"peak allocated", format_bytes(b.peak_allocated),
                   format_share(b.peak_allocated, b.peak_allocated), at});
   for (const auto& c : b.components) {
     if (c.in_peak_allocated) continue;
-    rows.push_back({c.id, format_bytes(c.bytes), "-", c.description});
+    rows.push_back({std::string(to_string(c.id)), format_bytes(c.bytes), "-", c.description});
   }
   rows.push_back({"device total", format_bytes(b.device_total), "", "what the GPU must have"});
   if (b.upper_permille != 0) rows.push_back({"upper bound", format_bytes(b.upper()), "", upper_words(b)});
@@ -335,7 +336,7 @@ ojson estimate_json(const EstimateReport& r) {
   ojson components = ojson::array();
   for (const auto& c : b.components) {
     ojson o;
-    o["id"] = c.id;
+    o["id"] = std::string(to_string(c.id));
     o["bytes"] = c.bytes.value();
     o["description"] = c.description;
     o["in_peak_allocated"] = c.in_peak_allocated;
@@ -345,12 +346,12 @@ ojson estimate_json(const EstimateReport& r) {
   ojson phases = ojson::array();
   for (const auto& p : b.phases) {
     ojson o;
-    o["id"] = p.id;
+    o["id"] = std::string(to_string(p.id));
     o["bytes"] = p.allocated.value();
     phases.push_back(o);
   }
   j["phases"] = phases;
-  j["peak_phase"] = b.peak_phase;
+  j["peak_phase"] = b.peak_phase ? std::string(to_string(*b.peak_phase)) : std::string();
   j["peak_allocated_bytes"] = b.peak_allocated.value();
   j["device_total_bytes"] = b.device_total.value();
   j["device_total_upper_bytes"] = b.upper().value();

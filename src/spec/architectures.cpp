@@ -151,7 +151,8 @@ constexpr Architecture kArchitectures[] = {
     {.model_type = "falcon", .layout = L::falcon, .family = "falcon", .source = "falcon/modeling_falcon.py",
      .tied_default = true, .max_positions_default = 2048, .qkv_bias = {"bias"}, .o_bias = {"bias"},
      .mlp_width = W::ffn_hidden_size, .mlp_bias = {"bias"}, .activation = A::gelu, .activation_key = "activation",
-     .norm = N::layer, .dropout = {.hidden = "hidden_dropout"}, .cache_all_heads = true},
+     .norm = N::layer, .dropout = {.hidden = "hidden_dropout"}, .cache_all_heads = true,
+     .multi_query_math_sdpa = true},
     // OPTConfig: q/k/v/out_proj and fc1/fc2 with biases (enable_bias), ffn_dim, relu, learned
     // positions offset by 2, project_in/out when word_embed_proj_dim != hidden_size, dropout 0.1
     // (OPTDecoderLayer: after attention and fc2), max_position_embeddings 2048.

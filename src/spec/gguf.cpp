@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -28,6 +27,7 @@
 
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/quant.hpp"
 
@@ -88,12 +88,6 @@ constexpr GgufFileType kFileTypes[] = {
     {"IQ4_XS", 30, "IQ4_XS", false}, {"IQ1_M", 31, "IQ1_M", false},     {"BF16", 32, "BF16", true},
     {"TQ1_0", 36, "TQ1_0", false},   {"TQ2_0", 37, "TQ2_0", false},
 };
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
-         });
-}
 
 const GgmlType& type(std::string_view name) {
   const GgmlType* t = ggml_type_by_name(name);
@@ -593,10 +587,10 @@ const GgufTensor* GgufHeader::tensor(std::string_view name) const {
   return nullptr;
 }
 
-GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, std::string_view origin) {
-  Cursor c(prefix, file_size, std::string(origin));
-  GgufHeader h;
+namespace {
 
+/// The magic and the version: little-endian GGUF 2 or 3.
+void read_magic_and_version(Cursor& c, std::string_view prefix, std::uint64_t file_size, GgufHeader& h) {
   if (std::min<std::uint64_t>(prefix.size(), file_size) < 4)
     c.fail(fmt::format("too short for a GGUF file ({} bytes)",
                        std::min<std::uint64_t>(prefix.size(), file_size)),
@@ -618,116 +612,106 @@ GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, s
   if (h.version != 2 && h.version != 3)
     c.fail(fmt::format("GGUF version {} is not supported (only versions 2 and 3)", h.version),
            "check the file, or convert the model with a current llama.cpp");
+}
 
-  const std::uint64_t n_tensors = c.u64("the tensor count");
-  const std::uint64_t n_kv = c.u64("the metadata count");
-  if (n_tensors > c.left_in_file() / kMinTensorInfo)
-    c.fail(fmt::format("the header declares {} tensor{}, more than the file's {} bytes can describe",
-                       n_tensors, n_tensors == 1 ? "" : "s", file_size),
+/// An array value's element type, length and elements (strings kept up to kGgufKeptStrings).
+void read_array(Cursor& c, const std::string& key, const std::string& what, std::uint64_t file_size, GgufValue& v) {
+  const std::uint32_t et = c.u32(what);
+  if (et > static_cast<std::uint32_t>(GgufType::f64) || et == static_cast<std::uint32_t>(GgufType::array))
+    c.fail(fmt::format("metadata '{}' is an array of {}, which GGUF does not allow", shown(key),
+                       et == static_cast<std::uint32_t>(GgufType::array) ? std::string("arrays")
+                                                                         : fmt::format("type {}", et)),
            std::string(kFixDamaged));
-  if (n_kv > c.left_in_file() / kMinKv)
-    c.fail(fmt::format("the header declares {} metadata entr{}, more than the file's {} bytes can hold", n_kv,
-                       n_kv == 1 ? "y" : "ies", file_size),
+  v.array_type = static_cast<GgufType>(et);
+  v.array_length = c.u64(what);
+  const std::uint64_t elem = v.array_type == GgufType::string ? 8 : scalar_size(v.array_type);
+  if (v.array_length > c.left_in_file() / elem)
+    c.fail(fmt::format("metadata '{}' declares {} elements, more than the file's {} bytes can hold", shown(key),
+                       v.array_length, file_size),
            std::string(kFixDamaged));
+  if (v.array_type == GgufType::string) {
+    const bool keep = v.array_length <= kGgufKeptStrings;
+    for (std::uint64_t e = 0; e < v.array_length; ++e) {
+      std::string s = c.str(what);
+      if (keep) v.array_strings.push_back(std::move(s));
+    }
+  } else {
+    c.skip(v.array_length * elem, what);
+  }
+}
 
-  // --- metadata ------------------------------------------------------------------------
+/// The `n_kv` metadata entries, each key once.
+void read_metadata(Cursor& c, std::uint64_t n_kv, std::uint64_t file_size, GgufHeader& h) {
   for (std::uint64_t k = 0; k < n_kv; ++k) {
     const std::string key = c.str(fmt::format("the key of metadata entry {}", k), kMaxKey);
     const std::string what = fmt::format("the value of '{}'", shown(key));
     GgufValue v;
     const std::uint32_t vt = c.u32(what);
     if (vt > static_cast<std::uint32_t>(GgufType::f64))
-      c.fail(fmt::format("metadata '{}' has unknown value type {}", shown(key), vt),
-             std::string(kFixDamaged));
+      c.fail(fmt::format("metadata '{}' has unknown value type {}", shown(key), vt), std::string(kFixDamaged));
     v.type = static_cast<GgufType>(vt);
     if (v.type == GgufType::string) {
       v.str = c.str(what);
     } else if (v.type == GgufType::array) {
-      const std::uint32_t et = c.u32(what);
-      if (et > static_cast<std::uint32_t>(GgufType::f64) || et == static_cast<std::uint32_t>(GgufType::array))
-        c.fail(fmt::format("metadata '{}' is an array of {}, which GGUF does not allow", shown(key),
-                           et == static_cast<std::uint32_t>(GgufType::array) ? std::string("arrays")
-                                                                             : fmt::format("type {}", et)),
-               std::string(kFixDamaged));
-      v.array_type = static_cast<GgufType>(et);
-      v.array_length = c.u64(what);
-      const std::uint64_t elem = v.array_type == GgufType::string ? 8 : scalar_size(v.array_type);
-      if (v.array_length > c.left_in_file() / elem)
-        c.fail(fmt::format("metadata '{}' declares {} elements, more than the file's {} bytes can hold",
-                           shown(key), v.array_length, file_size),
-               std::string(kFixDamaged));
-      if (v.array_type == GgufType::string) {
-        const bool keep = v.array_length <= kGgufKeptStrings;
-        for (std::uint64_t e = 0; e < v.array_length; ++e) {
-          std::string s = c.str(what);
-          if (keep) v.array_strings.push_back(std::move(s));
-        }
-      } else {
-        c.skip(v.array_length * elem, what);
-      }
+      read_array(c, key, what, file_size, v);
     } else {
       read_scalar(c, v.type, v, what);
     }
     if (!h.metadata.emplace(key, std::move(v)).second)
       c.fail(fmt::format("metadata key '{}' appears twice", shown(key)), std::string(kFixDamaged));
   }
-
   if (const GgufValue* a = h.find("general.alignment")) {
     const auto al = a->as_uint();
     if (!al || *al == 0 || (*al & (*al - 1)) != 0 || *al > (1ULL << 30))
-      c.fail(fmt::format("general.alignment is {}, not a power of two", describe(*a)),
-             std::string(kFixDamaged));
+      c.fail(fmt::format("general.alignment is {}, not a power of two", describe(*a)), std::string(kFixDamaged));
     h.alignment = *al;
   }
+}
 
-  // --- tensor infos --------------------------------------------------------------------
-  std::set<std::string, std::less<>> names;
-  h.tensors.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n_tensors, 1 << 16)));
-  for (std::uint64_t k = 0; k < n_tensors; ++k) {
-    GgufTensor t;
-    t.name = c.str(fmt::format("the name of tensor {}", k), kMaxName - 1);
-    const std::string label = fmt::format("tensor '{}'", shown(t.name));
-    const std::uint32_t n_dims = c.u32(label);
-    if (n_dims > kMaxDims)
-      c.fail(fmt::format("{} has {} dimensions; ggml allows at most {}", label, n_dims, kMaxDims),
+/// Tensor info `k`: name, dimensions, ggml type, size and offset, checked as ggml does.
+GgufTensor read_tensor_info(Cursor& c, std::uint64_t k, std::uint64_t alignment, std::string_view origin) {
+  GgufTensor t;
+  t.name = c.str(fmt::format("the name of tensor {}", k), kMaxName - 1);
+  const std::string label = fmt::format("tensor '{}'", shown(t.name));
+  const std::uint32_t n_dims = c.u32(label);
+  if (n_dims > kMaxDims)
+    c.fail(fmt::format("{} has {} dimensions; ggml allows at most {}", label, n_dims, kMaxDims),
+           std::string(kFixDamaged));
+  std::uint64_t elements = 1;
+  for (std::uint32_t d = 0; d < n_dims; ++d) {
+    const std::uint64_t ne = c.u64(label);
+    // ggml keeps sizes in int64_t: each dimension and their product must fit.
+    if (ne > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+        (ne != 0 && elements > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / ne))
+      c.fail(fmt::format("{} has absurd dimensions: its element count overflows 63 bits", label),
              std::string(kFixDamaged));
-    std::uint64_t elements = 1;
-    for (std::uint32_t d = 0; d < n_dims; ++d) {
-      const std::uint64_t ne = c.u64(label);
-      // ggml keeps sizes in int64_t: each dimension and their product must fit.
-      if (ne > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
-          (ne != 0 && elements > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / ne))
-        c.fail(fmt::format("{} has absurd dimensions: its element count overflows 63 bits", label),
-               std::string(kFixDamaged));
-      elements *= ne;
-      t.ne.push_back(ne);
-    }
-    const std::uint32_t id = c.u32(label);
-    t.type = ggml_type_by_id(id);
-    if (t.type == nullptr)
-      c.fail(fmt::format("{} has unknown ggml type id {}", label, id),
-             "the file uses a type this vramfit does not know, or is damaged");
-    const std::uint64_t row = t.ne.empty() ? 1 : t.ne[0];
-    if (row % t.type->block_size != 0)
-      c.fail(fmt::format("{}: a row of {} elements is not a multiple of {}'s block of {}", label, row,
-                         t.type->name, t.type->block_size),
-             std::string(kFixDamaged));
-    try {
-      t.bytes = ggml_tensor_bytes(*t.type, t.ne, origin);
-    } catch (const InputError&) {  // 2^63 elements of 8 bytes
-      c.fail(fmt::format("{} has absurd dimensions: its size overflows 64 bits", label),
-             std::string(kFixDamaged));
-    }
-    t.offset = c.u64(label);
-    if (t.offset % h.alignment != 0)
-      c.fail(fmt::format("{} starts at offset {}, not a multiple of the alignment {}", label, t.offset,
-                         h.alignment),
-             std::string(kFixDamaged));
-    if (!names.insert(t.name).second)
-      c.fail(fmt::format("{} appears twice", label), std::string(kFixDamaged));
-    h.tensors.push_back(std::move(t));
+    elements *= ne;
+    t.ne.push_back(ne);
   }
+  const std::uint32_t id = c.u32(label);
+  t.type = ggml_type_by_id(id);
+  if (t.type == nullptr)
+    c.fail(fmt::format("{} has unknown ggml type id {}", label, id),
+           "the file uses a type this vramfit does not know, or is damaged");
+  const std::uint64_t row = t.ne.empty() ? 1 : t.ne[0];
+  if (row % t.type->block_size != 0)
+    c.fail(fmt::format("{}: a row of {} elements is not a multiple of {}'s block of {}", label, row, t.type->name,
+                       t.type->block_size),
+           std::string(kFixDamaged));
+  try {
+    t.bytes = ggml_tensor_bytes(*t.type, t.ne, origin);
+  } catch (const InputError&) {  // 2^63 elements of 8 bytes
+    c.fail(fmt::format("{} has absurd dimensions: its size overflows 64 bits", label), std::string(kFixDamaged));
+  }
+  t.offset = c.u64(label);
+  if (t.offset % alignment != 0)
+    c.fail(fmt::format("{} starts at offset {}, not a multiple of the alignment {}", label, t.offset, alignment),
+           std::string(kFixDamaged));
+  return t;
+}
 
+/// The tensors lie one after the other in the data section, which ends within the file.
+void check_tensor_layout(const Cursor& c, std::uint64_t file_size, GgufHeader& h) {
   // llama.cpp's loader (ggml/src/gguf.cpp, gguf_init_from_file_impl) requires each tensor to start
   // where the one before it ends, padded to the alignment ("tensor '%s' has offset %lu, expected
   // %zu"): tensors that overlap, or leave gaps, are refused there, so they are here.
@@ -756,148 +740,194 @@ GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, s
                       shown(t.name), t.bytes, t.offset, h.data_start, file_size),
           std::string(kFixDamaged));
   }
+}
+
+}  // namespace
+
+GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, std::string_view origin) {
+  Cursor c(prefix, file_size, std::string(origin));
+  GgufHeader h;
+  read_magic_and_version(c, prefix, file_size, h);
+
+  const std::uint64_t n_tensors = c.u64("the tensor count");
+  const std::uint64_t n_kv = c.u64("the metadata count");
+  if (n_tensors > c.left_in_file() / kMinTensorInfo)
+    c.fail(fmt::format("the header declares {} tensor{}, more than the file's {} bytes can describe",
+                       n_tensors, n_tensors == 1 ? "" : "s", file_size),
+           std::string(kFixDamaged));
+  if (n_kv > c.left_in_file() / kMinKv)
+    c.fail(fmt::format("the header declares {} metadata entr{}, more than the file's {} bytes can hold", n_kv,
+                       n_kv == 1 ? "y" : "ies", file_size),
+           std::string(kFixDamaged));
+
+  // --- metadata ------------------------------------------------------------------------
+  read_metadata(c, n_kv, file_size, h);
+
+  // --- tensor infos --------------------------------------------------------------------
+  std::set<std::string, std::less<>> names;
+  h.tensors.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n_tensors, 1 << 16)));
+  for (std::uint64_t k = 0; k < n_tensors; ++k) {
+    GgufTensor t = read_tensor_info(c, k, h.alignment, origin);
+    if (!names.insert(t.name).second)
+      c.fail(fmt::format("tensor '{}' appears twice", shown(t.name)), std::string(kFixDamaged));
+    h.tensors.push_back(std::move(t));
+  }
+
+  // --- where the data lies ---------------------------------------------------------------
+  check_tensor_layout(c, file_size, h);
   return h;
 }
 
 std::span<const std::string_view> gguf_architectures() noexcept { return kArchNames; }
 
-ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
-  const std::string org(origin);
-  const std::string fix_missing = "the file was not written by llama.cpp's converter, or is damaged";
+namespace {
 
+constexpr std::string_view kFixMissing = "the file was not written by llama.cpp's converter, or is damaged";
+
+/// The row of the file's general.architecture; throws naming the supported ones.
+const ArchRow& arch_row(const GgufHeader& h, const std::string& org) {
   const GgufValue* archv = h.find("general.architecture");
   if (archv == nullptr || archv->type != GgufType::string)
     throw InputError(
         org + ": general.architecture",
         archv == nullptr ? "missing" : fmt::format("expected a string, got {}", describe(*archv)),
-        fix_missing);
-  const std::string arch = archv->str;
+        std::string(kFixMissing));
   const ArchRow* row = nullptr;
   for (const ArchRow& r : kArchs)
-    if (r.arch == arch) row = &r;
-  if (row == nullptr) {
-    std::string known;
-    for (const ArchRow& r : kArchs) known += (known.empty() ? "" : ", ") + std::string(r.arch);
+    if (r.arch == archv->str) row = &r;
+  if (row == nullptr)
     throw InputError(org + ": general.architecture",
-                     fmt::format("architecture '{}' is not supported", shown(arch)),
-                     "supported: " + known + "; or give the model's config.json");
-  }
+                     fmt::format("architecture '{}' is not supported", shown(archv->str)),
+                     "supported: " + joined({kArchNames.begin(), kArchNames.end()}) +
+                         "; or give the model's config.json");
+  return *row;
+}
 
-  Diagnostics diags;
-  const auto key = [&](std::string_view suffix) { return arch + "." + std::string(suffix); };
-  const auto uint_of = [&](const std::string& k) -> std::optional<std::uint64_t> {
+/// The metadata of one architecture ("llama.block_count"), each problem collected in `diags`.
+struct ArchKeys {
+  const GgufHeader& h;
+  const std::string& org;
+  std::string arch;
+  Diagnostics& diags;
+
+  [[nodiscard]] std::string key(std::string_view suffix) const { return arch + "." + std::string(suffix); }
+  std::optional<std::uint64_t> uint_of(const std::string& k) const {
     const GgufValue* v = h.find(k);
     if (v == nullptr) return std::nullopt;
     if (const auto u = v->as_uint()) return u;
     diags.add(org + ": " + k, fmt::format("expected a non-negative integer, got {}", describe(*v)),
-              fix_missing);
+              std::string(kFixMissing));
     return std::nullopt;
-  };
-  const auto required = [&](const std::string& k) -> std::uint64_t {
+  }
+  std::uint64_t required(const std::string& k) const {
     if (h.find(k) == nullptr) {
-      diags.add(org + ": " + k, "missing: the model's size cannot be worked out without it", fix_missing);
+      diags.add(org + ": " + k, "missing: the model's size cannot be worked out without it", std::string(kFixMissing));
       return 0;
     }
     return uint_of(k).value_or(0);
-  };
-  const auto real_of = [&](const std::string& k) -> std::optional<double> {
+  }
+  std::optional<double> real_of(const std::string& k) const {
     const GgufValue* v = h.find(k);
     if (v == nullptr) return std::nullopt;
     if (v->type == GgufType::f32 || v->type == GgufType::f64) return v->real;
-    diags.add(org + ": " + k, fmt::format("expected a number, got {}", describe(*v)), fix_missing);
+    diags.add(org + ": " + k, fmt::format("expected a number, got {}", describe(*v)), std::string(kFixMissing));
     return std::nullopt;
-  };
-  const auto has = [&](std::string_view tensor) { return h.tensor(tensor) != nullptr; };
+  }
+  [[nodiscard]] bool has(std::string_view tensor) const { return h.tensor(tensor) != nullptr; }
+};
 
-  nlohmann::json cfg;
-  std::string model_type(row->model_type);
-  const std::uint64_t experts = uint_of(key("expert_count")).value_or(0);
-  if (arch == "llama" && experts > 0) model_type = "mixtral";
-  cfg["model_type"] = model_type;
-  cfg["hidden_size"] = required(key("embedding_length"));
-  cfg["num_hidden_layers"] = required(key("block_count"));
-  const std::uint64_t heads = required(key("attention.head_count"));
+/// The config.json keys of the sizes: layers, widths, heads, context, vocabulary, tied
+/// embeddings, rotary share and sliding window.
+void add_sizes(const ArchKeys& a, nlohmann::json& cfg) {
+  cfg["hidden_size"] = a.required(a.key("embedding_length"));
+  cfg["num_hidden_layers"] = a.required(a.key("block_count"));
+  const std::uint64_t heads = a.required(a.key("attention.head_count"));
   cfg["num_attention_heads"] = heads;
-  if (const auto kv = uint_of(key("attention.head_count_kv"))) cfg["num_key_value_heads"] = *kv;
+  if (const auto kv = a.uint_of(a.key("attention.head_count_kv"))) cfg["num_key_value_heads"] = *kv;
   std::uint64_t head_dim = 0;
-  if (const auto kl = uint_of(key("attention.key_length"))) {
+  if (const auto kl = a.uint_of(a.key("attention.key_length"))) {
     cfg["head_dim"] = *kl;
     head_dim = *kl;
   } else if (heads != 0) {
     head_dim = cfg["hidden_size"].get<std::uint64_t>() / heads;
   }
-  if (const auto ctx = uint_of(key("context_length"))) cfg["max_position_embeddings"] = *ctx;
-  if (const auto ff = uint_of(key("feed_forward_length"))) cfg["intermediate_size"] = *ff;
+  if (const auto ctx = a.uint_of(a.key("context_length"))) cfg["max_position_embeddings"] = *ctx;
+  if (const auto ff = a.uint_of(a.key("feed_forward_length"))) cfg["intermediate_size"] = *ff;
 
   // The vocabulary: the architecture's key, else the tokenizer's list, else the embedding's rows.
-  if (const auto v = uint_of(key("vocab_size"))) {
+  if (const auto v = a.uint_of(a.key("vocab_size"))) {
     cfg["vocab_size"] = *v;
-  } else if (const GgufValue* tokens = h.find("tokenizer.ggml.tokens");
+  } else if (const GgufValue* tokens = a.h.find("tokenizer.ggml.tokens");
              tokens != nullptr && tokens->type == GgufType::array) {
     cfg["vocab_size"] = tokens->array_length;
-  } else if (const GgufTensor* emb = h.tensor("token_embd.weight"); emb != nullptr && emb->ne.size() == 2) {
+  } else if (const GgufTensor* emb = a.h.tensor("token_embd.weight"); emb != nullptr && emb->ne.size() == 2) {
     cfg["vocab_size"] = emb->ne[1];
   } else {
-    diags.add(org + ": " + key("vocab_size"),
-              "missing, and neither tokenizer.ggml.tokens nor token_embd.weight gives the vocabulary",
-              fix_missing);
+    a.diags.add(a.org + ": " + a.key("vocab_size"),
+                "missing, and neither tokenizer.ggml.tokens nor token_embd.weight gives the vocabulary",
+                std::string(kFixMissing));
   }
   // convert_hf_to_gguf.py writes no output.weight when the embeddings are tied.
-  cfg["tie_word_embeddings"] = !has("output.weight");
+  cfg["tie_word_embeddings"] = !a.has("output.weight");
 
-  if (const auto rope = uint_of(key("rope.dimension_count")); rope && head_dim != 0 && *rope < head_dim)
+  if (const auto rope = a.uint_of(a.key("rope.dimension_count")); rope && head_dim != 0 && *rope < head_dim)
     cfg["partial_rotary_factor"] = static_cast<double>(*rope) / static_cast<double>(head_dim);
-  if (const auto sw = uint_of(key("attention.sliding_window"))) cfg["sliding_window"] = *sw;
+  if (const auto sw = a.uint_of(a.key("attention.sliding_window"))) cfg["sliding_window"] = *sw;
+}
 
-  // Biases the converter stored (their presence is the config's flag).
+/// The flags of the model type: biases the converter stored (their presence is the config's
+/// flag), gpt_neox's residual and rotary share, gemma2's soft-capping.
+void add_type_flags(const ArchKeys& a, const std::string& model_type, nlohmann::json& cfg) {
   if (model_type == "llama" || model_type == "mixtral") {
-    cfg["attention_bias"] = has("blk.0.attn_q.bias");
-    cfg["mlp_bias"] = has("blk.0.ffn_up.bias");
+    cfg["attention_bias"] = a.has("blk.0.attn_q.bias");
+    cfg["mlp_bias"] = a.has("blk.0.ffn_up.bias");
   }
-  if (model_type == "starcoder2") cfg["use_bias"] = has("blk.0.attn_q.bias");
+  if (model_type == "starcoder2") cfg["use_bias"] = a.has("blk.0.attn_q.bias");
   if (model_type == "gpt_neox") {
-    cfg["attention_bias"] = has("blk.0.attn_qkv.bias");
-    if (const GgufValue* pr = h.find(key("use_parallel_residual")); pr && pr->type == GgufType::boolean)
+    cfg["attention_bias"] = a.has("blk.0.attn_qkv.bias");
+    if (const GgufValue* pr = a.h.find(a.key("use_parallel_residual")); pr && pr->type == GgufType::boolean)
       cfg["use_parallel_residual"] = pr->uint != 0;
     if (!cfg.contains("partial_rotary_factor")) cfg["rotary_pct"] = 1.0;  // the whole head rotates
   }
   if (model_type == "gemma2") {
-    if (const auto s = real_of(key("final_logit_softcapping"))) cfg["final_logit_softcapping"] = *s;
-    if (const auto s = real_of(key("attn_logit_softcapping"))) cfg["attn_logit_softcapping"] = *s;
+    if (const auto sc = a.real_of(a.key("final_logit_softcapping"))) cfg["final_logit_softcapping"] = *sc;
+    if (const auto sc = a.real_of(a.key("attn_logit_softcapping"))) cfg["attn_logit_softcapping"] = *sc;
   }
+}
 
-  // Mixture of experts.
-  if (experts > 0) {
-    cfg[model_type == "mixtral" ? "num_local_experts" : "num_experts"] = experts;
-    cfg["num_experts_per_tok"] = required(key("expert_used_count"));
-    const auto expert_ff = uint_of(key("expert_feed_forward_length"));
-    if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
-      cfg["moe_intermediate_size"] = required(key("expert_feed_forward_length"));
-      if (const auto s = uint_of(key("expert_shared_feed_forward_length")))
-        cfg["shared_expert_intermediate_size"] = *s;
-      // Layers without a router are dense (mlp_only_layers).
-      nlohmann::json dense = nlohmann::json::array();
-      const std::uint64_t L = cfg["num_hidden_layers"].get<std::uint64_t>();
-      std::set<std::uint64_t> routed;
-      for (const GgufTensor& t : h.tensors) {
-        unsigned long long i = 0;
-        char rest[64] = {};
-        if (std::sscanf(t.name.c_str(), "blk.%llu.%63s", &i, rest) == 2 &&
-            std::string_view(rest) == "ffn_gate_inp.weight")
-          routed.insert(i);
-      }
-      if (!routed.empty() && L <= kMaxLayers)
-        for (std::uint64_t i = 0; i < L; ++i)
-          if (routed.count(i) == 0) dense.push_back(i);
-      if (!dense.empty()) cfg["mlp_only_layers"] = dense;
-    } else if (!cfg.contains("intermediate_size") && expert_ff) {
-      cfg["intermediate_size"] = *expert_ff;  // mixtral, olmoe: intermediate_size is the expert's
+/// The mixture of experts of a model with `experts` > 0: counts, expert widths, and the dense
+/// layers of qwen2_moe / qwen3_moe (those without a router).
+void add_experts(const ArchKeys& a, const std::string& model_type, std::uint64_t experts, nlohmann::json& cfg) {
+  cfg[model_type == "mixtral" ? "num_local_experts" : "num_experts"] = experts;
+  cfg["num_experts_per_tok"] = a.required(a.key("expert_used_count"));
+  const auto expert_ff = a.uint_of(a.key("expert_feed_forward_length"));
+  if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+    cfg["moe_intermediate_size"] = a.required(a.key("expert_feed_forward_length"));
+    if (const auto sh = a.uint_of(a.key("expert_shared_feed_forward_length")))
+      cfg["shared_expert_intermediate_size"] = *sh;
+    // Layers without a router are dense (mlp_only_layers).
+    nlohmann::json dense = nlohmann::json::array();
+    const std::uint64_t L = cfg["num_hidden_layers"].get<std::uint64_t>();
+    std::set<std::uint64_t> routed;
+    for (const GgufTensor& t : a.h.tensors) {
+      unsigned long long i = 0;
+      char rest[64] = {};
+      if (std::sscanf(t.name.c_str(), "blk.%llu.%63s", &i, rest) == 2 &&
+          std::string_view(rest) == "ffn_gate_inp.weight")
+        routed.insert(i);
     }
+    if (!routed.empty() && L <= kMaxLayers)
+      for (std::uint64_t i = 0; i < L; ++i)
+        if (routed.count(i) == 0) dense.push_back(i);
+    if (!dense.empty()) cfg["mlp_only_layers"] = dense;
+  } else if (!cfg.contains("intermediate_size") && expert_ff) {
+    cfg["intermediate_size"] = *expert_ff;  // mixtral, olmoe: intermediate_size is the expert's
   }
-  diags.throw_if_any();
+}
 
-  // A file of metadata alone (llama.cpp's vocab-only GGUFs) has no weights to estimate; an empty
-  // tensor holds no data. Either would silently count as 0 parameters.
+/// A file of metadata alone (llama.cpp's vocab-only GGUFs) has no weights to estimate; an empty
+/// tensor holds no data. Either would silently count as 0 parameters: both are refused.
+void check_has_weights(const GgufHeader& h, const std::string& org) {
   if (h.tensors.empty())
     throw InputError(org, "the file holds no tensors (a vocabulary-only GGUF?): there are no weights to estimate",
                      "give the model's .gguf file, the one holding its weights");
@@ -905,9 +935,10 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
     if (t.elements() == 0)
       throw InputError(org, fmt::format("tensor '{}' has a dimension of 0: it holds no data", shown(t.name)),
                        std::string(kFixDamaged));
+}
 
-  ModelSpec spec = from_config(cfg, origin, UnknownType::generic);  // the tensors give the weights
-
+/// The parameters and bytes the tensors hold, at most kMaxParams parameters.
+std::pair<std::uint64_t, std::uint64_t> tensor_totals(const GgufHeader& h, const std::string& org) {
   std::uint64_t elements = 0, bytes = 0;
   for (const GgufTensor& t : h.tensors) {
     elements = checked_add(elements, t.elements(), "parameters");
@@ -917,6 +948,32 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
     throw InputError(org, fmt::format("the file's tensors hold {} parameters, more than the 10^15 vramfit accepts",
                                       elements),
                      std::string(kFixDamaged));
+  return {elements, bytes};
+}
+
+}  // namespace
+
+ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
+  const std::string org(origin);
+  const ArchRow& row = arch_row(h, org);
+  Diagnostics diags;
+  const ArchKeys a{h, org, std::string(row.arch), diags};
+
+  // --- the config.json the metadata describes ----------------------------------------------
+  nlohmann::json cfg;
+  std::string model_type(row.model_type);
+  const std::uint64_t experts = a.uint_of(a.key("expert_count")).value_or(0);
+  if (a.arch == "llama" && experts > 0) model_type = "mixtral";
+  cfg["model_type"] = model_type;
+  add_sizes(a, cfg);
+  add_type_flags(a, model_type, cfg);
+  if (experts > 0) add_experts(a, model_type, experts, cfg);
+  diags.throw_if_any();
+
+  // --- the weights: the tensors' count, over the config's --------------------------------
+  check_has_weights(h, org);
+  ModelSpec spec = from_config(cfg, origin, UnknownType::generic);  // the tensors give the weights
+  const auto [elements, bytes] = tensor_totals(h, org);
   if (elements != spec.params)
     spec.notes.push_back(
         fmt::format("the file's tensors hold {} parameters; its metadata describes a {} model of {}: the "
@@ -925,8 +982,9 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
   spec.params = elements;
   spec.exact_from_checkpoint = true;
 
+  // --- the file type ---------------------------------------------------------------------------
   std::string ftype;
-  if (const auto id = uint_of("general.file_type"); id && *id <= std::numeric_limits<std::uint32_t>::max()) {
+  if (const auto id = a.uint_of("general.file_type"); id && *id <= std::numeric_limits<std::uint32_t>::max()) {
     if (const GgufFileType* f = gguf_file_type_by_id(static_cast<std::uint32_t>(*id))) ftype = f->name;
   }
   diags.throw_if_any();

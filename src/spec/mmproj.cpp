@@ -5,13 +5,11 @@
 
 #include "vramfit/spec/mmproj.hpp"
 
-#include <algorithm>
-#include <cctype>
-
 #include <fmt/format.h>
 
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/text.hpp"
 
 namespace vramfit::spec {
 
@@ -37,8 +35,7 @@ Mmproj mmproj_from_gguf(const GgufHeader& h, std::string_view origin, std::strin
 }
 
 bool is_mmproj_name(const std::filesystem::path& p) {
-  std::string n = p.filename().string();
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string n = lower(p.filename().string());
   return n.size() > 5 && n.rfind("mmproj", 0) == 0 && n.substr(n.size() - 5) == ".gguf";
 }
 

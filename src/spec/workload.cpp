@@ -339,7 +339,8 @@ static void validate_images(const Workload& w, const ModelSpec& m, Diagnostics& 
             "give fewer or smaller images");
 }
 
-void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
+/// --batch, --seq and --new-tokens: at least 1, and the sequence within kMaxSeq.
+static void validate_sizes(const Workload& w, Diagnostics& out) {
   if (w.batch < 1) out.add("--batch", "must be at least 1, got 0", "use --batch 1 or more");
   if (w.seq < 1) out.add("--seq", "must be at least 1 token, got 0", "use --seq 1 or more (e.g. 2048)");
   if (w.seq > kMaxSeq) {
@@ -358,41 +359,38 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
               "use a realistic number of new tokens");
     }
   }
+}
 
-  validate_images(w, m, out);
-
-  // Tensor parallelism splits the attention heads over the GPUs (Megatron's and transformers'
-  // tp_plan views [batch, seq, heads / tp, head_dim]): an uneven split does not run, so it is
-  // refused rather than estimated (issue #14's adversarial pass: 32 heads over 3 GPUs).
-  if (w.sharding == Sharding::tp && w.gpus > 1 && m.num_heads != 0 && m.num_heads % w.gpus != 0)
-    out.add("--gpus", fmt::format("{} attention heads cannot be split evenly over {} GPUs with --sharding tp", m.num_heads, w.gpus),
-            "use a number of GPUs that divides the head count (e.g. 2, 4 or 8), or --sharding fsdp");
-
-  if (w.mode == Mode::lora || w.mode == Mode::qlora) {
-    const Lora& l = w.lora;
-    if (l.rank < 1) {
-      out.add("--lora-rank", "must be at least 1, got 0", "use a rank like 8, 16 or 64");
-    } else if (m.hidden_size != 0 && l.rank > m.hidden_size) {
-      out.add("--lora-rank", fmt::format("{} is more than the model's hidden size {}", l.rank, m.hidden_size),
-              "a low-rank adapter needs a rank below the hidden size: use 8, 16 or 64");
+/// LoRA's rank, dropout and target modules against the model.
+static void validate_lora(const Workload& w, const ModelSpec& m, Diagnostics& out) {
+  if (w.mode != Mode::lora && w.mode != Mode::qlora) return;
+  const Lora& l = w.lora;
+  if (l.rank < 1) {
+    out.add("--lora-rank", "must be at least 1, got 0", "use a rank like 8, 16 or 64");
+  } else if (m.hidden_size != 0 && l.rank > m.hidden_size) {
+    out.add("--lora-rank", fmt::format("{} is more than the model's hidden size {}", l.rank, m.hidden_size),
+            "a low-rank adapter needs a rank below the hidden size: use 8, 16 or 64");
+  }
+  if (!(l.dropout >= 0.0 && l.dropout < 1.0)) {
+    out.add("--lora-dropout", fmt::format("must be in [0, 1), got {}", l.dropout), "use 0, 0.05 or 0.1");
+  }
+  if (!l.all_linear) {
+    const std::vector<std::string> names = linear_names(m);
+    const std::string list = joined(names);
+    if (l.targets.empty()) {
+      out.add("--lora-targets", "no modules given", "name linear modules (" + list + ") or use all-linear");
     }
-    if (!(l.dropout >= 0.0 && l.dropout < 1.0)) {
-      out.add("--lora-dropout", fmt::format("must be in [0, 1), got {}", l.dropout), "use 0, 0.05 or 0.1");
-    }
-    if (!l.all_linear) {
-      const std::vector<std::string> names = linear_names(m);
-      const std::string list = joined(names);
-      if (l.targets.empty()) {
-        out.add("--lora-targets", "no modules given", "name linear modules (" + list + ") or use all-linear");
-      }
-      for (const std::string& t : l.targets) {
-        if (t == "all-linear" || target_exists(t, names)) continue;
-        out.add("--lora-targets", fmt::format("'{}' is not a linear module of this model", t),
-                did_you_mean_fix(t, names, "modules: " + list, "modules: " + list));
-      }
+    for (const std::string& t : l.targets) {
+      if (t == "all-linear" || target_exists(t, names)) continue;
+      out.add("--lora-targets", fmt::format("'{}' is not a linear module of this model", t),
+              did_you_mean_fix(t, names, "modules: " + list, "modules: " + list));
     }
   }
+}
 
+/// --gpus, --nodes and --sharding together (the first problem only: each assumes the ones
+/// before it are fine).
+static void validate_parallelism(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   if (w.gpus < 1) {
     out.add("--gpus", "must be at least 1, got 0", "use --gpus 1 or more");
   } else if (w.gpus > kMaxGpus) {
@@ -415,6 +413,10 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
     out.add("--gpus", fmt::format("{} pipeline stages for {} layers", w.world(), m.num_layers),
             "use at most one stage per layer");
   }
+}
+
+/// --offload and --master-weights: training state that moves or is kept in fp32.
+static void validate_offload(const Workload& w, Diagnostics& out) {
   if (w.offload != Offload::none) {
     if (!w.trains())
       out.add("--offload", fmt::format("does not apply to --mode {}", name_of(w.mode)),
@@ -437,6 +439,11 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
       out.add("--master-weights", fmt::format("needs 16-bit weights, got --dtype {}", name_of(w.weights)),
               "use --dtype bf16 or fp16 (the fp32 copy lives in the optimizer)");
   }
+}
+
+/// The training levers (activation offload, optimizer in backward, compile, packing, the
+/// checkpointing kind, the loss) apply to training only.
+static void validate_levers(const Workload& w, Diagnostics& out) {
   if (w.activation_offload && !w.trains())
     out.add("--activation-offload", fmt::format("does not apply to --mode {}", name_of(w.mode)),
             "activations are kept for backward only when training: use --mode train, lora or qlora");
@@ -461,6 +468,10 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   if (w.loss != Loss::hf && !w.trains())
     out.add("--loss", fmt::format("does not apply to --mode {}", name_of(w.mode)),
             "a loss is computed when training: use it with --mode train, lora or qlora");
+}
+
+/// --fsdp-mixed-precision: a 16-bit dtype, training, FSDP and fp32 weights.
+static void validate_fsdp_precision(const Workload& w, Diagnostics& out) {
   if (w.fsdp_param_dtype) {
     if (*w.fsdp_param_dtype != DType::bf16 && *w.fsdp_param_dtype != DType::fp16)
       out.add("--fsdp-mixed-precision", fmt::format("{} is not a 16-bit compute dtype", name_of(*w.fsdp_param_dtype)),
@@ -476,6 +487,10 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
                                                     name_of(w.weights)),
               "use --dtype fp32 (the sharded fp32 masters), or drop --fsdp-mixed-precision for 16-bit weights");
   }
+}
+
+/// The dtypes (KV cache, autocast, the weights a mode needs) and --grad-accum.
+static void validate_dtypes(const Workload& w, Diagnostics& out) {
   if (w.kv_cache && *w.kv_cache == DType::nf4)
     out.add("--kv-cache", "nf4 is a weights format", "use fp8, int8 or int4 for a quantized cache");
   if (w.grad_accum < 1) out.add("--grad-accum", "must be at least 1, got 0", "use --grad-accum 1 or more");
@@ -493,6 +508,23 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
     out.add("--dtype", "full fine-tuning of quantized weights is not supported",
             "use --mode qlora or lora");
   }
+}
+
+void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
+  validate_sizes(w, out);
+  validate_images(w, m, out);
+  // Tensor parallelism splits the attention heads over the GPUs (Megatron's and transformers'
+  // tp_plan views [batch, seq, heads / tp, head_dim]): an uneven split does not run, so it is
+  // refused rather than estimated (issue #14's adversarial pass: 32 heads over 3 GPUs).
+  if (w.sharding == Sharding::tp && w.gpus > 1 && m.num_heads != 0 && m.num_heads % w.gpus != 0)
+    out.add("--gpus", fmt::format("{} attention heads cannot be split evenly over {} GPUs with --sharding tp", m.num_heads, w.gpus),
+            "use a number of GPUs that divides the head count (e.g. 2, 4 or 8), or --sharding fsdp");
+  validate_lora(w, m, out);
+  validate_parallelism(w, m, out);
+  validate_offload(w, out);
+  validate_levers(w, out);
+  validate_fsdp_precision(w, out);
+  validate_dtypes(w, out);
 }
 
 void parse_alloc_conf(std::string_view text, Workload& w, Diagnostics& diags, std::string_view field) {

@@ -49,9 +49,9 @@ TEST_CASE("dump estimates and measured figures", "[.dump]") {
       j["e_reserve"] = b.allocator_reserve.value();
       j["e_ctx"] = b.cuda_context.value();
       j["e_total"] = b.device_total.value();
-      j["peak_phase"] = b.peak_phase;
-      for (const auto& ph : b.phases) j["phases"][ph.id] = ph.allocated.value();
-      for (const auto& co : b.components) j["parts"][co.id] = co.bytes.value();
+      j["peak_phase"] = std::string(engine::to_string(b.peak_phase.value()));
+      for (const auto& ph : b.phases) j["phases"][std::string(engine::to_string(ph.id))] = ph.allocated.value();
+      for (const auto& co : b.components) j["parts"][std::string(engine::to_string(co.id))] = co.bytes.value();
       std::printf("%s\n", j.dump().c_str());
     }
   }

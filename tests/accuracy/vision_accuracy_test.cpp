@@ -21,6 +21,7 @@
 
 using namespace vramfit;
 using nlohmann::json;
+using engine::PhaseId;
 
 TEST_CASE("vision forwards measured on the H200: image tokens, parameters and peak within the measured error",
           "[accuracy][vision]") {
@@ -71,7 +72,8 @@ TEST_CASE("vision forwards measured on the H200: image tokens, parameters and pe
     char row[200];
     std::snprintf(row, sizeof row, "%-26s seq %5llu  measured %8.1f MiB  estimate %8.1f MiB  %+6.2f%%  (%s)\n", id.c_str(),
                   static_cast<unsigned long long>(seq), measured / 1048576.0,
-                  static_cast<double>(b.peak_allocated.value()) / 1048576.0, 100 * err, b.peak_phase.c_str());
+                  static_cast<double>(b.peak_allocated.value()) / 1048576.0, 100 * err,
+                  std::string(engine::to_string(b.peak_phase.value())).c_str());
     table += row;
     REQUIRE(bounds.count(id) == 1);
     CHECK(err >= bounds.at(id).first);
@@ -107,7 +109,7 @@ TEST_CASE("vision full fine-tuning measured on the H200: the tower's saved activ
     const double fwd = r["steps"][1]["fwd_peak"].get<double>();
     double fwd_est = 0;
     for (const auto& p : b.phases)
-      if (p.id == "forward_end") fwd_est = static_cast<double>(p.allocated.value());
+      if (p.id == PhaseId::forward_end) fwd_est = static_cast<double>(p.allocated.value());
     const double peak_err = static_cast<double>(b.peak_allocated.value()) / peak - 1;
     const double fwd_err = fwd_est / fwd - 1;
     INFO("peak " << peak_err << ", forward " << fwd_err);

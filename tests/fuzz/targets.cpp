@@ -21,6 +21,7 @@
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/cli/run.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/core/json.hpp"
 #include "vramfit/core/text.hpp"
 #include "vramfit/doctor/diagnose.hpp"
 #include "vramfit/doctor/oom.hpp"
@@ -29,6 +30,8 @@
 #include "vramfit/spec/gguf.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/workload.hpp"
+
+#include "../../src/cli/hub_parse.hpp"
 
 namespace vramfit::fuzz {
 
@@ -458,6 +461,62 @@ int fuzz_truth(const std::uint8_t* data, std::size_t size) {
     const auto again = accuracy::parse_truth(text, "truth.jsonl");
     require(again.size() == cases.size(), "parsing the same bytes twice gave different cases");
   });
+  return 0;
+}
+
+int fuzz_hub(const std::uint8_t* data, std::size_t size) {
+  namespace hub = cli::hub;
+  const std::string_view bytes = text_of(data, size);
+
+  // The bytes as a response's header lines, cut after each '\n' as libcurl hands them over.
+  hub::ResponseHeaders h;
+  for (std::size_t start = 0; start < bytes.size();) {
+    const std::size_t nl = bytes.find('\n', start);
+    const std::size_t end = nl == std::string_view::npos ? bytes.size() : nl + 1;
+    hub::read_header_line(bytes.substr(start, end - start), h);
+    start = end;
+  }
+  require(h.error_code.size() <= 64 && h.content_range.size() <= 128, "a header value past its bound");
+
+  // Content-Range, the headers' and the bytes' own: a size is the number its digits spell.
+  for (const std::string_view range : {std::string_view(h.content_range), bytes}) {
+    const auto total = hub::content_range_size(range);
+    if (!total) continue;
+    const std::size_t slash = range.rfind('/');
+    require(range.starts_with("bytes 0-") && slash != std::string_view::npos, "a size from no Content-Range");
+    std::string_view digits = range.substr(slash + 1);
+    while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+    require(fmt::format("{}", *total) == digits, "a Content-Range size that is not its digits");
+  }
+
+  // The bytes as model.safetensors.index.json.
+  expect_input_error_only([&] {
+    const std::vector<std::string> shards = hub::shards_of_index(std::string(bytes), "index.json");
+    require(!shards.empty() && shards.size() <= 4096, "an index of no shard or of too many");
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      require(hub::plain_shard_name(shards[i]), "a shard name that is not plain: " + text_excerpt(shards[i]));
+      require(i == 0 || shards[i - 1] < shards[i], "shard names not sorted once each");
+    }
+  });
+
+  // The first line as a repo id, then the error a failed response for it means.
+  const std::string_view first = bytes.substr(0, std::min(bytes.find('\n'), bytes.size()));
+  cli::HubId id{"org/name", "main", false};
+  expect_input_error_only([&] {
+    id = cli::parse_hub_id(first, "--model");
+    require(!id.repo.empty() && !id.revision.empty(), "a repo id without a repo or a revision");
+    require(id.revision_given == (first.find('@') != std::string_view::npos), "a revision given without '@'");
+  });
+  const long status = size >= 2 ? static_cast<long>((data[0] | data[1] << 8) % 600) : 404;
+  const cli::HubEndpoint endpoint{"https://huggingface.co", size % 2 == 0 ? "" : "hf_token", false};
+  bool threw = false;
+  try {
+    hub::throw_response_error(status, h.error_code, id, endpoint, "config.json", "--model");
+  } catch (const InputError& e) {
+    check_error(e);
+    threw = true;
+  }
+  require(threw, "a failed response without an error");
   return 0;
 }
 

@@ -56,6 +56,12 @@ int fuzz_truth(const std::uint8_t* data, std::size_t size);
 int fuzz_gguf(const std::uint8_t* data, std::size_t size);
 /// doctor::scan, diagnose, explain and both renderers, parse_torch_size: never throws.
 int fuzz_oom(const std::uint8_t* data, std::size_t size);
+/// The Hub client's response parsing (src/cli/hub_parse.hpp; no network): the bytes as header
+/// lines (X-Error-Code, Content-Range), Content-Range's file size, a safetensors index's
+/// weight_map, the error a failed response means, and the first line as a repo id
+/// (cli::parse_hub_id). Header values stay within their bounds, a size is the digits it came
+/// from, shard names are plain and sorted once each, every failure is an InputError.
+int fuzz_hub(const std::uint8_t* data, std::size_t size);
 
 struct Target {
   std::string_view name;  ///< tests/fuzz/<name>_fuzz.cpp, corpus/<name>/, crashes/<name>/
@@ -68,7 +74,7 @@ inline constexpr Target kTargets[] = {
     {"config", fuzz_config},   {"safetensors", fuzz_safetensors},
     {"catalog", fuzz_catalog}, {"cli", fuzz_cli},
     {"gguf", fuzz_gguf},       {"oom", fuzz_oom},
-    {"truth", fuzz_truth},
+    {"truth", fuzz_truth},     {"hub", fuzz_hub},
 };
 
 }  // namespace vramfit::fuzz

@@ -21,6 +21,10 @@ struct Gpu {
   Bytes memory;            ///< device memory the driver reports as total (bytes)
   std::string memory_label;  ///< as marketed: "80 GB"
   bool bf16 = true;        ///< supports bf16 compute
+  /// CUDA compute capability times ten (9.0 -> 90; data/gpus.json "compute_capability"); 0 for a
+  /// card that is not NVIDIA's or whose model is not named. Engines choose kernels by it (vLLM's
+  /// MXFP4 MoE backend, engine/vllm.cpp).
+  unsigned compute_capability = 0;
   std::string source;
 };
 

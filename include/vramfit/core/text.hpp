@@ -9,11 +9,20 @@
 
 namespace vramfit {
 
+/// True for an ASCII digit, '0' to '9' (std::isdigit depends on the locale and takes an int).
+[[nodiscard]] constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+
 /// `s` without leading and trailing ASCII white space.
 [[nodiscard]] std::string_view trim(std::string_view s) noexcept;
 
 /// `s` in ASCII lower case.
 [[nodiscard]] std::string lower(std::string_view s);
+
+/// `s` in ASCII upper case.
+[[nodiscard]] std::string upper(std::string_view s);
+
+/// `a` and `b` equal but for ASCII case.
+[[nodiscard]] bool iequals(std::string_view a, std::string_view b) noexcept;
 
 /// The names joined by `sep`: "a, b, c".
 [[nodiscard]] std::string joined(const std::vector<std::string>& names, std::string_view sep = ", ");

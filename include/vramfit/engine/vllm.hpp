@@ -68,7 +68,19 @@ struct Settings {
   /// sampler falls back to the PyTorch-native sort ("FlashInfer is not available. Falling back
   /// to the PyTorch-native implementation of top-p & top-k sampling").
   bool flashinfer = true;
+  /// The card's CUDA compute capability x 10 (catalog::Gpu; 0 unknown, e.g. --budget): it picks
+  /// the MXFP4 MoE kernels and so how the experts are laid out (see Mxfp4Backend).
+  unsigned compute_capability = 0;
 };
+
+/// The kernels vLLM runs MXFP4 experts with (vllm/model_executor/layers/quantization/mxfp4.py,
+/// get_mxfp4_backend, late-2025 releases): each lays the experts out its own way.
+enum class Mxfp4Backend {
+  triton,           ///< OpenAI's triton_kernels (Hopper; Blackwell without FlashInfer)
+  flashinfer_sm100, ///< FlashInfer's TRT-LLM MoE on Blackwell (SM100_FI_MXFP4_BF16)
+  marlin,           ///< Marlin (Ampere, Ada, consumer Blackwell, and an unknown card)
+};
+Mxfp4Backend mxfp4_backend(unsigned compute_capability, bool flashinfer);
 
 /// How V1's dummy sampler run (gpu_model_runner.py _dummy_sampler_run: top-p 0.99 and top-k
 /// vocab - 1 on max_num_seqs requests) filters the logits in a release, by the default of

@@ -302,6 +302,10 @@ struct Architecture {
   /// fewer k/v heads (FalconAttention with new_decoder_architecture broadcasts num_kv_heads to
   /// num_heads before DynamicCache.update).
   bool cache_all_heads = false;
+  /// A single k/v head beside several query heads makes SDPA fall back to its math backend,
+  /// which materialises the scores as eager attention does (FalconAttention with multi_query and
+  /// no new_decoder_architecture: one k/v head and a mask; engine/activations.cpp).
+  bool multi_query_math_sdpa = false;
   /// transformers has no SDPA path for the type (GPT-J, BLOOM, MPT: from_config refuses
   /// attn_implementation="sdpa"; a default load runs eager): attention is eager whatever the
   /// workload asks.

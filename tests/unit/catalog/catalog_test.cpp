@@ -196,3 +196,28 @@ TEST_CASE("did_you_mean: prefixes, typos, substrings; best first, at most three"
   CHECK(did_you_mean("lama-3.1-8b", many).front() == "llama-3.1-8b");
   CHECK(did_you_mean("llama-3.1-7b", many).front() == "llama-3.1-8b");
 }
+
+TEST_CASE("compute_capability: optional, M.m, read as M * 10 + m", "[catalog]") {
+  const auto with = [](const std::string& cc) {
+    return replace(kGpus, R"("bf16": true, "source": "https://example.com/h100")",
+                   R"("bf16": true, "compute_capability": )" + cc + R"(, "source": "https://example.com/h100")");
+  };
+  CHECK(Catalog::parse(files(with("\"9.0\""))).gpu("h100-80gb", "--gpu").compute_capability == 90);
+  CHECK(Catalog::parse(files(with("\"12.0\""))).gpu("h100-80gb", "--gpu").compute_capability == 120);
+  CHECK(Catalog::parse(files(with("null"))).gpu("h100-80gb", "--gpu").compute_capability == 0);
+  CHECK(Catalog::parse(files()).gpu("rtx-4090", "--gpu").compute_capability == 0);  // absent
+  for (const char* bad : {"\"9\"", "\"9.10\"", "\"x.0\"", "\"0.5\"", "\"9.0.1\"", "\".0\""})
+    CHECK(error_of([&] { (void)Catalog::parse(files(with(bad))); }) ==
+          "gpus.json: gpus[0].compute_capability: must be a CUDA compute capability such as \"9.0\", not '" +
+              std::string(bad).substr(1, std::string(bad).size() - 2) + "' (fix the catalog file)");
+  CHECK(error_of([&] { (void)Catalog::parse(files(with("9.0"))); }) ==
+        "gpus.json: gpus[0].compute_capability: must be a string, not number (fix the catalog file)");
+  // The embedded catalog: every NVIDIA card says its capability.
+  const Catalog& c = Catalog::embedded();
+  CHECK(c.gpu("h100-80gb", "--gpu").compute_capability == 90);
+  CHECK(c.gpu("b200", "--gpu").compute_capability == 100);
+  CHECK(c.gpu("a100-80gb", "--gpu").compute_capability == 80);
+  CHECK(c.gpu("mi300x", "--gpu").compute_capability == 0);
+  for (const auto& g : c.gpus())
+    if (g.vendor == "nvidia") CHECK(g.compute_capability >= 70);
+}

@@ -20,6 +20,20 @@ TEST_CASE("trim, lower, joined, quoted_list", "[core][text]") {
   CHECK(quoted_list({"a", "b", "c"}) == "'a', 'b' or 'c'");
 }
 
+TEST_CASE("upper, iequals, is_digit", "[core][text]") {
+  CHECK(upper("q4_k_m") == "Q4_K_M");
+  CHECK(upper("\xC3\xA9x") == "\xC3\xA9X");  // bytes outside ASCII are kept
+  CHECK(iequals("Q4_K_M", "q4_k_M"));
+  CHECK_FALSE(iequals("Q4_K", "Q4_K_M"));
+  CHECK_FALSE(iequals("Q4_0", "Q4_1"));
+  CHECK(iequals("", ""));
+  CHECK(is_digit('0'));
+  CHECK(is_digit('9'));
+  CHECK_FALSE(is_digit('a'));
+  CHECK_FALSE(is_digit('\xB2'));  // superscript two in Latin-1: not an ASCII digit
+  static_assert(is_digit('5'));
+}
+
 TEST_CASE("edit_distance counts an adjacent swap as one edit", "[core][text]") {
   CHECK(edit_distance("", "") == 0);
   CHECK(edit_distance("abc", "") == 3);

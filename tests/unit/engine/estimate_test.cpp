@@ -6,6 +6,8 @@
 #include "vramfit/spec/parse.hpp"
 
 using namespace vramfit;
+using engine::ComponentId;
+using engine::PhaseId;
 
 namespace {
 
@@ -17,7 +19,7 @@ spec::ModelSpec tiny() {
                                 "tiny.json");
 }
 
-std::uint64_t part(const engine::Breakdown& b, std::string_view id) {
+std::uint64_t part(const engine::Breakdown& b, ComponentId id) {
   const auto* c = b.find(id);
   REQUIRE(c != nullptr);
   return c->bytes.value();
@@ -40,10 +42,10 @@ TEST_CASE("inference peak is weights + workspace + all-position logits + the las
   w.seq = 512;
   const auto b = engine::estimate(m, w);
   const std::uint64_t weights = m.params * 2 + m.buffer_bytes;
-  CHECK(part(b, "weights") == weights);
-  CHECK(part(b, "cublas_workspace") == engine::kCublasWorkspace.value());
-  CHECK(part(b, "logits") == 2ULL * 512 * 32000 * 2);
-  CHECK(b.peak_phase == "forward_logits");
+  CHECK(part(b, ComponentId::weights) == weights);
+  CHECK(part(b, ComponentId::cublas_workspace) == engine::kCublasWorkspace.value());
+  CHECK(part(b, ComponentId::logits) == 2ULL * 512 * 32000 * 2);
+  CHECK(b.peak_phase == PhaseId::forward_logits);
   CHECK(b.peak_allocated.value() == weights + engine::kCublasWorkspace.value() + 2ULL * 512 * 32000 * 2 + 2ULL * 512 * 256 * 2);
   CHECK(b.device_total == b.peak_allocated + b.allocator_reserve + b.cuda_context);
 }
@@ -57,8 +59,8 @@ TEST_CASE("the KV cache holds keys and values of every layer and position", "[en
   w.new_tokens = 28;
   const auto b = engine::estimate(m, w);
   REQUIRE(b.phases.size() == 2);
-  CHECK(b.phases[0].id == "prefill");
-  CHECK(b.phases[1].id == "decode");
+  CHECK(b.phases[0].id == PhaseId::prefill);
+  CHECK(b.phases[1].id == PhaseId::decode);
   // The last decode step: the resident weights and workspace, the cache at every position
   // (2 (k, v) * 2 layers * 2 kv heads * 64 * 2 bytes * 4 sequences * 128 positions), torch.cat's
   // copy of one layer's keys (a quarter of it: 2 layers x k and v), and the last position's
@@ -72,11 +74,11 @@ TEST_CASE("the KV cache holds keys and values of every layer and position", "[en
   // A long generation: the cache sets the peak, at the last decode step.
   w.new_tokens = 8092;
   const auto g = engine::estimate(m, w);
-  CHECK(g.peak_phase == "decode");
+  CHECK(g.peak_phase == PhaseId::decode);
   const std::uint64_t long_cache = 2ULL * 2 * 2 * 64 * 2 * 4 * 8192;
-  CHECK(part(g, "kv_cache") == long_cache);
-  CHECK(part(g, "temporaries") == long_cache / 4);
-  CHECK(part(g, "logits") == 4ULL * 32000 * 6);
+  CHECK(part(g, ComponentId::kv_cache) == long_cache);
+  CHECK(part(g, ComponentId::temporaries) == long_cache / 4);
+  CHECK(part(g, ComponentId::logits) == 4ULL * 32000 * 6);
   CHECK(g.peak_allocated.value() == resident + long_cache + long_cache / 4 + 4ULL * 32000 * 6);
 }
 
@@ -88,27 +90,27 @@ TEST_CASE("optimizer state and step temporaries follow the optimizer table", "[e
   w.seq = 8;  // tiny activations: the optimizer step sets the peak
   w.optimizer = spec::Optimizer::adamw;
   auto b = engine::estimate(m, w);
-  CHECK(b.peak_phase == "optimizer_step");
-  CHECK(part(b, "optimizer_state") == 2 * m.params * 2);
-  CHECK(part(b, "gradients") == m.params * 2);
-  CHECK(part(b, "optimizer_step") == m.params * 2);
+  CHECK(b.peak_phase == PhaseId::optimizer_step);
+  CHECK(part(b, ComponentId::optimizer_state) == 2 * m.params * 2);
+  CHECK(part(b, ComponentId::gradients) == m.params * 2);
+  CHECK(part(b, ComponentId::optimizer_step) == m.params * 2);
 
   w.optimizer = spec::Optimizer::adamw_fused;
   b = engine::estimate(m, w);
-  CHECK(part(b, "optimizer_step") == 0);
+  CHECK(part(b, ComponentId::optimizer_step) == 0);
 
   w.optimizer = spec::Optimizer::adamw_forloop;
   b = engine::estimate(m, w);
-  CHECK(part(b, "optimizer_step") == 2ULL * (32000 * 256) * 2);  // two copies of the largest tensor
+  CHECK(part(b, ComponentId::optimizer_step) == 2ULL * (32000 * 256) * 2);  // two copies of the largest tensor
 
   w.optimizer = spec::Optimizer::sgd;
   b = engine::estimate(m, w);
-  CHECK(part(b, "optimizer_state") == 0);
+  CHECK(part(b, ComponentId::optimizer_state) == 0);
 
   w.optimizer = spec::Optimizer::sgd_momentum;
   w.weights = DType::fp32;
   b = engine::estimate(m, w);
-  CHECK(part(b, "optimizer_state") == m.params * 4);
+  CHECK(part(b, ComponentId::optimizer_state) == m.params * 4);
 }
 
 TEST_CASE("LoRA trains fp32 adapters only", "[engine]") {
@@ -123,8 +125,8 @@ TEST_CASE("LoRA trains fp32 adapters only", "[engine]") {
   const auto b = engine::estimate(m, w);
   // per layer: q (8*(256+256)) + v (8*(256+128)); 2 layers; fp32
   const std::uint64_t adapters = 2 * (8 * (256 + 256) + 8 * (256 + 128));
-  CHECK(part(b, "lora_adapters") == adapters * 4);
-  CHECK(part(b, "optimizer_state") == 2 * adapters * 4);
+  CHECK(part(b, ComponentId::lora_adapters) == adapters * 4);
+  CHECK(part(b, ComponentId::optimizer_state) == 2 * adapters * 4);
 }
 
 TEST_CASE("LoRA targets match modules as spec::validate accepts them", "[engine]") {
@@ -142,7 +144,7 @@ TEST_CASE("LoRA targets match modules as spec::validate accepts them", "[engine]
   spec::validate(w, m, d);
   CHECK(d.empty());
   const auto dotted = engine::estimate(m, w);
-  CHECK(part(dotted, "lora_adapters") == 2ULL * 8 * (256 + 256) * 4);
+  CHECK(part(dotted, ComponentId::lora_adapters) == 2ULL * 8 * (256 + 256) * 4);
   CHECK(dotted.peak_allocated == plain.peak_allocated);
 }
 
@@ -176,7 +178,7 @@ TEST_CASE("sharding divides the per-GPU figure", "[engine]") {
   w.gpus = 4;
   w.sharding = spec::Sharding::fsdp;
   const auto four = engine::estimate(m, w);
-  CHECK(part(four, "optimizer_state") == (2 * m.params * 2 + 3) / 4);
+  CHECK(part(four, ComponentId::optimizer_state) == (2 * m.params * 2 + 3) / 4);
   CHECK(four.peak_allocated < one.peak_allocated);
   CHECK(!four.notes.empty());
 }

@@ -8,6 +8,8 @@
 
 using namespace vramfit;
 using namespace vramfit::engine::detail;
+using engine::ComponentId;
+using engine::PhaseId;
 
 namespace {
 
@@ -27,16 +29,16 @@ spec::Workload training(spec::Mode mode, DType weights) {
   return w;
 }
 
-std::uint64_t part(const engine::Breakdown& b, std::string_view id) {
+std::uint64_t part(const engine::Breakdown& b, ComponentId id) {
   const auto* c = b.find(id);
   REQUIRE(c != nullptr);
   return c->bytes.value();
 }
 
-std::uint64_t phase(const engine::Breakdown& b, std::string_view id) {
+std::uint64_t phase(const engine::Breakdown& b, PhaseId id) {
   for (const auto& p : b.phases)
     if (p.id == id) return p.allocated.value();
-  FAIL("no phase " << id);
+  FAIL("no phase " << engine::to_string(id));
   return 0;
 }
 
@@ -69,14 +71,14 @@ TEST_CASE("levers: LoRA on fp32 weights under autocast keeps no cast past a chec
   // LoRA: the layers' casts die with each checkpointed layer (not cached); the lm_head's cast,
   // saved by its matmul outside the checkpoints, is in both phases.
   const auto lora = engine::estimate(m, w);
-  CHECK(phase(lora, "backward_start") - phase(lora, "forward_end") == l4 - lc);
+  CHECK(phase(lora, PhaseId::backward_start) - phase(lora, PhaseId::forward_end) == l4 - lc);
   // Full training caches every layer's cast until forward ends: 2 layers of 16-bit weights.
   w.mode = spec::Mode::train;
   const auto full = engine::estimate(m, w);
   std::uint64_t layer_params = 0;
   for (const auto& l : m.layers[0].linears) layer_params += l.params();
   const std::uint64_t casts = 2 * layer_params * m.layers[0].count;
-  CHECK(phase(full, "forward_end") + (l4 - lc) - phase(full, "backward_start") == casts);
+  CHECK(phase(full, PhaseId::forward_end) + (l4 - lc) - phase(full, PhaseId::backward_start) == casts);
 }
 
 TEST_CASE("levers: loss bytes, hf / chunked / fused-linear", "[engine][levers]") {
@@ -115,7 +117,7 @@ TEST_CASE("levers: a fused or chunked loss lowers a logits-bound peak", "[engine
   const auto ch = engine::estimate(m, w);
   w.loss = spec::Loss::fused_linear;
   const auto fl = engine::estimate(m, w);
-  CHECK(part(hf, "logits") == 3 * 1024ULL * 32000 * 4);
+  CHECK(part(hf, ComponentId::logits) == 3 * 1024ULL * 32000 * 4);
   CHECK(hf.peak_allocated > ch.peak_allocated);
   CHECK(ch.peak_allocated > fl.peak_allocated);
 }
@@ -136,16 +138,16 @@ TEST_CASE("levers: FSDP mixed precision gathers 16-bit units over fp32 shards", 
   CHECK(gathered_param_bytes(w, p) == 2);
   const auto mp = engine::estimate(m, w);
   // The sharded fp32 weights are those of plain fp32 FSDP, and there are no autocast casts.
-  CHECK(part(mp, "weights") == part(plain, "weights"));
-  CHECK(part(mp, "autocast_cache") == 0);
+  CHECK(part(mp, ComponentId::weights) == part(plain, ComponentId::weights));
+  CHECK(part(mp, ComponentId::autocast_cache) == 0);
   // The gathered units: the layer and the prefetched next in 16 bits and the root (embedding,
   // lm_head, final norm) in 16 bits; in backward also the layer's fp32 reduce-scatter input.
   std::uint64_t layer = m.layers[0].norm_params + m.layers[0].other_params;
   for (const auto& l : m.layers[0].linears) layer += l.params();
   const std::uint64_t root = m.embedding_params + m.lm_head_params + m.final_norm_params;
-  const bool backward = mp.peak_phase.rfind("backward", 0) == 0;
-  REQUIRE(mp.peak_phase != "optimizer_step");
-  CHECK(part(mp, "sharding_buffers") == 2 * layer * 2 + 2 * root + (backward ? 4 * layer : 0));
+  const bool backward = mp.peak_phase && engine::info(*mp.peak_phase).backward;
+  REQUIRE(mp.peak_phase != PhaseId::optimizer_step);
+  CHECK(part(mp, ComponentId::sharding_buffers) == 2 * layer * 2 + 2 * root + (backward ? 4 * layer : 0));
   CHECK(mp.peak_allocated < plain.peak_allocated);
   // --autocast over plain FSDP keeps the whole model's 16-bit casts saved by the matmuls.
   auto ac = training(spec::Mode::train, DType::fp32);
@@ -181,10 +183,11 @@ TEST_CASE("levers: activation offload leaves no saved activation on the GPU at b
   const auto m = tiny();
   auto w = training(spec::Mode::lora, DType::bf16);
   const auto plain = engine::estimate(m, w);
-  REQUIRE(plain.peak_phase == "backward_start");
+  REQUIRE(plain.peak_phase == PhaseId::backward_start);
   w.activation_offload = true;
   const auto off = engine::estimate(m, w);
-  CHECK(phase(off, "backward_start") == phase(plain, "backward_start") - part(plain, "activations"));
+  CHECK(phase(off, PhaseId::backward_start) ==
+        phase(plain, PhaseId::backward_start) - part(plain, ComponentId::activations));
   CHECK(off.peak_allocated < plain.peak_allocated);
 }
 
@@ -194,11 +197,11 @@ TEST_CASE("levers: optimizer in backward holds one parameter's gradient", "[engi
   const auto plain = engine::estimate(m, w);
   w.optimizer_in_backward = true;
   const auto ib = engine::estimate(m, w);
-  for (const auto& ph : ib.phases) CHECK(ph.id != "optimizer_step");
+  for (const auto& ph : ib.phases) CHECK(ph.id != PhaseId::optimizer_step);
   // backward_end: all gradients (params x 2 bytes) become the largest parameter's (the
   // 32000 x 256 embedding) plus its own foreach AdamW temporary (the same size again).
   const std::uint64_t largest = 32000ULL * 256 * 2;
-  CHECK(phase(plain, "backward_end") - phase(ib, "backward_end") == m.params * 2 - 2 * largest);
+  CHECK(phase(plain, PhaseId::backward_end) - phase(ib, PhaseId::backward_end) == m.params * 2 - 2 * largest);
 }
 
 TEST_CASE("levers: a paged optimizer's state is sharded under FSDP", "[engine][levers]") {
@@ -213,11 +216,11 @@ TEST_CASE("levers: a paged optimizer's state is sharded under FSDP", "[engine][l
   w.gpus = 8;
   w.sharding = spec::Sharding::fsdp;
   const auto eight = engine::estimate(m, w);
-  const std::uint64_t whole = part(one, "paged_optimizer_state");
-  CHECK(part(eight, "paged_optimizer_state") == whole / 8 + (whole % 8 != 0));
-  CHECK(part(eight, "paged_optimizer_state") == 17672876676ULL);  // 16.46 GiB
+  const std::uint64_t whole = part(one, ComponentId::paged_optimizer_state);
+  CHECK(part(eight, ComponentId::paged_optimizer_state) == whole / 8 + (whole % 8 != 0));
+  CHECK(part(eight, ComponentId::paged_optimizer_state) == 17672876676ULL);  // 16.46 GiB
   w.sharding = spec::Sharding::ddp;  // a replica per GPU keeps it whole
-  CHECK(part(engine::estimate(m, w), "paged_optimizer_state") == whole);
+  CHECK(part(engine::estimate(m, w), ComponentId::paged_optimizer_state) == whole);
 }
 
 TEST_CASE("levers: packed rows give SDPA a mask that each layer saves as an additive copy", "[engine][levers]") {
@@ -236,7 +239,7 @@ TEST_CASE("levers: packed rows give SDPA a mask that each layer saves as an addi
   const std::uint64_t bias = 2ULL * 512 * 512 * 2;
   const std::uint64_t repeat = 2ULL * 512 * (768 - 512) * 2;
   const std::uint64_t mask = 2ULL * 512 * 512;
-  CHECK(part(packed, "activations") - part(plain, "activations") == 2 * (bias + repeat) + mask);
+  CHECK(part(packed, ComponentId::activations) - part(plain, ComponentId::activations) == 2 * (bias + repeat) + mask);
   // Eager attention builds its (batch, 1, seq, seq) mask packed or not: no change.
   w.attention = spec::Attention::eager;
   CHECK_FALSE(packed_sdpa_mask(w));
@@ -289,5 +292,5 @@ TEST_CASE("levers: a compiled layer recomputes its gated MLP's activation and pr
   const auto eager = engine::estimate(m, w);
   w.compile = spec::Compile::layers;
   const auto compiled = engine::estimate(m, w);
-  CHECK(phase(eager, "forward_end") - phase(compiled, "forward_end") == 1024ULL * 2 * 2048);
+  CHECK(phase(eager, PhaseId::forward_end) - phase(compiled, PhaseId::forward_end) == 1024ULL * 2 * 2048);
 }

@@ -8,6 +8,7 @@
 
 using namespace vramfit;
 using namespace vramfit::engine::llamacpp;
+using engine::ComponentId;
 
 namespace {
 
@@ -230,7 +231,7 @@ TEST_CASE("llama.cpp: the breakdown adds up on the binding GPU", "[llamacpp]") {
   CHECK(sum == b.peak_allocated.value());
   CHECK(b.peak_allocated.value() == r.gpus[1].total().value());
   CHECK(b.device_total == b.peak_allocated + b.allocator_reserve + b.cuda_context);
-  CHECK(b.find("compute_buffer") != nullptr);
+  CHECK(b.find(ComponentId::compute_buffer) != nullptr);
 }
 
 TEST_CASE("llama.cpp: tensors_of lays a config out as llama-quantize does", "[llamacpp]") {

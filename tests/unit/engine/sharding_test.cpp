@@ -8,10 +8,11 @@
 #include "vramfit/spec/parse.hpp"
 
 using namespace vramfit;
+using engine::ComponentId;
 
 namespace {
 
-std::uint64_t part(const engine::Breakdown& b, std::string_view id) {
+std::uint64_t part(const engine::Breakdown& b, ComponentId id) {
   const auto* c = b.find(id);
   REQUIRE(c != nullptr);
   return c->bytes.value();
@@ -20,7 +21,7 @@ std::uint64_t part(const engine::Breakdown& b, std::string_view id) {
 // weights + gradients + optimizer state: the "model states" of the ZeRO paper. The
 // weights' component also holds the model's buffers (rotary tables), not counted there.
 std::uint64_t model_states(const engine::Breakdown& b, const spec::ModelSpec& m) {
-  return part(b, "weights") + part(b, "gradients") + part(b, "optimizer_state") - m.buffer_bytes;
+  return part(b, ComponentId::weights) + part(b, ComponentId::gradients) + part(b, ComponentId::optimizer_state) - m.buffer_bytes;
 }
 
 // Mixed-precision Adam as the ZeRO paper counts it: 16-bit parameters and gradients, fp32
@@ -77,8 +78,8 @@ TEST_CASE("DeepSpeed's estimator: what offloading leaves on the GPU", "[engine][
   CHECK(model_states(engine::estimate(m, w), m) == 2ULL * 7000000000);
   w.sharding = spec::Sharding::zero3;  // the buffers are sharded with the parameters
   const auto z3 = engine::estimate(m, w);
-  CHECK(part(z3, "weights") == (2ULL * 7000000000 + m.buffer_bytes + 3) / 4);
-  CHECK(part(z3, "gradients") + part(z3, "optimizer_state") == 0);
+  CHECK(part(z3, ComponentId::weights) == (2ULL * 7000000000 + m.buffer_bytes + 3) / 4);
+  CHECK(part(z3, ComponentId::gradients) + part(z3, ComponentId::optimizer_state) == 0);
   // ZeRO-Offload's point: one GPU (world size 1) with the optimizer on the CPU.
   w.gpus = 1;
   w.sharding = spec::Sharding::zero2;
@@ -86,8 +87,8 @@ TEST_CASE("DeepSpeed's estimator: what offloading leaves on the GPU", "[engine][
   w.offload = spec::Offload::params;
   w.sharding = spec::Sharding::zero3;
   const auto b = engine::estimate(m, w);
-  CHECK(part(b, "weights") + part(b, "gradients") + part(b, "optimizer_state") == 0);
-  CHECK(part(b, "sharding_buffers") > 0);  // the gathered layers stay on the GPU
+  CHECK(part(b, ComponentId::weights) + part(b, ComponentId::gradients) + part(b, ComponentId::optimizer_state) == 0);
+  CHECK(part(b, ComponentId::sharding_buffers) > 0);  // the gathered layers stay on the GPU
 }
 
 TEST_CASE("nodes multiply the data-parallel world; tensor parallelism stays in a node", "[engine][sharding]") {
@@ -97,8 +98,8 @@ TEST_CASE("nodes multiply the data-parallel world; tensor parallelism stays in a
   const auto tp1 = engine::estimate(m, mixed_adam(spec::Sharding::tp, 8, 1));
   const auto tp2 = engine::estimate(m, mixed_adam(spec::Sharding::tp, 8, 2));
   CHECK(model_states(tp1, m) == model_states(tp2, m));
-  CHECK(part(tp1, "sharding_buffers") == 0);
-  CHECK(part(tp2, "sharding_buffers") == (7000000000ULL * 2 + 7) / 8);  // DDP buckets across nodes
+  CHECK(part(tp1, ComponentId::sharding_buffers) == 0);
+  CHECK(part(tp2, ComponentId::sharding_buffers) == (7000000000ULL * 2 + 7) / 8);  // DDP buckets across nodes
 }
 
 TEST_CASE("pipeline stages: the first stage holds its layers and S micro-batches in flight", "[engine][sharding]") {
@@ -120,11 +121,11 @@ TEST_CASE("pipeline stages: the first stage holds its layers and S micro-batches
   for (const auto& l : m.layers[0].linears) layer += l.params();
   layer += m.layers[0].norm_params;
   const std::uint64_t stage = 4 * layer + m.embedding_params;
-  CHECK(part(b4, "weights") == Approx(static_cast<double>(stage * 2 + m.buffer_bytes)).epsilon(1e-5));
-  CHECK(part(b4, "weights") < part(b1, "weights") / 3);
+  CHECK(part(b4, ComponentId::weights) == Approx(static_cast<double>(stage * 2 + m.buffer_bytes)).epsilon(1e-5));
+  CHECK(part(b4, ComponentId::weights) < part(b1, ComponentId::weights) / 3);
   // Activations: 4 micro-batches of a quarter of the layers = one micro-batch of all layers.
-  CHECK(part(b4, "activations") <= part(b1, "activations"));
-  CHECK(part(b4, "activations") >= part(b1, "activations") * 9 / 10);
+  CHECK(part(b4, ComponentId::activations) <= part(b1, ComponentId::activations));
+  CHECK(part(b4, ComponentId::activations) >= part(b1, ComponentId::activations) * 9 / 10);
 }
 
 TEST_CASE("paged optimizers keep their state outside PyTorch's allocator", "[engine][sharding]") {
@@ -133,11 +134,11 @@ TEST_CASE("paged optimizers keep their state outside PyTorch's allocator", "[eng
   w.mode = spec::Mode::train;
   w.optimizer = spec::Optimizer::paged_adamw_8bit;
   const auto b = engine::estimate(m, w);
-  CHECK(part(b, "optimizer_state") == 0);
-  const std::uint64_t paged = part(b, "paged_optimizer_state");
+  CHECK(part(b, ComponentId::optimizer_state) == 0);
+  const std::uint64_t paged = part(b, ComponentId::paged_optimizer_state);
   CHECK(paged == 2ULL * 1000000000 + (1000000000ULL + 2047) / 2048 * 8);
   CHECK(b.device_total == b.peak_allocated + b.allocator_reserve + b.cuda_context + Bytes{paged});
-  CHECK_FALSE(b.find("paged_optimizer_state")->in_peak_allocated);
+  CHECK_FALSE(b.find(ComponentId::paged_optimizer_state)->in_peak_allocated);
   w.optimizer = spec::Optimizer::paged_adamw;  // fp32 states whatever the parameters' dtype
-  CHECK(part(engine::estimate(m, w), "paged_optimizer_state") == 8ULL * 1000000000);
+  CHECK(part(engine::estimate(m, w), ComponentId::paged_optimizer_state) == 8ULL * 1000000000);
 }

@@ -295,3 +295,47 @@ TEST_CASE("vllm: the dummy sampler's kernel and its profile peak follow the rele
   s.release = *engine::vllm::parse_release("0.10.1");
   CHECK(engine::vllm::estimate(m, s).activation_peak.value() == 1024ULL * 151936 * 16 + rows);
 }
+
+TEST_CASE("vllm: MXFP4 experts in the layout of the kernels the card runs", "[vllm]") {
+  // gpt-oss-20b: 24 MoE layers of 32 experts, hidden 2880, expert intermediate 2880.
+  CHECK(mxfp4_backend(90, true) == Mxfp4Backend::triton);  // Hopper: FlashInfer's SM90 path is opt-in
+  CHECK(mxfp4_backend(100, true) == Mxfp4Backend::flashinfer_sm100);
+  CHECK(mxfp4_backend(100, false) == Mxfp4Backend::triton);
+  CHECK(mxfp4_backend(80, true) == Mxfp4Backend::marlin);
+  CHECK(mxfp4_backend(120, true) == Mxfp4Backend::marlin);  // consumer Blackwell (>= 11.0)
+  CHECK(mxfp4_backend(0, true) == Mxfp4Backend::marlin);    // an unknown card (--budget)
+  const spec::ModelSpec m = preset("gpt-oss-20b");
+  REQUIRE(m.moe.num_experts == 32);
+  Settings s = on(GiB(80));
+  s.max_model_len = 4096;
+  REQUIRE(m.quantization);  // the checkpoint's quantization_config: only the experts are MXFP4
+  spec::set_packing(s.weights, *m.quantization);
+  const auto weights = [&](unsigned cc) {
+    Settings t = s;
+    t.compute_capability = cc;
+    return estimate(m, t).weights.value();
+  };
+  const std::uint64_t L = 24, E = 32;
+  // Triton: the swizzled scales (w13 rows 5760 -> 5888, w2 rows 2880 -> 3072, 90 columns) held
+  // beside the layer's own, and the biases (5760 + 2880 per expert) in fp32 instead of bf16.
+  const std::uint64_t triton_extra = L * E * ((5888 * 90 + 3072 * 90) + (5760 + 2880) * 2);
+  // Marlin: I 2880 -> 2944 (128), H 2880 -> 3072 (256): values, scales and bf16 biases grow.
+  const auto layout = [&](std::uint64_t I, std::uint64_t H, std::uint64_t bias) {
+    return L * E * (3 * I * H / 2 + 3 * I * (H / 32) + (2 * I + H) * bias);
+  };
+  const std::uint64_t marlin_extra = layout(2944, 3072, 2) - layout(2880, 2880, 2);
+  const std::uint64_t sm100_extra = layout(3072, 3072, 4) - layout(2880, 2880, 2);
+  CHECK(weights(90) - weights(80) == triton_extra - marlin_extra);
+  CHECK(weights(100) - weights(80) == sm100_extra - marlin_extra);
+  CHECK(weights(80) == weights(0));
+  // "Model loading took 13.47 GiB" for gpt-oss-20b on an H100 (vLLM 0.14; serving logs).
+  CHECK(static_cast<double>(weights(90)) / static_cast<double>(GiB(1).value()) == Approx(13.42).margin(0.005));
+  // A dense model is untouched by the card.
+  const spec::ModelSpec dense = preset("llama-3.1-8b");
+  Settings d = on(GiB(80));
+  d.max_model_len = 4096;
+  d.compute_capability = 90;
+  const auto w90 = estimate(dense, d).weights;
+  d.compute_capability = 80;
+  CHECK(estimate(dense, d).weights == w90);
+}

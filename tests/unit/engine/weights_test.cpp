@@ -8,6 +8,8 @@
 #include "vramfit/spec/parse.hpp"
 
 using namespace vramfit;
+using engine::ComponentId;
+using engine::PhaseId;
 
 namespace {
 
@@ -24,7 +26,7 @@ std::uint64_t weights(const spec::ModelSpec& m, const std::string& scheme, std::
   spec::Quantization q = *spec::parse_quant(scheme);
   q.group_size = group;
   spec::set_packing(w, q);
-  return engine::estimate(m, w).find("weights")->bytes.value();
+  return engine::estimate(m, w).find(ComponentId::weights)->bytes.value();
 }
 
 std::uint64_t r512(std::uint64_t b) { return (b + 511) / 512 * 512; }
@@ -53,7 +55,7 @@ TEST_CASE("bitsandbytes nf4: packed values, fp32 absmax per 64, the code table",
   spec::Quantization dq = *spec::parse_quant("nf4");
   dq.double_quant = true;
   spec::set_packing(w, dq);
-  CHECK(engine::estimate(m, w).find("weights")->bytes.value() == 2 * linears_dq + kRest16 + m.buffer_bytes);
+  CHECK(engine::estimate(m, w).find(ComponentId::weights)->bytes.value() == 2 * linears_dq + kRest16 + m.buffer_bytes);
   CHECK(weights(m, "fp4") == weights(m, "nf4"));
 }
 
@@ -91,10 +93,10 @@ TEST_CASE("skipped modules stay 16-bit; a packed --dtype means its default schem
   q.skip_modules = {"down_proj"};
   spec::set_packing(w, q);
   const std::uint64_t down = r512(512 * 256) + r512(256 * 4);
-  CHECK(engine::estimate(m, w).find("weights")->bytes.value() == weights(m, "bnb-int8") - 2 * down + 2 * 512 * 256 * 2);
+  CHECK(engine::estimate(m, w).find(ComponentId::weights)->bytes.value() == weights(m, "bnb-int8") - 2 * down + 2 * 512 * 256 * 2);
   spec::Workload d;
   d.weights = DType::int4;
-  CHECK(engine::estimate(m, d).find("weights")->bytes.value() == weights(m, "gptq-int4"));
+  CHECK(engine::estimate(m, d).find(ComponentId::weights)->bytes.value() == weights(m, "gptq-int4"));
 }
 
 TEST_CASE("a pre-quantized checkpoint's exact bytes are used while the scheme is kept", "[engine][quant]") {
@@ -103,9 +105,9 @@ TEST_CASE("a pre-quantized checkpoint's exact bytes are used while the scheme is
   m.packed_weight_bytes = 12345678;
   spec::Workload w;
   spec::set_packing(w, *m.quantization);
-  CHECK(engine::estimate(m, w).find("weights")->bytes.value() == 12345678 + m.buffer_bytes);
+  CHECK(engine::estimate(m, w).find(ComponentId::weights)->bytes.value() == 12345678 + m.buffer_bytes);
   spec::set_packing(w, *spec::parse_quant("nf4"));  // re-quantized another way: the formula again
-  CHECK(engine::estimate(m, w).find("weights")->bytes.value() == weights(m, "nf4"));
+  CHECK(engine::estimate(m, w).find(ComponentId::weights)->bytes.value() == weights(m, "nf4"));
 }
 
 TEST_CASE("GPTQ checkpoint sizes match TheBloke/Llama-2-13B-GPTQ's published files", "[engine][quant]") {
@@ -137,8 +139,8 @@ TEST_CASE("quantized KV caches: fp8 halves the cache, int4 packs it with group s
   const auto kv = [&](std::optional<DType> d) {
     w.kv_cache = d;
     const auto b = engine::estimate(m, w);
-    CHECK(b.peak_phase == "decode");
-    return b.find("kv_cache")->bytes.value();
+    CHECK(b.peak_phase == PhaseId::decode);
+    return b.find(ComponentId::kv_cache)->bytes.value();
   };
   CHECK(kv(std::nullopt) == values * 2);
   CHECK(kv(DType::fp8) == values);

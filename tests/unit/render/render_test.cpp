@@ -34,15 +34,17 @@ EstimateReport sample() {
   r.workload.seq = 1024;
   r.workload.checkpointing = true;
   auto& b = r.breakdown;
-  b.components = {{"weights", Bytes{16060522496ULL}, "model parameters", true},
-                  {"gradients", Bytes{16060522496ULL}, "one per trainable parameter", true},
-                  {"activations", GiB(2), "saved for backward", true},
-                  {"kv_cache", Bytes{0}, "no cache in training: hidden in the table", true},
-                  {"allocator_reserve", GiB(1), "caching allocator reserve", false},
-                  {"cuda_context", MiB(700), "CUDA context", false}};
-  b.phases = {{"forward", Bytes{16060522496ULL} * 2 + GiB(2)},
-              {"backward", Bytes{16060522496ULL} * 2 + GiB(2)}};
-  b.peak_phase = "backward";
+  using engine::ComponentId;
+  using engine::PhaseId;
+  b.components = {{ComponentId::weights, Bytes{16060522496ULL}, "model parameters", true},
+                  {ComponentId::gradients, Bytes{16060522496ULL}, "one per trainable parameter", true},
+                  {ComponentId::activations, GiB(2), "saved for backward", true},
+                  {ComponentId::kv_cache, Bytes{0}, "no cache in training: hidden in the table", true},
+                  {ComponentId::allocator_reserve, GiB(1), "caching allocator reserve", false},
+                  {ComponentId::cuda_context, MiB(700), "CUDA context", false}};
+  b.phases = {{PhaseId::forward_end, Bytes{16060522496ULL} * 2 + GiB(2)},
+              {PhaseId::backward_end, Bytes{16060522496ULL} * 2 + GiB(2)}};
+  b.peak_phase = PhaseId::backward_end;
   b.peak_allocated = Bytes{16060522496ULL} * 2 + GiB(2);
   b.allocator_reserve = GiB(1);
   b.cuda_context = MiB(700);
@@ -79,7 +81,7 @@ TEST_CASE("render_estimate as text", "[render]") {
         "weights             14.96 GiB   46.9%  model parameters\n"
         "gradients           14.96 GiB   46.9%  one per trainable parameter\n"
         "activations          2.00 GiB    6.3%  saved for backward\n"
-        "peak allocated      31.92 GiB  100.0%  at backward\n"
+        "peak allocated      31.92 GiB  100.0%  at backward_end\n"
         "allocator_reserve    1.00 GiB       -  caching allocator reserve\n"
         "cuda_context       700.00 MiB       -  CUDA context\n"
         "device total        33.60 GiB          what the GPU must have\n"
@@ -137,8 +139,8 @@ TEST_CASE("render_estimate as JSON: stable keys, integer bytes", "[render]") {
                                       "in_peak_allocated": true})"));
   CHECK(j["components"][3]["bytes"] == 0);
   CHECK(j["components"][5]["in_peak_allocated"] == false);
-  CHECK(j["phases"][1] == nlohmann::ordered_json::parse(R"({"id": "backward", "bytes": 34268528640})"));
-  CHECK(j["peak_phase"] == "backward");
+  CHECK(j["phases"][1] == nlohmann::ordered_json::parse(R"({"id": "backward_end", "bytes": 34268528640})"));
+  CHECK(j["peak_phase"] == "backward_end");
   CHECK(j["peak_allocated_bytes"] == 34268528640ULL);
   CHECK(j["device_total_bytes"] == 36076273664ULL);
   CHECK(j["budget"] ==
