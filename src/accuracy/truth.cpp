@@ -127,6 +127,7 @@ spec::Workload workload_of(const json& c, const std::string& where) {
   w.activation_offload = flag(c, "activation_offload", where);
   w.optimizer_in_backward = flag(c, "optimizer_in_backward", where);
   w.sequence_packing = flag(c, "sequence_packing", where);
+  w.master_weights = flag(c, "master_weights", where);
   if (c.contains("fsdp_mixed_precision") && !c["fsdp_mixed_precision"].is_null()) {
     const auto& v = c["fsdp_mixed_precision"];
     const auto d = v.is_string() ? parse_dtype(v.get<std::string>()) : std::nullopt;
@@ -156,6 +157,16 @@ spec::Workload workload_of(const json& c, const std::string& where) {
                          fmt::format("expected \"all-linear\" or a list of module names, got {}", json_excerpt(*t)),
                          "fix or remove the line");
       w.lora.targets = t->get<std::vector<std::string>>();
+    }
+    // "dtype": the adapters' dtype (peft's autocast_adapter_dtype=False keeps them in the
+    // base weights' 16-bit dtype; --lora-dtype).
+    if (const auto d = l.find("dtype"); d != l.end() && !d->is_null()) {
+      const auto adt = d->is_string() ? parse_dtype(d->get<std::string>()) : std::nullopt;
+      if (!adt || (*adt != DType::fp32 && *adt != DType::bf16 && *adt != DType::fp16))
+        throw InputError(lw + ": dtype", fmt::format("{} is not an adapter dtype", json_excerpt(*d)),
+                         "use \"fp32\", \"bf16\" or \"fp16\"");
+      w.lora.half_adapters = *adt != DType::fp32;
+      w.lora.half_is_fp16 = *adt == DType::fp16;
     }
     if (const auto d = l.find("dropout"); d != l.end() && !d->is_null()) {
       if (!d->is_number() || !(d->get<double>() >= 0.0 && d->get<double>() < 1.0))

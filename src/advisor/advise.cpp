@@ -353,6 +353,29 @@ Proposal propose_optimizer_in_backward(const Context&, const spec::Workload& cur
   return p;
 }
 
+// torch.compile of each decoder layer and of the loss (engine/levers, measured on the H200 in
+// tests/accuracy/levers/results/compile.jsonl): Inductor's cross-entropy saves the 16-bit
+// logits and a logsumexp instead of the fp32 log-softmax, its gated MLP recomputes the
+// activation and the product in backward. Tried after the other levers: it changes no result
+// but costs compile time, and a graph break saves less than the estimate.
+Proposal propose_compile(const Context&, const spec::Workload& cur, const engine::Breakdown&) {
+  if (!cur.trains()) return skip("vramfit models torch.compile of the training step only");
+  if (cur.compile == spec::Compile::all) return skip("the layers and the loss are already compiled");
+  Proposal p;
+  p.applies = true;
+  p.next = cur;
+  p.next.compile = spec::Compile::all;
+  p.reason = cur.compile == spec::Compile::layers
+                 ? "compile the loss too: the compiled cross-entropy keeps the 16-bit logits and a logsumexp, not "
+                   "the fp32 log-softmax"
+                 : "compile each decoder layer and the loss: fused kernels save fewer intermediates (the 16-bit "
+                   "logits and a logsumexp, not the fp32 log-softmax; a gated MLP's activation recomputed)";
+  p.how = "for layer in model.model.layers: layer.compile(); loss_fn = torch.compile(loss_fn) (torchtune: "
+          "compile=True)";
+  p.warning = "the first steps compile (minutes for large models); graph breaks leave parts eager and save less";
+  return p;
+}
+
 /// Sequences are not cut below this many tokens.
 constexpr std::uint64_t kShortestSequence = 256;
 
@@ -387,7 +410,7 @@ struct Step {
 
 // The walk's steps: the table's rows with a walk title, in the table's (the seed document's)
 // order; the static_assert below keeps the two lists the same.
-constexpr std::array<Step, 12> kSteps{{
+constexpr std::array<Step, 13> kSteps{{
     {Fix::reduce_batch, propose_reduce_batch},
     {Fix::mixed_precision, propose_mixed_precision},
     {Fix::gradient_checkpointing, propose_checkpointing},
@@ -399,6 +422,7 @@ constexpr std::array<Step, 12> kSteps{{
     {Fix::selective_checkpointing, propose_selective_checkpointing},
     {Fix::activation_offload, propose_activation_offload},
     {Fix::optimizer_in_backward, propose_optimizer_in_backward},
+    {Fix::compile, propose_compile},
     {Fix::shorter_sequence, propose_shorter_sequence},
 }};
 

@@ -136,10 +136,10 @@ InputError overflow_error(const EstimateFlags& f, const spec::Workload& w, const
     return d.field == "size" || d.field == "parameters";
   });
   if (!overflow) return e;
-  std::string flags;
+  std::vector<std::string> given;
   for (const char* flag : {"--params", "--config", "--batch", "--seq", "--new-tokens"})
-    if (f.has(flag)) flags += (flags.empty() ? "" : ", ") + std::string(flag);
-  if (flags.empty()) flags = "model";
+    if (f.has(flag)) given.emplace_back(flag);
+  const std::string flags = given.empty() ? std::string("model") : joined(given);
   std::string job = fmt::format("batch {} x {} tokens", w.batch, w.seq);
   if (w.mode == spec::Mode::generate) job += fmt::format(" + {} new", w.new_tokens);
   std::string fix = "give smaller values: no GPU job comes near 16 EiB";
@@ -506,8 +506,7 @@ static std::string tight_fix(const render::EstimateReport& report, CatalogSource
     if (s.applied) ids.push_back(s.id);
   const engine::Breakdown& f = a.final_estimate;
   if (a.fits && !ids.empty() && budget.verdict(f.device_total, f.upper()) == advisor::Verdict::fits) {
-    std::string list;
-    for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
+    const std::string list = joined(ids);
     return fmt::format("{} buys it ({} upper bound {}; 'vramfit advise' with the same flags for the steps)", list,
                        ids.size() == 1 ? "its" : "their", render::format_bytes(f.upper()));
   }

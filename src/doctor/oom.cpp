@@ -389,11 +389,7 @@ void read_hints(std::string_view region, OomMessage& m) {
     if (!name.empty() && name.size() <= 32 &&
         std::all_of(name.begin(), name.end(), [](char ch) { return is_alpha(ch) || ch == '_'; })) {
       // Shown in upper case, the way the variable is spelled.
-      std::string upper(name);
-      for (char& ch : upper) {
-        if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
-      }
-      m.alloc_conf_var = upper;
+      m.alloc_conf_var = upper(name);
     }
   }
   m.mentions_max_split_size = region.find("max_split_size_mb") != std::string_view::npos;

@@ -162,6 +162,48 @@ struct LayerSizes {
   std::uint64_t hidden, q, kv, inter;
 };
 
+// The model's parameters as the process that runs the workload made them: measure.py builds the
+// model with AutoModelForCausalLM.from_config under torch.device("cuda"), so transformers allocates
+// each parameter on the GPU as its module is constructed (then initialises it in place): the token
+// embedding, the position table (gpt2), each decoder layer's linears in module order with their
+// biases, the norms, the final norm, the lm_head (a tied one is allocated, then freed when tied:
+// its segment goes back at the empty_cache() before the case). Recorded builds (H200, torch 2.11,
+// transformers 5.17; tests/accuracy/alloc/fresh): this order exactly, and the free bytes they leave
+// cached, which the workload's own requests rarely fit: qwen2.5-1.5b bf16 175 MiB in the large pool
+// (each 26.25 MiB MLP weight in a 28 MiB segment, 4.5 MiB q/o weights in 20 MiB segments) + 14.7 in
+// the small pool, llama-3.1-8b 128 (8 MiB k/v weights two to a 20 MiB segment), gpt2 10.8.
+// Returns false (nothing allocated) for weights this order does not describe (quantized, MoE).
+bool replay_build(CachingAllocator& a, const spec::ModelSpec& m, const Precision& p) {
+  if (p.quantized || std::any_of(m.layers.begin(), m.layers.end(), [](const auto& g) { return g.moe; })) return false;
+  const std::uint64_t e = p.param;
+  const std::uint64_t tokens = checked_mul(checked_mul(m.vocab_size, m.hidden_size), e);
+  const std::uint64_t embed = checked_mul(m.embedding_params, e);
+  a.malloc(std::min(tokens, embed));
+  if (embed > tokens) a.malloc(embed - tokens);  // the position table
+  for (const auto& g : m.layers)
+    for (std::uint64_t i = 0; i < g.count; ++i) {
+      for (const auto& l : g.linears) {
+        a.malloc(checked_mul(checked_mul(checked_mul(l.in_features, l.out_features), l.copies), e));
+        if (l.bias) a.malloc(checked_mul(checked_mul(l.out_features, l.copies), e));
+      }
+      a.malloc(checked_mul(g.norm_params + g.other_params, e));
+    }
+  a.malloc(checked_mul(m.final_norm_params, e));
+  a.malloc(m.buffer_bytes);
+  a.malloc(checked_mul(m.lm_head_params, e));
+  return true;
+}
+
+// The key of replay_build's allocations, for the memo.
+void append_build(std::vector<std::uint64_t>& key, const spec::ModelSpec& m, const Precision& p) {
+  key.insert(key.end(), {p.param, p.quantized ? 1U : 0U, m.vocab_size, m.hidden_size, m.embedding_params,
+                         m.final_norm_params, m.buffer_bytes, m.lm_head_params, m.layers.size()});
+  for (const auto& g : m.layers) {
+    key.insert(key.end(), {g.count, g.moe ? 1U : 0U, g.norm_params, g.other_params, g.linears.size()});
+    for (const auto& l : g.linears) key.insert(key.end(), {l.in_features, l.out_features, l.copies, l.bias ? 1U : 0U});
+  }
+}
+
 // One forward pass over the decoder layers, op by op as a pre-norm layer allocates in eager
 // PyTorch (the real trace of gpt2-medium b32 s256 n256 on the H200 shows this order): norm, q,
 // k, v, rotated q and k, attention output and its reshaped copy, o_proj, the residual sum; norm,
@@ -248,8 +290,15 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
   std::vector<std::uint64_t> key{sizes.hidden, sizes.q, sizes.kv, sizes.inter, layers, layer_end, total, logits,
                                  w.seq, w.new_tokens};
   append_conf(key, alloc_conf(w));
+  const Precision p = precision_of(w);
+  append_build(key, m, p);
   return memoized(std::move(key), [&] {
     CachingAllocator a(alloc_conf(w));
+    // The model is built first in the same process: the generation's requests start from its
+    // segments (their free bytes stay reserved unless a request fits them).
+    replay_build(a, m, p);
+    a.empty_cache();
+    a.reset_peaks();
     std::vector<CachingAllocator::Handle> keys(layers), values(layers);
     const auto last = replay_layers(a, sizes, layers, &keys, &values);
     a.free(a.malloc(logits));
@@ -460,6 +509,13 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
 }
 
 }  // namespace
+
+std::optional<Built> built_model(const spec::ModelSpec& m, const Workload& w) {
+  CachingAllocator a(alloc_conf(w));
+  if (!replay_build(a, m, precision_of(w))) return std::nullopt;
+  a.empty_cache();
+  return Built{a.reserved(), a.allocated()};
+}
 
 Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
                           Bytes peak_allocated, Bytes resident) {

@@ -1,6 +1,8 @@
 #pragma once
 // Internal to the engine: the caching allocator's reserve above the allocated peak.
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "phase.hpp"
@@ -16,6 +18,14 @@ struct Reserve {
   Bytes bytes;
   bool replayed = false;  ///< from the step's allocations replayed through the allocator model
 };
+/// What the caching allocator holds once the model is built as transformers builds it (each
+/// parameter allocated as its module is constructed) and the cache emptied; nullopt for weights
+/// whose build is not modelled (quantized, MoE).
+struct Built {
+  std::uint64_t reserved = 0, allocated = 0;
+};
+std::optional<Built> built_model(const spec::ModelSpec& m, const spec::Workload& w);
+
 Reserve allocator_reserve(const spec::ModelSpec& m, const spec::Workload& w, const std::vector<Acc>& phases,
                           Bytes peak_allocated, Bytes resident);
 

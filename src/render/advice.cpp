@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "vramfit/core/text.hpp"
 #include "vramfit/render/format.hpp"
 
 namespace vramfit::render {
@@ -152,8 +153,7 @@ std::string advice_text(const Advice& a) {
     std::string fixed = "no tier fits";
     if (a.tier_with_fixes) {
       fixed = tier_line(*a.tier_with_fixes);
-      std::string ids;
-      for (const auto& f : a.tier_with_fixes->fixes) ids += (ids.empty() ? "" : ", ") + f;
+      const std::string ids = joined(a.tier_with_fixes->fixes);
       fixed += ids.empty() ? ", no fix needed" : ", after " + ids;
     }
     out += "  with fixes:  " + fixed + "\n";

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "vramfit/core/text.hpp"
 #include "vramfit/render/advice.hpp"
 #include "vramfit/render/format.hpp"
 #include "vramfit/render/render.hpp"
@@ -14,16 +15,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string s;
-  for (const auto& p : parts) {
-    if (!s.empty()) s += sep;
-    s += p;
-  }
-  return s;
-}
-
-std::string lora_targets(const spec::Lora& l) { return l.all_linear ? "all-linear" : join(l.targets, ","); }
+std::string lora_targets(const spec::Lora& l) { return l.all_linear ? "all-linear" : joined(l.targets, ","); }
 
 // "gptq-int4, group 128", "nf4, double quantization", "q4_k_m", ...
 std::string scheme_text(const spec::Quantization& q) {
@@ -31,7 +23,7 @@ std::string scheme_text(const spec::Quantization& q) {
   if (q.method == spec::QuantMethod::gptq || q.method == spec::QuantMethod::awq)
     out += q.group_size ? fmt::format(", group {}", q.group_size) : std::string(", one group per row");
   if (q.double_quant) out += ", double quantization";
-  if (!q.skip_modules.empty()) out += ", 16-bit " + join(q.skip_modules, ",");
+  if (!q.skip_modules.empty()) out += ", 16-bit " + joined(q.skip_modules, ",");
   return out;
 }
 
@@ -51,7 +43,7 @@ std::string shape_line(const spec::ModelSpec& m) {
   if (m.moe.num_experts != 0)
     parts.push_back(fmt::format("MoE {} experts, top {}", m.moe.num_experts, m.moe.experts_per_token));
   parts.push_back(fmt::format("vocab {}", format_count(m.vocab_size)));
-  return join(parts, ", ");
+  return joined(parts, ", ");
 }
 
 std::vector<std::string> workload_lines(const spec::Workload& w) {
@@ -94,7 +86,7 @@ std::vector<std::string> workload_lines(const spec::Workload& w) {
   else if (w.gpus > 1 || w.sharding != spec::Sharding::none)
     extra.push_back(fmt::format("{} GPUs, sharding {}", w.gpus, spec::name_of(w.sharding)));
   if (w.offload != spec::Offload::none) extra.push_back(fmt::format("offload {}", spec::name_of(w.offload)));
-  if (!extra.empty()) lines.push_back(join(extra, ", "));
+  if (!extra.empty()) lines.push_back(joined(extra, ", "));
   return lines;
 }
 
@@ -157,7 +149,7 @@ std::vector<std::vector<std::string>> head_rows(const EstimateReport& r) {
     std::vector<std::string> what;
     if (!m.source.empty()) what.push_back(m.source);
     if (!m.model_type.empty()) what.push_back(m.model_type);
-    title += " (" + join(what, ", ") + ")";
+    title += " (" + joined(what, ", ") + ")";
   }
   head.push_back({"Model", title});
   const spec::Quantization q = spec::scheme_of(r.workload);

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "vramfit/core/text.hpp"
 #include "vramfit/render/advice.hpp"
 #include "vramfit/render/format.hpp"
 
@@ -114,12 +115,7 @@ std::string explain_text(const OomScan& scan, const std::optional<Diagnosis>& di
 
   out += fmt::format("\nDiagnosis: {}", d.primary);
   if (d.kinds.size() > 1) {
-    std::string also;
-    for (std::size_t i = 1; i < d.kinds.size(); ++i) {
-      if (!also.empty()) also += ", ";
-      also += d.kinds[i];
-    }
-    out += fmt::format(" (also: {})", also);
+    out += fmt::format(" (also: {})", joined({d.kinds.begin() + 1, d.kinds.end()}));
   }
   out += "\n";
   for (const std::string& s : d.findings) out += fmt::format("  - {}\n", s);

@@ -98,10 +98,10 @@ const GgmlType& type(std::string_view name) {
 bool is_quantized(const GgmlType& t) { return t.block_size > 1; }
 
 std::string mix_names() {
-  std::string s;
+  std::vector<std::string> names;
   for (const GgufFileType& f : kFileTypes)
-    if (f.mix_known) s += (s.empty() ? "" : ", ") + std::string(f.name);
-  return s;
+    if (f.mix_known) names.emplace_back(f.name);
+  return joined(names);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/json.hpp"
+#include "vramfit/core/text.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::spec {
@@ -49,9 +50,9 @@ std::optional<std::uint64_t> dtype_bits(std::string_view name) {
 }
 
 std::string known_dtypes() {
-  std::string s;
-  for (const DtypeRow& d : kDtypes) s += (s.empty() ? "" : ", ") + std::string(d.name);
-  return s;
+  std::vector<std::string> names;
+  for (const DtypeRow& d : kDtypes) names.emplace_back(d.name);
+  return joined(names);
 }
 
 std::string show(const json& v) { return json_excerpt(v); }

@@ -22,6 +22,7 @@
 #include "vramfit/core/bytes.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/json.hpp"
+#include "vramfit/core/text.hpp"
 
 namespace vramfit::spec {
 
@@ -643,15 +644,15 @@ const TowerRow* find_tower(std::string_view type) {
 }
 
 std::string known_outer_types() {
-  std::string list;
-  for (const OuterRow& r : kOuters) list += (list.empty() ? "" : ", ") + std::string(r.model_type);
-  return list;
+  std::vector<std::string> names;
+  for (const OuterRow& r : kOuters) names.emplace_back(r.model_type);
+  return joined(names);
 }
 
 std::string known_tower_types() {
-  std::string list;
-  for (const TowerRow& r : kTowers) list += (list.empty() ? "" : ", ") + std::string(r.vision_type);
-  return list;
+  std::vector<std::string> names;
+  for (const TowerRow& r : kTowers) names.emplace_back(r.vision_type);
+  return joined(names);
 }
 
 }  // namespace

@@ -527,6 +527,77 @@ void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   validate_dtypes(w, out);
 }
 
+namespace {
+
+/// The typed values of --alloc-conf's settings, each problem reported under `f` with `fix`.
+struct AllocConfValues {
+  Diagnostics& diags;
+  const std::string& f;
+  const std::string& fix;
+
+  void boolean(const std::string& key, const std::string& v, bool& out) const {
+    // c10's parser takes exactly True or False.
+    if (v == "True") out = true;
+    else if (v == "False") out = false;
+    else diags.add(f, fmt::format("{}:{}: the value must be True or False", key, text_excerpt(v)), fix);
+  }
+  bool whole(const std::string& key, const std::string& v, std::uint64_t& out) const {
+    if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) {
+      diags.add(f, fmt::format("{}:{}: the value must be a whole number", key, text_excerpt(v)), fix);
+      return false;
+    }
+    out = std::stoull(v);
+    return true;
+  }
+};
+
+/// One key:value of --alloc-conf into `w`, as CUDAAllocatorConfig reads it.
+void apply_alloc_setting(const std::string& key, const std::string& v, const AllocConfValues& r, Workload& w) {
+  if (key == "expandable_segments") {
+    r.boolean(key, v, w.expandable_segments);
+  } else if (key == "max_split_size_mb") {
+    std::uint64_t mb = 0;
+    // CUDAAllocatorConfig: "must be > 20" (kLargeBuffer, 20 MiB).
+    if (r.whole(key, v, mb)) {
+      if (mb <= 20 || mb > (1ULL << 30))
+        r.diags.add(r.f, fmt::format("max_split_size_mb:{}: must be more than 20 (and at most 2^30)", mb), r.fix);
+      else w.alloc.max_split_size_mb = mb;
+    }
+  } else if (key == "roundup_power2_divisions") {
+    std::uint64_t n = 0;
+    if (v.rfind('[', 0) == 0)
+      r.diags.add(r.f, "roundup_power2_divisions: the per-size list form is not modelled", "give one value, e.g. roundup_power2_divisions:4");
+    else if (r.whole(key, v, n)) {
+      if (n == 0 || (n & (n - 1)) != 0 || n > 1024)
+        r.diags.add(r.f, fmt::format("roundup_power2_divisions:{}: must be a power of 2 (1 to 1024)", n), r.fix);
+      else w.alloc.roundup_power2_divisions = n == 1 ? 0 : n;
+    }
+  } else if (key == "garbage_collection_threshold") {
+    char* stop = nullptr;
+    const double t = std::strtod(v.c_str(), &stop);
+    if (v.empty() || stop != v.c_str() + v.size() || !(t > 0.0 && t < 1.0))
+      r.diags.add(r.f, fmt::format("garbage_collection_threshold:{}: must be a number between 0 and 1 (both excluded)", text_excerpt(v)), r.fix);
+    else w.alloc.garbage_collection_threshold = t;
+  } else if (key == "backend") {
+    if (v == "native") w.alloc.async_backend = false;
+    else if (v == "cudaMallocAsync") w.alloc.async_backend = true;
+    else r.diags.add(r.f, fmt::format("backend:{}: must be native or cudaMallocAsync", text_excerpt(v)), r.fix);
+  } else if (key == "pinned_use_cuda_host_register" || key == "pinned_use_background_threads" ||
+             key == "release_lock_on_cudamalloc") {
+    bool ignored = false;  // host memory and locking: nothing on the GPU
+    r.boolean(key, v, ignored);
+  } else if (key == "pinned_num_register_threads") {
+    std::uint64_t ignored = 0;
+    r.whole(key, v, ignored);
+  } else {
+    r.diags.add(r.f, fmt::format("unknown setting '{}'", text_excerpt(key)),
+                "the settings are expandable_segments, max_split_size_mb, roundup_power2_divisions, "
+                "garbage_collection_threshold, backend and the pinned_* ones (PyTorch refuses others too)");
+  }
+}
+
+}  // namespace
+
 void parse_alloc_conf(std::string_view text, Workload& w, Diagnostics& diags, std::string_view field) {
   const std::string f(field);
   const std::string fix = "e.g. " + f + " expandable_segments:True,max_split_size_mb:512 (PYTORCH_CUDA_ALLOC_CONF's syntax)";
@@ -534,20 +605,7 @@ void parse_alloc_conf(std::string_view text, Workload& w, Diagnostics& diags, st
     diags.add(f, "no setting given", fix);
     return;
   }
-  const auto boolean = [&](const std::string& key, const std::string& v, bool& out) {
-    // c10's parser takes exactly True or False.
-    if (v == "True") out = true;
-    else if (v == "False") out = false;
-    else diags.add(f, fmt::format("{}:{}: the value must be True or False", key, text_excerpt(v)), fix);
-  };
-  const auto whole = [&](const std::string& key, const std::string& v, std::uint64_t& out) {
-    if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) {
-      diags.add(f, fmt::format("{}:{}: the value must be a whole number", key, text_excerpt(v)), fix);
-      return false;
-    }
-    out = std::stoull(v);
-    return true;
-  };
+  const AllocConfValues values{diags, f, fix};
   std::size_t start = 0;
   while (start <= text.size()) {
     std::size_t end = text.find(',', start);
@@ -565,47 +623,7 @@ void parse_alloc_conf(std::string_view text, Workload& w, Diagnostics& diags, st
     }
     const std::string key{trim(std::string_view(item).substr(0, colon))};
     const std::string v{trim(std::string_view(item).substr(colon + 1))};
-    if (key == "expandable_segments") {
-      boolean(key, v, w.expandable_segments);
-    } else if (key == "max_split_size_mb") {
-      std::uint64_t mb = 0;
-      // CUDAAllocatorConfig: "must be > 20" (kLargeBuffer, 20 MiB).
-      if (whole(key, v, mb)) {
-        if (mb <= 20 || mb > (1ULL << 30))
-          diags.add(f, fmt::format("max_split_size_mb:{}: must be more than 20 (and at most 2^30)", mb), fix);
-        else w.alloc.max_split_size_mb = mb;
-      }
-    } else if (key == "roundup_power2_divisions") {
-      std::uint64_t n = 0;
-      if (v.rfind('[', 0) == 0)
-        diags.add(f, "roundup_power2_divisions: the per-size list form is not modelled", "give one value, e.g. roundup_power2_divisions:4");
-      else if (whole(key, v, n)) {
-        if (n == 0 || (n & (n - 1)) != 0 || n > 1024)
-          diags.add(f, fmt::format("roundup_power2_divisions:{}: must be a power of 2 (1 to 1024)", n), fix);
-        else w.alloc.roundup_power2_divisions = n == 1 ? 0 : n;
-      }
-    } else if (key == "garbage_collection_threshold") {
-      char* stop = nullptr;
-      const double t = std::strtod(v.c_str(), &stop);
-      if (v.empty() || stop != v.c_str() + v.size() || !(t > 0.0 && t < 1.0))
-        diags.add(f, fmt::format("garbage_collection_threshold:{}: must be a number between 0 and 1 (both excluded)", text_excerpt(v)), fix);
-      else w.alloc.garbage_collection_threshold = t;
-    } else if (key == "backend") {
-      if (v == "native") w.alloc.async_backend = false;
-      else if (v == "cudaMallocAsync") w.alloc.async_backend = true;
-      else diags.add(f, fmt::format("backend:{}: must be native or cudaMallocAsync", text_excerpt(v)), fix);
-    } else if (key == "pinned_use_cuda_host_register" || key == "pinned_use_background_threads" ||
-               key == "release_lock_on_cudamalloc") {
-      bool ignored = false;  // host memory and locking: nothing on the GPU
-      boolean(key, v, ignored);
-    } else if (key == "pinned_num_register_threads") {
-      std::uint64_t ignored = 0;
-      whole(key, v, ignored);
-    } else {
-      diags.add(f, fmt::format("unknown setting '{}'", text_excerpt(key)),
-                "the settings are expandable_segments, max_split_size_mb, roundup_power2_divisions, "
-                "garbage_collection_threshold, backend and the pinned_* ones (PyTorch refuses others too)");
-    }
+    apply_alloc_setting(key, v, values, w);
   }
 }
 

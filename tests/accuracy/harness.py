@@ -95,6 +95,10 @@ def wrap_lora(model, lora):
         target_modules=lora["targets"], lora_dropout=lora.get("dropout", 0.0),
         bias="none", task_type="CAUSAL_LM",
     )
+    # lora "dtype" bf16/fp16 (vramfit --lora-dtype): peft's autocast_adapter_dtype=False keeps
+    # the adapters in the base weights' dtype; by default peft upcasts them to fp32.
+    if lora.get("dtype") in ("bf16", "fp16"):
+        return get_peft_model(model, cfg, autocast_adapter_dtype=False)
     return get_peft_model(model, cfg)
 
 
@@ -139,6 +143,39 @@ def make_optimizer(name, params):
         "adagrad": lambda: o.Adagrad(params, lr=1e-5),
     }
     return table[name]()
+
+
+class MasterWeights:
+    """16-bit parameters stepped through fp32 master copies (vramfit --master-weights; DeepSpeed's
+    bf16 optimizer, Megatron's, Apex O2 in plain PyTorch): the optimizer `name` holds an fp32
+    copy of each parameter (a DTensor shard under FSDP2) and its moments; at the step each
+    16-bit gradient is copied to fp32, all at once, the masters stepped and copied back into
+    the parameters, the fp32 gradients freed."""
+
+    def __init__(self, name, params):
+        self.params = list(params)
+        self.masters = [p.detach().to(torch.float32) for p in self.params]
+        self.inner = make_optimizer(name, self.masters)
+
+    @property
+    def state(self):
+        """The inner optimizer's state and the masters (what optimizer_state_bytes counts)."""
+        out = dict(self.inner.state)
+        out.update({("master", i): {"master": m} for i, m in enumerate(self.masters)})
+        return out
+
+    @torch.no_grad()
+    def step(self):
+        for p, m in zip(self.params, self.masters):
+            m.grad = None if p.grad is None else p.grad.to(torch.float32)
+        self.inner.step()
+        for p, m in zip(self.params, self.masters):
+            p.copy_(m)
+            m.grad = None
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
 
 
 def local_bytes(t):

@@ -4,6 +4,7 @@
 // under by more than 5%); `vramfit validate tests/accuracy/levers/results/levers.jsonl` prints
 // the table.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +35,8 @@ struct Measured {
 const Measured& measured() {
   static const Measured m = [] {
     Measured out;
-    for (const char* file : {"results/levers.jsonl", "results/sharded.jsonl"}) {
+    for (const char* file :
+         {"results/levers.jsonl", "results/sharded.jsonl", "results/more.jsonl", "results/more_sharded.jsonl"}) {
       const std::string text = vramfit::test::read_text(kDir / file);
       if (out.text.empty()) out.text = text;
       for (auto& c : accuracy::parse_truth(text, file)) out.cases.push_back(std::move(c));
@@ -50,6 +52,9 @@ const Measured& measured() {
 
 // The lever a case measures, from its workload.
 std::string lever_of(const spec::Workload& w) {
+  const bool sharded = w.sharding != spec::Sharding::none;
+  if (w.master_weights) return sharded ? "master-weights (fsdp)" : "master-weights";
+  if (w.lora.half_adapters) return sharded ? "lora-dtype bf16 (fsdp)" : "lora-dtype bf16";
   if (w.fsdp_param_dtype) return "fsdp-mixed-precision";
   if (w.sharding != spec::Sharding::none) return "fsdp + autocast (LoRA)";
   if (w.loss != spec::Loss::hf) return std::string("loss ") + std::string(spec::name_of(w.loss));
@@ -66,7 +71,7 @@ std::string lever_of(const spec::Workload& w) {
 
 TEST_CASE("training levers meet the plain loop's bounds on the H200", "[accuracy][levers]") {
   const auto& m = measured();
-  REQUIRE(m.cases.size() == 63);
+  REQUIRE(m.cases.size() == 104);
   std::map<std::string, std::vector<const accuracy::CaseResult*>> by_lever;
   std::vector<const accuracy::CaseResult*> all;
   for (const auto& r : m.results) {
@@ -75,34 +80,38 @@ TEST_CASE("training levers meet the plain loop's bounds on the H200", "[accuracy
     by_lever[lever_of(r.truth->workload)].push_back(&r);
     all.push_back(&r);
   }
+  // The README's table: per lever its cases, models, sizes (batch x seq), median |error|,
+  // worst under and worst over; each lever is held to the plain loop's bounds.
   std::string table;
   for (const auto& [lever, rs] : by_lever) {
     const auto st = accuracy::stats(rs);
-    double worst_under = 0;
-    for (const auto* r : rs) worst_under = std::min(worst_under, r->error);
-    table += lever + ": " + std::to_string(st.cases) + " cases, median " + std::to_string(st.median_abs * 100) +
-             "%, worst under " + std::to_string(worst_under * 100) + "%\n";
+    double worst_under = 0, worst_over = 0;
+    std::map<std::string, int> models;
+    std::map<std::uint64_t, int> sizes;
+    for (const auto* r : rs) {
+      worst_under = std::min(worst_under, r->error);
+      worst_over = std::max(worst_over, r->error);
+      ++models[r->truth->config];
+      ++sizes[r->truth->workload.batch * r->truth->workload.seq];
+    }
+    table += fmt::format("| {} | {} | {} | {} | {:.2f} % | {:+.2f} % | {:+.2f} % |\n", lever, st.cases, models.size(),
+                         sizes.size(), st.median_abs * 100, worst_under * 100, worst_over * 100);
+    INFO(lever);
+    // The fused linear cross-entropy is written in torch ops on the device (README): one more
+    // fp32 chunk than Liger's kernel at forward's last chunk; its median stays at 1.2 %.
+    CHECK(st.median_abs <= (lever == "loss fused-linear" ? 0.0125 : 0.01));
+    CHECK(models.size() >= 3);
+    CHECK(sizes.size() >= 2);
   }
   const auto st = accuracy::stats(all);
   WARN(table << "all: " << st.cases << " cases, median |error| " << st.median_abs * 100 << "%");
   CHECK(by_lever.count("other") == 0);
-  CHECK(by_lever.size() == 12);
+  CHECK(by_lever.size() == 15);
   CHECK(st.median_abs <= 0.01);
   for (const auto* r : all) {
     INFO(r->truth->id << ": " << r->error * 100 << "%");
     CHECK(r->error >= -0.05);  // no unsafe under-estimate
     CHECK(r->error <= 0.05);
-  }
-  // Every lever on 3 models, except FSDP2 on 2 ranks (2 models) and what the first run's
-  // deadline cut: plain fp32 + autocast training (2 models).
-  for (const auto& [lever, rs] : by_lever) {
-    INFO(lever);
-    std::map<std::string, int> models;
-    for (const auto* r : rs) ++models[r->truth->config];
-    std::size_t want = 3;
-    if (lever == "fsdp-mixed-precision" || lever == "train fp32 + autocast") want = 2;
-    if (lever == "fsdp + autocast (LoRA)") want = 2;
-    CHECK(models.size() >= want);
   }
 }
 

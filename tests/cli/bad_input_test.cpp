@@ -731,7 +731,7 @@ TEST_CASE("advise and fit: bad flags of their own", "[bad-input]") {
       kErr +
           "--allow: unknown fix 'frob' (known fixes: reduce_batch, mixed_precision, gradient_checkpointing, "
           "quantize_8bit, quantize_4bit, inference_mode, expandable_segments, chunked_logits, "
-          "selective_checkpointing, activation_offload, optimizer_in_backward, shorter_sequence, quantize)\n");
+          "selective_checkpointing, activation_offload, optimizer_in_backward, compile, shorter_sequence, quantize)\n");
   Case().expect(cmd("advise", {"--params", "7B", "--budget", "24GiB", "--provider", "nope"}),
                 kErr + "--provider: unknown provider 'nope' (known providers: cloudy)\n");
   Case().expect(cmd("advise", {"--params", "nan", "--budget", "24GiB"}),

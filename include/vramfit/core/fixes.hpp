@@ -25,6 +25,7 @@ enum class Fix {
   selective_checkpointing,
   activation_offload,
   optimizer_in_backward,
+  compile,
   fused_attention,
   shorter_sequence,
   larger_gpu,
@@ -49,7 +50,7 @@ struct FixRow {
 
 /// The table. Order: the seed's six steps in its order (quantize and its two walk steps share
 /// step 4), then the doctor's own fixes.
-inline constexpr std::array<FixRow, 17> kFixTable{{
+inline constexpr std::array<FixRow, 18> kFixTable{{
     // 1. fewer samples per step, same effective batch through gradient accumulation
     {Fix::reduce_batch, "reduce_batch", 1, "Smaller micro-batch",
      "Halve the batch size; keep the effective batch with gradient accumulation"},
@@ -93,6 +94,8 @@ inline constexpr std::array<FixRow, 17> kFixTable{{
     {Fix::activation_offload, "activation_offload", 0, "Activation offloading", ""},
     // no full set of gradients alive
     {Fix::optimizer_in_backward, "optimizer_in_backward", 0, "Optimizer step in backward", ""},
+    // fused kernels that save fewer intermediates (torch.compile of the layers and the loss)
+    {Fix::compile, "compile", 0, "torch.compile", ""},
     // huge attention scores
     {Fix::fused_attention, "fused_attention", 0, "",
      "Use fused attention: attn_implementation=\"sdpa\" or \"flash_attention_2\" instead of eager"},

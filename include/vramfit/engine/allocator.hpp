@@ -71,6 +71,11 @@ class CachingAllocator {
   [[nodiscard]] std::uint64_t block_size(Handle h) const;
   /// Releases every cached segment with no allocated block (torch.cuda.empty_cache()).
   void empty_cache();
+  /// The peaks start again from what is allocated and reserved now (torch.cuda.reset_peak_memory_stats()).
+  void reset_peaks() {
+    peak_allocated_ = allocated_;
+    peak_reserved_ = reserved_;
+  }
 
   [[nodiscard]] static std::uint64_t round_size(std::uint64_t bytes, const AllocConf& conf);
   [[nodiscard]] static std::uint64_t allocation_size(std::uint64_t rounded);

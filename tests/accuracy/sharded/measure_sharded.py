@@ -28,6 +28,8 @@ Two case keys of issue #18 (tests/accuracy/levers/measure_levers_sharded.py runs
   fsdp_mixed_precision: "bf16"  fully_shard(..., mp_policy=MixedPrecisionPolicy(param_dtype=bf16,
                                 reduce_dtype=fp32)) on every decoder layer and the root
   lora: {r, targets, ...}       peft LoRA wrapped before sharding (frozen base in weights_dtype)
+  lora: {..., dtype: "bf16"}    the adapters in 16 bits (peft autocast_adapter_dtype=False)
+  master_weights: true          harness.MasterWeights: fp32 masters of the 16-bit shards
 
 Config paths are relative to the cases file. Cases already in OUT.jsonl are skipped.
 NVLink multicast stays off: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
@@ -205,6 +207,8 @@ def run_case(case, base, dev, rank, steps=3):
     harness.set_checkpointing(model, case)
     rec["build_peak_bytes"] = torch.cuda.max_memory_allocated()
     wrapped, opt, engine = wrap(model, case["sharding"], dev, case["optimizer"], case.get("fsdp_mixed_precision"))
+    if case.get("master_weights"):  # fp32 masters of the (sharded) 16-bit parameters
+        opt = harness.MasterWeights(case["optimizer"], [p for p in wrapped.parameters() if p.requires_grad])
     del model
     sync_reset()
     rec["resident_bytes"] = torch.cuda.memory_allocated()

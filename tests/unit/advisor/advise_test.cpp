@@ -37,7 +37,7 @@ TEST_CASE("fixes() lists the seed's seven fixes in its order, then the training 
   CHECK(ids == std::vector<std::string>{"reduce_batch", "mixed_precision", "gradient_checkpointing",
                                         "quantize_8bit", "quantize_4bit", "inference_mode",
                                         "expandable_segments", "chunked_logits", "selective_checkpointing",
-                                        "activation_offload", "optimizer_in_backward", "shorter_sequence"});
+                                        "activation_offload", "optimizer_in_backward", "compile", "shorter_sequence"});
 }
 
 TEST_CASE("a budget at or above the estimate gives no steps", "[advisor]") {
@@ -205,7 +205,7 @@ TEST_CASE("deny quantize refuses both quantization steps", "[advisor]") {
   AdviseOptions o = no_tiers();
   o.deny = {"quantize"};
   const Advice a = advise(m, w, impossible(), test_catalog(), o);
-  REQUIRE(a.steps.size() == 12);
+  REQUIRE(a.steps.size() == 13);
   CHECK(a.steps[3].reason == "ruled out by --deny");
   CHECK(a.steps[4].reason == "ruled out by --deny");
   CHECK(a.final_workload.weights == DType::bf16);
@@ -240,7 +240,7 @@ TEST_CASE("unknown or conflicting ids in --allow/--deny are input errors", "[adv
   CHECK(error_of([&] { run({}, {"zzz"}); }) ==
         "--deny: unknown fix 'zzz' (known fixes: reduce_batch, mixed_precision, gradient_checkpointing, "
         "quantize_8bit, quantize_4bit, inference_mode, expandable_segments, chunked_logits, "
-                "selective_checkpointing, activation_offload, optimizer_in_backward, shorter_sequence, quantize)");
+                "selective_checkpointing, activation_offload, optimizer_in_backward, compile, shorter_sequence, quantize)");
   CHECK(error_of([&] { run({"reduce_batch"}, {"reduce_batch"}); }) ==
         "--deny: fix 'reduce_batch' is both allowed and denied (name it in --allow or --deny, not both)");
   try {
@@ -257,7 +257,7 @@ TEST_CASE("training: nothing fits, every step is tried, batch x grad_accum is ke
   const Advice a = advise(m, w, impossible(), test_catalog(), no_tiers());
   CHECK_FALSE(a.fits_initially);
   CHECK_FALSE(a.fits);
-  REQUIRE(a.steps.size() == 12);
+  REQUIRE(a.steps.size() == 13);
   check_walk_properties(m, a, impossible());
   for (const auto& s : a.steps) CHECK(s.workload.batch * s.workload.grad_accum == 8);
 
@@ -496,7 +496,7 @@ TEST_CASE("expandable_segments applies only when the reserve is over 10% of the 
   // Small reserves: training at batch 1 after QLoRA and checkpointing, fp32 inference.
   for (const auto& w : {training(4), inference_fp32()}) {
     const Advice a = advise(m, w, impossible(), test_catalog(), no_tiers());
-    REQUIRE(a.steps.size() == 12);
+    REQUIRE(a.steps.size() == 13);
     const engine::Breakdown before = engine::estimate(m, a.steps[5].workload);
     CHECK(before.allocator_reserve.value() * 10 <= before.device_total.value());
     const StepResult& s = a.steps[6];
@@ -509,7 +509,7 @@ TEST_CASE("expandable_segments applies only when the reserve is over 10% of the 
   AdviseOptions o = no_tiers();
   o.deny = {"reduce_batch"};
   const Advice a = advise(m, training(8), impossible(), test_catalog(), o);
-  REQUIRE(a.steps.size() == 12);
+  REQUIRE(a.steps.size() == 13);
   const engine::Breakdown before = engine::estimate(m, a.steps[5].workload);
   CHECK(before.allocator_reserve.value() * 10 > before.device_total.value());
   const StepResult& s = a.steps[6];
@@ -655,7 +655,7 @@ TEST_CASE("the walk's fixes and the doctor's hints are rows of one table", "[adv
   // Every walk step is a row of core/fixes.hpp with its walk title; the doctor's quantize hint
   // is the alias of the two quantization steps.
   const auto walk = fixes();
-  REQUIRE(walk.size() == 12);
+  REQUIRE(walk.size() == 13);
   for (const FixInfo& f : walk) {
     const auto row = fix_of(f.id);
     REQUIRE(row);
@@ -681,7 +681,7 @@ TEST_CASE("beyond the seed: a fused loss, selective checkpointing, activation of
   AdviseOptions o = no_tiers();
   o.deny = {"reduce_batch,gradient_checkpointing,quantize,expandable_segments"};
   const Advice a = advise(m, w, impossible(), test_catalog(), o);
-  REQUIRE(a.steps.size() == 12);
+  REQUIRE(a.steps.size() == 13);
   check_walk_properties(m, a, impossible());
   const StepResult& loss = step(a, "chunked_logits");
   REQUIRE(loss.applied);
@@ -701,6 +701,51 @@ TEST_CASE("beyond the seed: a fused loss, selective checkpointing, activation of
   const StepResult& ib = step(a, "optimizer_in_backward");
   CHECK(ib.workload.loss == spec::Loss::fused_linear);
   CHECK(a.final_workload.activation_offload);
+}
+
+TEST_CASE("torch.compile is a step of its own, re-estimated", "[advisor][levers]") {
+  // LoRA at 8k tokens with every earlier lever ruled out but the seed's: compile is tried on
+  // the workload the walk reached, and kept because the engine says it lowers memory.
+  const auto m = llama8b();
+  spec::Workload w;
+  w.mode = spec::Mode::lora;
+  w.batch = 1;
+  w.seq = 8192;
+  AdviseOptions o = no_tiers();
+  o.allow = {"compile"};
+  const Advice a = advise(m, w, impossible(), test_catalog(), o);
+  const StepResult& c = step(a, "compile");
+  REQUIRE(c.applied);
+  CHECK(c.title == "torch.compile");
+  CHECK(c.workload.compile == spec::Compile::all);
+  CHECK(c.reason ==
+        "compile each decoder layer and the loss: fused kernels save fewer intermediates (the 16-bit logits and a "
+        "logsumexp, not the fp32 log-softmax; a gated MLP's activation recomputed)");
+  CHECK(c.how == "for layer in model.model.layers: layer.compile(); loss_fn = torch.compile(loss_fn) (torchtune: "
+                 "compile=True)");
+  CHECK(c.warning == "the first steps compile (minutes for large models); graph breaks leave parts eager and save less");
+  // The estimates before and after, exactly the engine's for the two workloads.
+  spec::Workload compiled = w;
+  compiled.compile = spec::Compile::all;
+  CHECK(c.before == total_of(m, w));
+  CHECK(c.after == total_of(m, compiled));
+  CHECK(c.before.value() - c.after.value() == 25631391744u);
+  // Only the loss left to compile: the reason says so.
+  w.compile = spec::Compile::layers;
+  const Advice la = advise(m, w, impossible(), test_catalog(), o);
+  const StepResult& l = step(la, "compile");
+  REQUIRE(l.applied);
+  CHECK(l.reason == "compile the loss too: the compiled cross-entropy keeps the 16-bit logits and a logsumexp, not "
+                    "the fp32 log-softmax");
+  // 8 bytes per token and vocabulary entry at backward's start (3 fp32 logits-sized tensors
+  // eager, 2 16-bit ones compiled), with the allocator reserve that follows the peak.
+  CHECK(l.before.value() - l.after.value() == 9244246016u);
+  // Already compiled; inference.
+  w.compile = spec::Compile::all;
+  const Advice done = advise(m, w, impossible(), test_catalog(), o);
+  CHECK(step(done, "compile").reason == "the layers and the loss are already compiled");
+  const Advice inf = advise(m, inference_fp32(), impossible(), test_catalog(), o);
+  CHECK(step(inf, "compile").reason == "vramfit models torch.compile of the training step only");
 }
 
 TEST_CASE("the levers say why they do not apply", "[advisor][levers]") {

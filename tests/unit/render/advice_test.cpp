@@ -124,7 +124,7 @@ TEST_CASE("advice_json marks steps ruled out by --deny", "[render]") {
   const json j = advice_json(advise(m, inference_fp32(), budget_of(MiB(1)), test_catalog(), o));
   CHECK(j["steps"][0]["status"] == "ruled_out");
   CHECK(j["steps"][0]["reason"] == "ruled out by --deny");
-  CHECK(j["steps"].size() == 12);
+  CHECK(j["steps"].size() == 13);
 }
 
 TEST_CASE("advice_text: verdict, each fix with before and after, the result", "[render]") {
