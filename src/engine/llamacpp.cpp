@@ -187,6 +187,13 @@ struct Hparams {
   std::uint64_t n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
   bool qkv_bias = false;  // Q, K and V have biases (qwen2): one add each, in place
   bool fused_up = false;  // gate and up in one [n_embd, 2 n_ff] weight (phi3's, glm4's gate_up_proj)
+  // MoE (llama-graph.cpp build_moe_ffn), as the model's builder calls it:
+  std::uint64_t n_expert = 0;       // the router's rows
+  bool router_bias = false;         // gpt-oss: ffn_gate_inp.bias, added in place
+  bool expert_bias = false;         // gpt-oss: ffn_{gate,up,down}_exps.bias (ggml_add_id, in place)
+  bool softmax_weight = false;      // gpt-oss: LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT (soft_max of the top-k weights)
+  bool norm_w = false;              // the top-k weights normalised (sum_rows, div): norm_topk_prob
+  std::vector<bool> moe_layer;      // per layer: the FFN is the MoE one
 };
 
 Hparams hparams_of(const spec::ModelSpec& m) {
@@ -215,6 +222,21 @@ Hparams hparams_of(const spec::ModelSpec& m) {
   h.n_expert_used = m.moe.experts_per_token;
   h.n_ff_exp = m.moe.expert_intermediate;
   h.n_ff_shexp = m.moe.shared_intermediate;
+  h.n_expert = m.moe.num_experts;
+  for (const spec::LayerGroup& g : m.layers) {
+    for (std::uint64_t k = 0; k < g.count && h.moe_layer.size() < m.num_layers; ++k) h.moe_layer.push_back(g.moe);
+    for (const spec::Linear& l : g.linears) {
+      if (l.expert && l.bias) h.expert_bias = true;
+      if (l.role == spec::Role::router && !l.shared_expert && l.bias) h.router_bias = true;
+    }
+  }
+  h.moe_layer.resize(static_cast<std::size_t>(m.num_layers), false);
+  // The gating llama-model.cpp passes to build_moe_ffn: gpt-oss soft-maxes the top-k logits
+  // (SOFTMAX_WEIGHT); the models whose config sets norm_topk_prob renormalise the top-k
+  // weights (llama-model.cpp: hparams.expert_weights_norm, or the builder's norm_w = true).
+  h.softmax_weight = m.model_type == "gpt_oss";
+  for (const std::string_view t : {"qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe", "ernie4_5_moe"})
+    if (m.model_type == t) h.norm_w = true;
   return h;
 }
 
@@ -386,7 +408,9 @@ class Graph {
     return v;
   }
   /// A child of `a` that takes no memory here (the KV cache store, a copy to the next device).
-  void use(int a) { nodes_[static_cast<std::size_t>(node(0, {a}))].sink = true; }
+  void use(int a) { use_all({a}); }
+  /// An op reading `srcs` whose result takes no memory here (ggml_set_rows into the KV cache).
+  void use_all(std::initializer_list<int> srcs) { nodes_[static_cast<std::size_t>(node(0, srcs))].sink = true; }
   void keep(int a) { nodes_[static_cast<std::size_t>(a)].keep = true; }
   /// Leaves allocated before any node (the scheduler's copies of the split inputs).
   int leaf(std::uint64_t size) {
@@ -449,10 +473,20 @@ class Graph {
   std::vector<int> leaves_;
 };
 
+/// A layer's routed-expert tensors left in host memory while the layer runs on a GPU
+/// (--n-cpu-moe, -ot exps=CPU): their bytes, in the order the graph uses them.
+struct HostExperts {
+  std::uint64_t gate = 0, up = 0, down = 0;           // ffn_{gate,up,down}_exps.weight
+  std::uint64_t gate_b = 0, up_b = 0, down_b = 0;     // their biases (gpt-oss)
+  [[nodiscard]] bool any() const { return gate + up + down + gate_b + up_b + down_b > 0; }
+};
+
 /// What one GPU runs of the graph llama.cpp reserves its buffers with (llama-context.cpp,
 /// graph_reserve: a ubatch of n_ubatch tokens, all of them outputs, every KV cell in view).
 struct DeviceGraph {
   std::uint64_t ub = 0, n_kv = 0;
+  std::uint64_t n_kv_swa = 0;     // cells of the SWA cache in view (interleaved-SWA models)
+  std::uint64_t first_layer = 0;  // the first repeating layer run here
   std::uint64_t layers = 0;       // repeating layers run here (a contiguous range)
   bool last_layer = false;        // the last block runs here: its get_rows of the output tokens
   bool output = false;            // the output norm and the logits run here
@@ -461,12 +495,40 @@ struct DeviceGraph {
   std::uint64_t copies = 1;       // the scheduler's n_copies (pipeline parallelism)
   bool flash_attn = false;
   bool glu_op = true;             // ggml's GLU op (swiglu_split): gate, up and product all alive
+  /// The KV stores as ggml_set_rows with the cells' indices as graph inputs ([n_tokens] i64, one
+  /// for K and one for V per cache; llama.cpp from mid-2025, LLAMA_SET_ROWS), taken here with the
+  /// GLU op of the same months (Settings::glu_op): gpt-oss-20b --n-cpu-moe 99 at ub 512 is 456.98
+  /// MiB with them, 456.97 without; Qwen3-30B-A3B of May 2025 1344.00 without them.
+  bool kv_idxs = false;
+  const std::vector<bool>* swa = nullptr;             // per layer of the model: an SWA layer
+  const std::vector<HostExperts>* host = nullptr;     // per layer of the model: experts in host memory
 };
 
-/// The high-water mark of one GPU's compute buffer for a dense decoder of llama's graph
-/// (src/models/llama.cpp and llama-graph.cpp's build_attn / build_ffn: attention norm, Q K V
-/// with their biases, RoPE, the KV store, attention, output projection, residual, FFN norm,
-/// gate/up/down or a fused up of 2 n_ff, residual; then the output norm and the logits).
+/// The high-water mark of one GPU's compute buffer for a decoder of llama's graph
+/// (src/models/llama.cpp and llama-graph.cpp's build_attn / build_ffn / build_moe_ffn: attention
+/// norm, Q K V with their biases, RoPE, the KV store, attention, output projection, residual, FFN
+/// norm, gate/up/down or a fused up of 2 n_ff or the routed experts, residual; then the output
+/// norm and the logits).
+///
+/// Interleaved SWA (gpt-oss, gemma2/3): two caches, each with its own KQ mask input (cast to f16
+/// with flash attention), each layer attending with its cache's mask.
+///
+/// MoE (build_moe_ffn): the router's logits [n_expert, n_tokens] (+ its bias, in place), their
+/// soft_max in place (or none: gpt-oss soft-maxes the top-k weights instead), the argsort
+/// [n_expert, n_tokens] i32 whose top-k view selects the experts, the weights' get_rows [n_used,
+/// n_tokens] (then soft_max or sum_rows and div: new tensors, their parents are views),
+/// ggml_mul_mat_id's outputs [n_ff_exp, n_used, n_tokens] for gate and up (+ ggml_add_id biases in
+/// place), the GLU product, down [n_embd, n_used, n_tokens] (+ bias), weighted in place, and the
+/// sum of its n_used views (the first add a new tensor, the others in place); a shared expert as a
+/// dense FFN of n_ff_shexp added in place.
+///
+/// Experts in host memory on a GPU layer (--n-cpu-moe, -ot exps=CPU): ggml-cuda offloads
+/// MUL_MAT_ID and ADD_ID of a batch of >= 32 rows (GGML_OP_OFFLOAD_MIN_BATCH) to the GPU, and the
+/// scheduler starts a new split at every op whose weight is in host memory ("by starting a new
+/// split, the memory of the previously offloaded weights can be reused": ggml-backend.cpp,
+/// ggml_backend_sched_split_graph), so each such weight is copied into this buffer at its own
+/// split's start and freed after its op; graph inputs first needed later (the second cache's
+/// mask, the output ids) are copied in at the start of the split they are first used in.
 std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   constexpr std::uint64_t f32 = 4;
   Graph g;
@@ -477,7 +539,37 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   const std::uint64_t vs = checked_mul(checked_mul(h.n_embd_v, ub), f32);
   const std::uint64_t head_dim_v = h.n_head_kv == 0 ? h.head_dim : h.n_embd_v / h.n_head_kv;
   const std::uint64_t os = checked_mul(checked_mul(checked_mul(h.n_head, head_dim_v), ub), f32);
-  const std::uint64_t mask_cells = checked_mul(d.n_kv, pad(ub, kKqMaskPad));
+  const auto is_swa = [&](std::uint64_t il) {
+    return d.swa != nullptr && il < d.swa->size() && (*d.swa)[static_cast<std::size_t>(il)];
+  };
+  const auto host_of = [&](std::uint64_t il) -> HostExperts {
+    if (d.host == nullptr || il >= d.host->size() || il >= h.moe_layer.size() || !h.moe_layer[static_cast<std::size_t>(il)]) return {};
+    return (*d.host)[static_cast<std::size_t>(il)];
+  };
+  const auto is_moe = [&](std::uint64_t il) {
+    return h.n_expert_used > 0 && il < h.moe_layer.size() && h.moe_layer[static_cast<std::size_t>(il)];
+  };
+  // The layers simulated: every layer allocates the same tensors, so after the first few the
+  // allocator's free blocks at a layer's start repeat, with a period of one or two layers: a run of
+  // more than 24 layers of one kind (MoE or dense FFN, experts in host memory or not) is simulated
+  // as 12 plus its length modulo 12, which keeps any period up to 4 (and 6, 12: the SWA patterns)
+  // in step. Checked against the whole graph on random shapes (flash attention or not, GLU op or
+  // not, pipeline copies, fused up, biases, 25 to 80 layers): the same peak to the byte. It keeps
+  // an estimate of a 100,000-layer hostile config a few milliseconds.
+  std::vector<std::uint64_t> plan;  // model layer indices, in order
+  {
+    const std::uint64_t end = d.first_layer + d.layers;
+    std::uint64_t il = d.first_layer;
+    while (il < end) {
+      const bool moe = is_moe(il), host = host_of(il).any();
+      std::uint64_t r = il;
+      while (r < end && is_moe(r) == moe && host_of(r).any() == host) ++r;
+      const std::uint64_t n = r - il;
+      const std::uint64_t keep = n <= 24 ? n : 12 + (n - 12) % 12;
+      for (std::uint64_t k = 0; k < keep; ++k) plan.push_back(il + k);
+      il = r;
+    }
+  }
   // The split's inputs, in the order the scheduler meets them: at the split's start, or with
   // pipeline parallelism n_copies leaves each, allocated first and kept.
   const auto input = [&](std::uint64_t size) {
@@ -486,22 +578,68 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     for (std::uint64_t c = 1; c < d.copies; ++c) g.leaf(size);
     return first;
   };
+  struct Cache {
+    std::uint64_t cells = 0;
+    int mask = -1, cnv = -1, k_idxs = -1, v_idxs = -1;
+    bool made = false;
+  };
+  std::array<Cache, 2> caches;  // [0] the full cache, [1] the SWA cache
+  caches[0].cells = d.n_kv;
+  caches[1].cells = d.n_kv_swa;
+  const auto make_inputs = [&](Cache& c) {
+    if (c.made) return;
+    c.made = true;
+    const std::uint64_t cells = checked_mul(c.cells, pad(ub, kKqMaskPad));
+    if (d.kv_idxs) {
+      c.k_idxs = input(checked_mul(ub, 8));
+      c.v_idxs = input(checked_mul(ub, 8));
+    }
+    c.mask = input(checked_mul(cells, d.flash_attn && !d.casts_mask ? 2 : 4));
+    if (d.flash_attn && !d.casts_mask) c.cnv = c.mask;  // the f16 copy cast by an earlier backend
+  };
+  int out_ids = -1;
+  // The inputs first used at plan[from..to) (their attention, or the last layer's output ids).
+  const auto inputs_for = [&](std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to && i < plan.size(); ++i) {
+      make_inputs(caches[is_swa(plan[i]) ? 1 : 0]);
+      if (i + 1 == plan.size() && d.last_layer && out_ids < 0) out_ids = input(checked_mul(ub, 4));
+    }
+  };
+  // Where the next split starting at a host weight is: the first planned layer from `i` on whose
+  // experts are in host memory.
+  const auto next_host = [&](std::size_t i) {
+    while (i < plan.size() && !host_of(plan[i]).any()) ++i;
+    return i;
+  };
   int inp = input(act);  // the hidden state: the host's embeddings or the previous GPU's output
-  int pos = -1, mask = -1, mask_cnv = -1, out_ids = -1;
-  if (d.layers > 0) {
-    pos = input(checked_mul(ub, 4));
-    mask = input(checked_mul(mask_cells, d.flash_attn && !d.casts_mask ? 2 : 4));
-    if (d.flash_attn && !d.casts_mask) mask_cnv = mask;  // the f16 copy cast by an earlier backend
-  }
-  if (d.last_layer) out_ids = input(checked_mul(ub, 4));
-  // Every layer allocates the same tensors, so after the first few the allocator's free blocks at
-  // a layer's start repeat, with a period of one or two layers: more than 24 layers are simulated
-  // as 12 plus their count modulo 12, which keeps any period up to 4 (and 6, 12) in step. Checked
-  // against the whole graph on random shapes (flash attention or not, GLU op or not, pipeline
-  // copies, fused up, biases, 25 to 80 layers): the same peak to the byte. It keeps an estimate of
-  // a 100,000-layer hostile config a few milliseconds.
-  const std::uint64_t layers = d.layers <= 24 ? d.layers : 12 + (d.layers - 12) % 12;
-  for (std::uint64_t il = 0; il < layers; ++il) {
+  int pos = -1;
+  if (!plan.empty()) pos = input(checked_mul(ub, 4));
+  inputs_for(0, next_host(0) + 1);
+  // A dense gated FFN of `rows` (build_ffn: gate, up, silu and product, or a fused up of 2 rows).
+  const auto dense_ffn = [&](int cur, std::uint64_t rows) {
+    const std::uint64_t fsz = checked_mul(checked_mul(rows, ub), f32);
+    int y = -1;
+    if (h.fused_up) {  // one up of 2 n_ff (phi3, glm4): swiglu on its halves
+      const int up = g.node(checked_mul(fsz, 2), {cur});
+      if (d.glu_op) {
+        y = g.node(fsz, {up});
+      } else {  // ggml_cont of each half, silu in place, the product in place
+        const int x0 = g.node(fsz, {g.node(fsz, {g.view(up)})}, true);
+        y = g.node(fsz, {x0, g.node(fsz, {g.view(up)})}, true);
+      }
+    } else if (d.glu_op) {
+      const int gate = g.node(fsz, {cur});
+      y = g.node(fsz, {gate, g.node(fsz, {cur})});
+    } else {  // silu(gate) in place, then gate x up in place
+      const int gate = g.node(fsz, {g.node(fsz, {cur})}, true);
+      y = g.node(fsz, {gate, g.node(fsz, {cur})}, true);
+    }
+    return g.node(act, {y});  // down
+  };
+  for (std::size_t pi = 0; pi < plan.size(); ++pi) {
+    const std::uint64_t il = plan[pi];
+    const bool last = pi + 1 == plan.size();
+    Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
     int cur = g.node(act, {g.node(act, {inp}, true)}, true);  // rms_norm, x weight
     const auto proj = [&](std::uint64_t size) {
@@ -512,43 +650,82 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const int q = g.node(qs, {g.view(proj(qs)), pos}, true);  // reshape, RoPE in place
     const int k = g.node(ks, {g.view(proj(ks)), pos}, true);
     const int v = g.view(proj(vs));
-    g.use(k);                                                    // the K store
-    g.use(d.flash_attn ? v : g.view(g.view(v)));                // the V store (transposed without FA)
+    if (d.kv_idxs) {  // ggml_set_rows into the cache views
+      g.use_all({k, cache.k_idxs});
+      g.use_all({d.flash_attn ? v : g.view(g.view(v)), cache.v_idxs});
+    } else {
+      g.use(k);                                                    // the K store
+      g.use(d.flash_attn ? v : g.view(g.view(v)));                // the V store (transposed without FA)
+    }
     const int qp = g.view(q);
     int o = -1;
     if (d.flash_attn) {
-      if (mask_cnv < 0) mask_cnv = g.node(checked_mul(mask_cells, 2), {mask});
-      o = g.view(g.node(os, {qp, mask_cnv}));
+      if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, pad(ub, kKqMaskPad)), 2), {cache.mask});
+      o = g.view(g.node(os, {qp, cache.cnv}));
     } else {
-      const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(d.n_kv, ub), h.n_head), f32);
-      const int kq = g.node(kq_size, {g.node(kq_size, {qp}), mask}, true);  // KQ, soft_max in place
-      o = g.node(os, {g.view(g.node(os, {kq}))});                             // KQV, permute, cont
+      const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(cache.cells, ub), h.n_head), f32);
+      const int kq = g.node(kq_size, {g.node(kq_size, {qp}), cache.mask}, true);  // KQ, soft_max in place
+      o = g.node(os, {g.view(g.node(os, {kq}))});                                   // KQV, permute, cont
     }
     cur = g.node(act, {o});  // the output projection
-    if (il + 1 == layers && d.last_layer) {
+    if (last && d.last_layer) {
       cur = g.node(act, {cur, out_ids});
       sa = g.node(act, {sa, out_ids});
     }
     const int ffn_inp = g.node(act, {cur, sa}, true);
     cur = g.node(act, {g.node(act, {ffn_inp}, true)}, true);
-    const std::uint64_t fs = checked_mul(checked_mul(h.n_ff, ub), f32);
-    int y = -1;
-    if (h.fused_up) {  // one up of 2 n_ff (phi3, glm4): swiglu on its halves
-      const int up = g.node(checked_mul(fs, 2), {cur});
-      if (d.glu_op) {
-        y = g.node(fs, {up});
-      } else {  // ggml_cont of each half, silu in place, the product in place
-        const int x0 = g.node(fs, {g.node(fs, {g.view(up)})}, true);
-        y = g.node(fs, {x0, g.node(fs, {g.view(up)})}, true);
-      }
-    } else if (d.glu_op) {
-      const int gate = g.node(fs, {cur});
-      y = g.node(fs, {gate, g.node(fs, {cur})});
-    } else {  // silu(gate) in place, then gate x up in place
-      const int gate = g.node(fs, {g.node(fs, {cur})}, true);
-      y = g.node(fs, {gate, g.node(fs, {cur})}, true);
+    if (!is_moe(il)) {
+      inp = g.node(act, {dense_ffn(cur, h.n_ff), ffn_inp}, true);  // down, residual
+      continue;
     }
-    inp = g.node(act, {g.node(act, {y}), ffn_inp}, true);  // down, residual
+    // build_moe_ffn
+    const HostExperts he = host_of(il);
+    const std::uint64_t nu = h.n_expert_used;
+    const std::uint64_t rsz = checked_mul(checked_mul(h.n_expert, ub), f32);
+    int logits = g.node(rsz, {cur});
+    if (h.router_bias) logits = g.node(rsz, {logits}, true);
+    const int probs = h.softmax_weight ? logits : g.node(rsz, {logits}, true);  // soft_max in place
+    const int sel = g.view(g.node(checked_mul(checked_mul(h.n_expert, ub), 4), {probs}));  // argsort, top-k view
+    const std::uint64_t wsz = checked_mul(checked_mul(nu, ub), f32);
+    int w = g.node(wsz, {g.view(probs), sel});  // get_rows of the selected probabilities
+    if (h.softmax_weight) w = g.node(wsz, {g.view(w)}, true);
+    if (h.norm_w) w = g.node(wsz, {g.view(w), g.node(checked_mul(ub, f32), {g.view(w)})}, true);  // div by sum_rows
+    const int x = g.view(cur);
+    // An expert matmul, its weight copied in at its split's start when in host memory, and its bias.
+    const std::uint64_t esz = checked_mul(checked_mul(checked_mul(h.n_ff_exp, nu), ub), f32);
+    const auto mm_id = [&](int src, std::uint64_t out, std::uint64_t weight, std::uint64_t bias) {
+      const int wcp = weight > 0 ? g.node(weight, {}) : -1;
+      int t = g.node(out, {wcp, src, sel});
+      if (h.expert_bias) {
+        const int bcp = bias > 0 ? g.node(bias, {}) : -1;
+        t = g.node(out, {t, bcp, sel}, true);  // ggml_add_id
+      }
+      return t;
+    };
+    const int gate = mm_id(x, esz, he.gate, he.gate_b);
+    const int up = mm_id(x, esz, he.up, he.up_b);
+    int y = -1;
+    if (d.glu_op || h.softmax_weight) {
+      y = g.node(esz, {gate, up});  // swiglu_split / swiglu_oai
+    } else {
+      y = g.node(esz, {g.node(esz, {gate}, true), up}, true);  // silu in place, product in place
+    }
+    // down: the last weight of this layer in host memory starts a split that carries on into the
+    // next layers: the inputs they first use are copied in at its start.
+    const int dwcp = he.down > 0 ? g.node(he.down, {}) : -1;
+    if (he.any() && !h.expert_bias) inputs_for(pi + 1, next_host(pi + 1) + 1);
+    int ex = g.node(checked_mul(act, nu), {dwcp, y, sel});
+    if (h.expert_bias) {
+      const int bcp = he.down_b > 0 ? g.node(he.down_b, {}) : -1;
+      if (he.any()) inputs_for(pi + 1, next_host(pi + 1) + 1);
+      ex = g.node(checked_mul(act, nu), {ex, bcp, sel}, true);
+    }
+    ex = g.node(checked_mul(act, nu), {ex, w}, true);  // weighted, in place
+    int moe = g.view(ex);
+    for (std::uint64_t e = 1; e < nu; ++e) moe = g.node(act, {moe, g.view(ex)}, true);
+    if (nu == 1) moe = g.node(act, {moe});  // ggml_cont: no non-contiguous result
+    if (h.n_ff_shexp > 0) moe = g.node(act, {moe, dense_ffn(cur, h.n_ff_shexp)}, true);
+    inp = g.node(act, {moe, ffn_inp}, true);  // residual
   }
   if (d.output) {
     const int e = g.node(act, {g.node(act, {inp}, true)}, true);
@@ -615,7 +792,8 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
         std::string_view n = l.name;
         if (const auto dot = n.rfind('.'); dot != std::string_view::npos) n = n.substr(dot + 1);
         R role = R::other;
-        if (l.name == "gate" || l.name == "shared_expert_gate") role = R::kept_f32;
+        if (l.name == "gate" || l.name == "shared_expert_gate" || (l.role == spec::Role::router && l.expert == false))
+          role = R::kept_f32;
         else if (n == "q_proj") role = R::attn_q;
         else if (n == "k_proj") role = R::attn_k;
         else if (n == "v_proj") role = R::attn_v;
@@ -628,6 +806,15 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
         else if (n == "down_proj" || n == "c_proj" || n == "dense_4h_to_h" || n == "fc2")
           role = l.expert ? R::ffn_down_exp : R::ffn_down;
         after_fc = after_fc || role == R::ffn_up || role == R::ffn_up_exp;
+        if (l.expert && n == "gate_up_proj" && l.out_features % 2 == 0) {
+          // transformers' fused experts.gate_up_proj: the converter writes ffn_gate_exps and
+          // ffn_up_exps, each [n_embd, n_ff_exp, n_expert] (convert_hf_to_gguf.py), and their biases.
+          for (const R r : {R::ffn_gate_exp, R::ffn_up_exp}) {
+            add(blk + gguf_name(l, r) + ".weight", typed(r, l.in_features), {l.in_features, l.out_features / 2, l.copies});
+            if (l.bias) add(blk + gguf_name(l, r) + ".bias", f32, {l.out_features / 2, l.copies});
+          }
+          continue;
+        }
         std::vector<std::uint64_t> ne{l.in_features, l.out_features};
         if (l.copies > 1) ne.push_back(l.copies);
         add(blk + gguf_name(l, role) + ".weight", typed(role, l.in_features), ne);
@@ -698,6 +885,9 @@ std::vector<double> split_points(const Settings& s, std::uint64_t n_gpu) {
 struct HostWeight {
   std::uint64_t bytes = 0, rows = 0;
   bool output = false;  // output.weight
+  /// Per layer: the routed experts in host memory of a layer that runs on a GPU (simulated
+  /// in that GPU's graph, not in `bytes`).
+  std::vector<HostExperts> experts;
 };
 
 /// The model buffers (load_tensors): each tensor on its layer's device, or where -ot,
@@ -708,8 +898,17 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
   std::uint64_t host_read = 0;
   HostWeight largest;  // the largest weight left on the host
+  largest.experts.resize(static_cast<std::size_t>(n_layer));
   const auto on_host = [&](const GgufTensor& t) {
-    if (t.ne.size() >= 2 && !input_tensor(t.name) && t.bytes > largest.bytes) {
+    const auto blk = block_of(t.name);
+    if (blk && *blk < n_layer && expert_tensor(t.name) && p.layer_dev[static_cast<std::size_t>(*blk)] != kCpu) {
+      HostExperts& e = largest.experts[static_cast<std::size_t>(*blk)];
+      const bool bias = t.name.find(".bias") != std::string::npos;
+      const std::uint64_t b = checked_add(t.bytes, 0);
+      if (t.name.find("ffn_gate_exps") != std::string::npos) (bias ? e.gate_b : e.gate) += b;
+      else if (t.name.find("ffn_up_exps") != std::string::npos) (bias ? e.up_b : e.up) += b;
+      else if (t.name.find("ffn_down_exps") != std::string::npos) (bias ? e.down_b : e.down) += b;
+    } else if (t.ne.size() >= 2 && !input_tensor(t.name) && t.bytes > largest.bytes) {
       largest.bytes = t.bytes;
       largest.rows = t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1);
       largest.output = t.name == "output.weight";
@@ -890,12 +1089,13 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
   const bool pipeline_parallel = n_gpu > 1 && s.split_mode == SplitMode::layer && s.kv_offload &&
                                  r.host.layers == 0 && r.output_on_gpu && s.n_cpu_moe == 0 &&
                                  s.override_tensor.empty();
-  // A dense decoder with one kind of cache, attention on its layers' GPUs: each GPU's buffer is
-  // ggml-alloc's high-water mark over its part of the graph (simulated_compute), the scheduler's
-  // n_copies of its split inputs included. Other models (MoE, MLA, SWA) keep the estimate of the
-  // largest set of tensors alive at once (compute_bytes).
-  const bool simulate = !kv.any_swa && h.n_expert_used == 0 && m.kv_lora_rank == 0 && s.kv_offload &&
-                        eff.split_mode != SplitMode::row;
+  // A decoder (dense or MoE, one cache or interleaved SWA) with attention on its layers' GPUs:
+  // each GPU's buffer is ggml-alloc's high-water mark over its part of the graph
+  // (simulated_compute), the scheduler's n_copies of its split inputs and the copies of expert
+  // weights left in host memory included. MLA models (deepseek2's absorbed attention) and row
+  // splits keep the estimate of the largest set of tensors alive at once (compute_bytes).
+  const bool simulate = m.kv_lora_rank == 0 && s.kv_offload && eff.split_mode != SplitMode::row;
+  const std::vector<bool> swa = swa_layers(m);
   bool attention_before = r.host.layers > 0;  // the host runs the first layers (partial offload)
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
@@ -913,8 +1113,17 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
     if (simulate) {
       DeviceGraph dg;
       dg.ub = ub;
-      dg.n_kv = kv.gpu_cells[d];
+      dg.n_kv = kv.gpu_cells[d];  // the cells one sequence's attention sees (per stream)
+      dg.n_kv_swa = r.kv_cells_swa;
       dg.layers = r.gpus[d].layers;
+      for (std::uint64_t il = 0; il < n_layer; ++il)
+        if (p.layer_dev[static_cast<std::size_t>(il)] == static_cast<int>(d)) {
+          dg.first_layer = il;
+          break;
+        }
+      dg.swa = &swa;
+      dg.host = &host.experts;
+      dg.kv_idxs = s.glu_op;
       dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
       dg.output = c.has_output;
       dg.casts_mask = !attention_before;
@@ -950,6 +1159,13 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
     c.has_layers = r.host.layers > 0;
     c.has_output = p.layer_dev.back() == kCpu;
     c.current_build = s.layer_rule == LayerRule::current;
+    // ggml's op offload: with a GPU holding layers and a ubatch of >= 32 rows
+    // (GGML_OP_OFFLOAD_MIN_BATCH), the GPU backend runs the host weights' matmuls, and the
+    // scheduler's expand passes put the ops between them on that GPU too: the host's layers and
+    // output stage run on the main GPU (their share is in its buffer, compute_bytes'
+    // offload_weight), the host keeps the graph inputs. Qwen3-235B-A22B -ngl 93 (legacy: layer 0
+    // and the output on the host), ub 512: the host compute buffer 16.01 MiB, the inputs alone.
+    if (s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0) c.has_layers = c.has_output = false;
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
     inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
     if (kv.any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));

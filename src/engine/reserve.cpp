@@ -12,6 +12,7 @@
 #include "activations.hpp"
 #include "vramfit/engine/allocator.hpp"
 #include "vramfit/engine/constants.hpp"
+#include "vramfit/spec/architectures.hpp"
 
 namespace vramfit::engine::detail {
 
@@ -322,6 +323,222 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
   });
 }
 
+// A forward pass (measure.py's run_forward: model(input_ids, use_cache=False) under inference_mode,
+// logits for every position) on one GPU, op by op as eager PyTorch allocates in transformers 5's
+// llama-family and gpt2 layers, replayed through the allocator model from the built model's
+// segments (replay_build). Recorded (tests/accuracy/alloc/fresh, one-case processes): gpt2-medium
+// b8 s1024: ln_1, c_attn, SDPA's output, its contiguous transpose, c_proj, the residual sum, ln_2,
+// c_fc, gelu_new's chain (0.5 x, x^3, ..., each an intermediate-sized tensor), c_proj, the sum;
+// then ln_f and the logits, which take a segment of their own while every layer's freed blocks
+// stay cached: the reserve is about the layers' largest footprint, not a share of the logits.
+// Llama's RMSNorm works in fp32 (x.float(), pow, x * rsqrt: fp32 hidden-sized tensors), rotary
+// embeddings make q * cos, rotate_half(q) (a negated half and a cat), its product with sin, and the
+// sum (the same for k); eager attention makes the scores, scaled, masked, the fp32 copy and softmax,
+// the cast back (llama; gpt2: scores, scaled, masked, softmax), with k and v repeated to the query
+// heads, and a 4-D additive mask for the pass. Fresh-process reserve beyond the peak, measured /
+// replayed (MiB): see the [trace] table. Returns nullopt where the sequence is not this one.
+std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w) {
+  const Precision p = precision_of(w);
+  // The two layer shapes replayed, told by their features: GPT-2's (learned positions, LayerNorm,
+  // c_fc and gelu) and the pre-norm RMSNorm layer with rotary q/k and a gated MLP (llama, mistral,
+  // qwen2, smollm2); variations of the latter (per-head q/k norms, gemma's fp32 norm scale and
+  // scaled embeddings, soft-capped scores, parallel residuals) keep the closed form.
+  const bool gpt2 = m.learned_positions && m.norm == spec::Norm::layer && !m.gated_mlp;
+  const bool llama = !m.learned_positions && m.norm == spec::Norm::rms && m.gated_mlp && !m.qk_norm &&
+                     !m.norm_fp32_scale && !m.scaled_embeddings && !m.parallel_residual && m.attn_logit_softcap == 0;
+  if ((!llama && !gpt2) || p.quantized || p.autocast || m.intermediate_size == 0 || m.kv_lora_rank != 0 ||
+      m.num_layers == 0 || m.num_layers > 4096 || w.sequence_packing || w.images > 0 || m.sliding_window > 0 ||
+      std::any_of(m.layers.begin(), m.layers.end(), [](const auto& g) { return g.moe; }))
+    return std::nullopt;
+  if (const spec::Architecture* row = spec::find_architecture(m.model_type);
+      row != nullptr && (row->eager_only || row->multi_query_math_sdpa))
+    return std::nullopt;
+  const bool eager = w.attention == spec::Attention::eager;
+  const std::uint64_t e = p.compute;
+  const bool math_sdpa = !eager && e == 4 && m.num_kv_heads < m.num_heads;
+  const std::uint64_t tokens = checked_mul(w.batch, w.seq);
+  const std::uint64_t hidden = tokens_bytes(w, m.hidden_size), q = tokens_bytes(w, checked_mul(m.num_heads, m.head_dim));
+  const std::uint64_t kv = tokens_bytes(w, checked_mul(m.num_kv_heads, m.head_dim));
+  const std::uint64_t inter = tokens_bytes(w, m.intermediate_size);
+  const std::uint64_t hidden32 = checked_mul(checked_mul(tokens, m.hidden_size), 4);
+  // Sizes past 2^60 bytes keep the closed form (the score matrix grows with seq^2: a 10^9-token
+  // context must not overflow here).
+  constexpr std::uint64_t kMaxBlock = 1ULL << 60;
+  std::uint64_t scores = 0;
+  if (__builtin_mul_overflow(w.batch, m.num_heads, &scores) || __builtin_mul_overflow(scores, w.seq, &scores) ||
+      __builtin_mul_overflow(scores, w.seq, &scores) || scores > kMaxBlock / 8)
+    return std::nullopt;
+  const std::uint64_t mask = eager && !gpt2 ? checked_mul(checked_mul(tokens, w.seq), e) : 0;
+  const std::uint64_t copies = m.final_logit_softcap > 0 || m.scaled_logits ? 2 : 1;
+  const std::uint64_t logits = checked_mul(checked_mul(tokens, m.vocab_size), e);
+  const std::uint64_t rope = gpt2 ? 0 : checked_mul(checked_mul(tokens, m.head_dim), e);
+  if (std::max({hidden32, q, inter, logits, mask}) > kMaxBlock) return std::nullopt;
+  std::vector<std::uint64_t> key{hidden, q, kv, inter, hidden32, scores, mask, copies, logits, rope,
+                                 eager ? 1U : 0U, math_sdpa ? 1U : 0U, gpt2 ? 1U : 0U, static_cast<std::uint64_t>(m.activation),
+                                 m.gated_mlp ? 1U : 0U, static_cast<std::uint64_t>(m.norm), m.num_layers,
+                                 checked_mul(checked_mul(w.batch, w.seq), 8)};
+  append_conf(key, alloc_conf(w));
+  append_build(key, m, p);
+  return memoized(std::move(key), [&] {
+    using H = CachingAllocator::Handle;
+    CachingAllocator a(alloc_conf(w));
+    replay_build(a, m, p);
+    a.empty_cache();
+    const H ids = a.malloc(checked_mul(tokens, 8));
+    a.reset_peaks();
+    const auto norm = [&](H x) {
+      (void)x;
+      if (m.norm == spec::Norm::layer) return a.malloc(hidden);
+      const H x32 = e == 4 ? CachingAllocator::Handle{} : a.malloc(hidden32);
+      a.free(a.malloc(hidden32));  // pow(2), before the mean
+      const H y = a.malloc(hidden32);
+      if (e != 4) a.free(x32);
+      const H c = e == 4 ? CachingAllocator::Handle{} : a.malloc(hidden);
+      const H o = a.malloc(hidden);
+      if (e != 4) a.free(c);
+      a.free(y);
+      return o;
+    };
+    const auto rotate = [&](std::uint64_t size) {
+      const H c = a.malloc(size), neg = a.malloc(size / 2), rh = a.malloc(size);
+      a.free(neg);
+      const H s = a.malloc(size);
+      a.free(rh);
+      const H out = a.malloc(size);
+      a.free(c);
+      a.free(s);
+      return out;
+    };
+    const auto attention = [&](std::uint64_t kv_width) {
+      if (math_sdpa) {
+        // SDPA's math backend (fp32 with grouped heads: no fused kernel takes enable_gqa in fp32,
+        // engine/activations.cpp): k and v repeated to every head, q and k scaled, the scores
+        // plus the causal bias, softmax, the product with v.
+        const H rk = a.malloc(q), rv = a.malloc(q), qs = a.malloc(q), ks = a.malloc(q);
+        const H s1 = a.malloc(checked_mul(scores, e));
+        a.free(qs);
+        a.free(ks);
+        const H s2 = a.malloc(checked_mul(scores, e));
+        a.free(s1);
+        const H sm = a.malloc(checked_mul(scores, e));
+        a.free(s2);
+        const H out = a.malloc(q);
+        a.free(sm);
+        a.free(rk);
+        a.free(rv);
+        return out;
+      }
+      if (!eager) return a.malloc(q);  // SDPA's output
+      std::vector<H> rep;
+      if (kv_width != q) rep = {a.malloc(q), a.malloc(q)};  // repeat_kv of k and v
+      const H s1 = a.malloc(checked_mul(scores, e)), s2 = a.malloc(checked_mul(scores, e));
+      a.free(s1);
+      const H s3 = a.malloc(checked_mul(scores, e));
+      a.free(s2);
+      H sm;
+      if (gpt2) {
+        sm = a.malloc(checked_mul(scores, e));
+      } else {
+        const H c32 = e == 4 ? CachingAllocator::Handle{} : a.malloc(checked_mul(scores, 4));
+        const H s32 = a.malloc(checked_mul(scores, 4));
+        if (e != 4) a.free(c32);
+        sm = e == 4 ? s32 : a.malloc(checked_mul(scores, e));
+        if (e != 4) a.free(s32);
+      }
+      a.free(s3);
+      const H out = a.malloc(q);
+      a.free(sm);
+      for (const H r : rep) a.free(r);
+      return out;
+    };
+    H h = a.malloc(hidden);
+    if (gpt2) {
+      const H pos = a.malloc(tokens_bytes(w, m.hidden_size) / std::max<std::uint64_t>(w.batch, 1)), sum = a.malloc(hidden);
+      a.free(h);
+      a.free(pos);
+      h = sum;
+    }
+    const H cos = rope > 0 ? a.malloc(rope) : CachingAllocator::Handle{}, sin = rope > 0 ? a.malloc(rope) : CachingAllocator::Handle{};
+    const H mask_h = mask > 0 ? a.malloc(mask) : CachingAllocator::Handle{};
+    for (std::uint64_t l = 0; l < m.num_layers; ++l) {
+      const H n1 = norm(h);
+      H at;
+      if (gpt2) {
+        const H qkv = a.malloc(checked_add(q, 2 * kv));
+        at = attention(kv);
+        a.free(qkv);
+      } else {
+        const H qp = a.malloc(q), kp = a.malloc(kv), v = a.malloc(kv);
+        const H qe = rotate(q), ke = rotate(kv);
+        a.free(qp);
+        a.free(kp);
+        at = attention(kv);
+        a.free(qe);
+        a.free(ke);
+        a.free(v);
+      }
+      const H t = a.malloc(q);  // transpose(1, 2).contiguous()
+      a.free(at);
+      const H op = a.malloc(hidden);
+      a.free(t);
+      a.free(n1);
+      const H r = a.malloc(hidden);
+      a.free(op);
+      a.free(h);
+      const H n2 = norm(r);
+      H act;
+      if (m.gated_mlp) {
+        const H g = a.malloc(inter), ag = a.malloc(inter);
+        a.free(g);
+        const H u = a.malloc(inter);
+        act = a.malloc(inter);
+        a.free(ag);
+        a.free(u);
+      } else if (m.activation == spec::Activation::gelu_tanh_python) {
+        // gelu_new: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), left to right.
+        const H fc = a.malloc(inter), half = a.malloc(inter);
+        H t1 = a.malloc(inter);
+        for (int i = 0; i < 5; ++i) {  // * 0.044715, x +, * sqrt(2 / pi), tanh, 1 +
+          const H t2 = a.malloc(inter);
+          a.free(t1);
+          t1 = t2;
+        }
+        act = a.malloc(inter);
+        a.free(half);
+        a.free(t1);
+        a.free(fc);
+      } else {
+        const H fc = a.malloc(inter);
+        act = a.malloc(inter);
+        a.free(fc);
+      }
+      const H d = a.malloc(hidden);
+      a.free(act);
+      a.free(n2);
+      h = a.malloc(hidden);
+      a.free(d);
+      a.free(r);
+    }
+    const H fin = norm(h);
+    a.free(h);
+    H lg = a.malloc(checked_mul(logits, 1));
+    if (copies > 1) {
+      const H more = a.malloc(logits);
+      a.free(lg);
+      lg = more;
+    }
+    a.free(fin);
+    a.free(lg);
+    a.free(ids);
+    if (mask > 0) a.free(mask_h);
+    if (rope > 0) {
+      a.free(cos);
+      a.free(sin);
+    }
+    return Bytes{a.peak_reserved() - a.peak_allocated()};
+  });
+}
+
 // Full training on one GPU: three steps of the loop measure.py runs (forward, loss, backward,
 // optimizer.step(), zero_grad(set_to_none=True)) synthesized block by block and replayed through
 // the allocator model; the reserve is the replay's peak reserved minus its peak allocated.
@@ -523,6 +740,8 @@ Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std
     if (const auto r = generate_reserve(m, w, phases)) return {*r, true};
   if (w.mode == Mode::train && w.sharding == spec::Sharding::none)
     if (const auto r = training_reserve(m, w, phases)) return {*r, true};
+  if (w.mode == Mode::inference && w.sharding == spec::Sharding::none && !w.expandable_segments)
+    if (const auto r = forward_reserve(m, w)) return {*r, true};
   // The caching allocator never gives memory back within a step (no empty_cache), so what
   // it holds at its worst is the largest of each phase's allocation plus that phase's reserve,
   // which can come after the allocated peak (gradients after freed activations).

@@ -93,6 +93,13 @@ std::vector<Item> llamacpp_items() {
           t.type = &kMxfp4;
           t.bytes = spec::ggml_tensor_bytes(kMxfp4, t.ne, "test");
         }
+    if (e.contains("expert_type")) {  // the file's offsets follow the tensors' new sizes
+      std::uint64_t offset = 0;
+      for (auto& t : tensors) {
+        t.offset = offset;
+        offset += (t.bytes + 31) / 32 * 32;  // GGUF_DEFAULT_ALIGNMENT
+      }
+    }
     const auto r = engine::llamacpp::estimate(m, tensors, s);
     const auto& g = r.gpus.at(0);
     const std::pair<const char*, Bytes> ours[] = {
@@ -276,21 +283,24 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
 }
 
 TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-alloc is simulated, else within 5%", "[accuracy][serving]") {
-  // The dense decoders are simulated (engine/llamacpp.cpp simulated_compute); two logs are not
-  // reproduced to the digit: Phi-3 mini's fused QKV, whose Q, K and V are strided views of one
-  // product (not modelled), and a Qwen2.5-3B at ubatch 4096 (64 MiB short).
+  // Dense, MoE and interleaved-SWA decoders are simulated (engine/llamacpp.cpp simulated_compute,
+  // experts left in host memory included); three logs are not reproduced to the digit: Phi-3
+  // mini's fused QKV, whose Q, K and V are strided views of one product (not modelled), a
+  // Qwen2.5-3B at ubatch 4096 (64 MiB short) and Qwen3-235B-A22B on Vulkan with its output layer
+  // in host memory (+24 MiB: three of the offloaded output stage's [n_embd, ub] activations).
   std::size_t exact = 0, all = 0;
   for (const Item& i : llamacpp_items()) {
     if (i.reported || i.item.find("_compute") == std::string::npos || i.item == "host_compute") continue;
     INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
     CHECK(std::abs(i.error()) <= 0.05);
     ++all;
-    const bool known_gap = i.log_id == "phi3-mini-ctx4096-ub256" || i.log_id == "qwen2.5-3b-q8-fa-ub4096";
+    const bool known_gap = i.log_id == "phi3-mini-ctx4096-ub256" || i.log_id == "qwen2.5-3b-q8-fa-ub4096" ||
+                           i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096";
     if (!known_gap) CHECK(std::abs(i.ours - i.log) <= 0.01);  // printed to 0.01 MiB
     if (std::abs(i.ours - i.log) <= 0.01) ++exact;
   }
-  CHECK(all == 18);
-  CHECK(exact == 16);
+  CHECK(all == 24);
+  CHECK(exact == 21);
 }
 
 TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {

@@ -182,7 +182,8 @@ TEST_CASE("llama.cpp: pipeline parallelism keeps four copies of each GPU's split
   s.tensor_split = {1, 3};  // layer 0 on CUDA0; layer 1 and the output on CUDA1
   // Every layer and the output offloaded over two GPUs: n_copies = 4. The scheduler allocates
   // all 4 copies of each of CUDA0's split inputs first and keeps them: the hidden state coming in
-  // ([64, 512] f32 = 131072 bytes), the positions (512 x 4 bytes) and the f32 KQ mask ([512, 512]).
+  // ([64, 512] f32 = 131072 bytes), the positions (512 x 4 bytes), the K and V cells' indices
+  // (ggml_set_rows, [512] i64 each) and the f32 KQ mask ([512, 512]).
   const Result pp = estimate(t.spec, t.header.tensors, s);
   s.kv_offload = false;  // no pipeline parallelism without the KV cache on the GPUs
   const Result flat_kv_host = estimate(t.spec, t.header.tensors, s);
@@ -195,7 +196,8 @@ TEST_CASE("llama.cpp: pipeline parallelism keeps four copies of each GPU's split
   // 131072, above the normed input and the projection, whose freed 262144 bytes the smaller K
   // and V tensors reuse but the 4 MiB of scores cannot.
   const std::uint64_t graph = 3 * (64ULL * 512 * 4) + 512ULL * 512 * 4 * 4;                // 4587520
-  const std::uint64_t copies = 4 * (64ULL * 512 * 4 + 512 * 4) + 4 * (512ULL * 512 * 4);  // 4726784
+  const std::uint64_t copies =
+      4 * (64ULL * 512 * 4 + 512 * 4) + 4 * (2 * 512 * 8) + 4 * (512ULL * 512 * 4);  // 4759552
   CHECK(pp.gpus[0].compute.value() == graph + copies);
   CHECK(partial.gpus[0].compute.value() < pp.gpus[0].compute.value());
   CHECK(flat_kv_host.gpus[0].compute.value() < pp.gpus[0].compute.value());
