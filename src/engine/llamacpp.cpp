@@ -14,9 +14,11 @@
 //   padded to 256), src/llama-context.cpp (n_ctx padded to 256; without --kv-unified each
 //   sequence gets its own stream of n_ctx / n_seq cells, padded to 256);
 // - compute buffers: the graph allocator's peak for a worst-case ubatch (llama-context.cpp,
-//   graph_reserve with n_tokens = n_outputs = n_ubatch and every KV cell in view), modelled
-//   as the largest set of tensors live at once: the attention scores (without flash
-//   attention), the FFN, or the logits on the device holding the output layer.
+//   graph_reserve with n_tokens = n_outputs = n_ubatch and every KV cell in view): ggml-alloc
+//   simulated over each GPU's part of the graph (dense, MoE and interleaved-SWA decoders,
+//   simulated_compute), else (MLA, row split) the largest set of tensors live at once: the
+//   attention scores (without flash attention), the FFN, or the logits on the device holding
+//   the output layer.
 #include "vramfit/engine/llamacpp.hpp"
 
 #include <algorithm>

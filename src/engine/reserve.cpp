@@ -451,12 +451,14 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
       for (const H r : rep) a.free(r);
       return out;
     };
-    H h = a.malloc(hidden);
+    // The embedding's output (and gpt2's position embeddings) stay referenced by the model's
+    // forward (`inputs_embeds`) until it returns, just before the logits (the recorded trace frees
+    // them there).
+    const H embed = a.malloc(hidden);
+    H h = embed, pos = CachingAllocator::Handle{};
     if (gpt2) {
-      const H pos = a.malloc(tokens_bytes(w, m.hidden_size) / std::max<std::uint64_t>(w.batch, 1)), sum = a.malloc(hidden);
-      a.free(h);
-      a.free(pos);
-      h = sum;
+      pos = a.malloc(tokens_bytes(w, m.hidden_size) / std::max<std::uint64_t>(w.batch, 1));
+      h = a.malloc(hidden);
     }
     const H cos = rope > 0 ? a.malloc(rope) : CachingAllocator::Handle{}, sin = rope > 0 ? a.malloc(rope) : CachingAllocator::Handle{};
     const H mask_h = mask > 0 ? a.malloc(mask) : CachingAllocator::Handle{};
@@ -484,7 +486,7 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
       a.free(n1);
       const H r = a.malloc(hidden);
       a.free(op);
-      a.free(h);
+      if (h != embed) a.free(h);
       const H n2 = norm(r);
       H act;
       if (m.gated_mlp) {
@@ -520,7 +522,9 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
       a.free(r);
     }
     const H fin = norm(h);
-    a.free(h);
+    if (h != embed) a.free(h);
+    a.free(embed);
+    if (gpt2) a.free(pos);
     H lg = a.malloc(checked_mul(logits, 1));
     if (copies > 1) {
       const H more = a.malloc(logits);

@@ -49,12 +49,12 @@ const Expected kTable[] = {
     {"fresh_default.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3392, 4},
     {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 16906, -2},
     {"fresh_default.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 2996, 42},
-    {"fresh_default.jsonl", "gpt2/forward/bf16/b1s1024", 32, 224},
+    {"fresh_default.jsonl", "gpt2/forward/bf16/b1s1024", 52, 242},
     {"fresh_default.jsonl", "smollm2-135m/generate/bf16/b1s512n256", 34, 241},
     {"fresh_default.jsonl", "smollm2-135m/forward/bf16/b1s8192", 150, 142},
     {"fresh_default.jsonl", "qwen2.5-1.5b/generate/bf16/b1s512n256", 198, 64},
     {"fresh_default.jsonl", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s1024", 3093, 10},
-    {"fresh_default.jsonl", "gpt2/forward/fp16/b2s1024", 67, 196},
+    {"fresh_default.jsonl", "gpt2/forward/fp16/b2s1024", 79, 206},
     {"fresh_expandable.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 6929, 16},
     {"fresh_expandable.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 2919, 34},
     {"fresh_expandable.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 97, 69},
@@ -209,14 +209,15 @@ TEST_CASE("the forward replay against one-case runs on the H200", "[accuracy][al
     const double measured = static_cast<double>(c.peak_reserved.value() - c.peak_allocated.value());
     const double replayed = static_cast<double>(b.allocator_reserve.value());
     INFO(c.id << ": measured " << measured / (1 << 20) << " MiB, replayed " << replayed / (1 << 20));
-    // Every case within 40 % (the worst: gpt2-medium eager -33 %, gpt2 b1 -39 %, 21 MiB of 54).
-    CHECK(std::fabs(replayed / measured - 1) <= 0.40);
+    // Every case within 17 % (the worst: smollm2-360m fp16 b2 s2048 -16 %, 22 MiB of 135).
+    CHECK(std::fabs(replayed / measured - 1) <= 0.17);
     errors.push_back(std::fabs(replayed / measured - 1));
   }
   REQUIRE(errors.size() == 38);
   std::sort(errors.begin(), errors.end());
   const double median = (errors[18] + errors[19]) / 2;
   INFO("median |replayed / measured - 1| " << median);
-  // 7.8 % (34 %, worst +169 %, with the closed form: the layers' transient + 0.3 x the logits).
-  CHECK(median <= 0.08);
+  // 4.5 % (34 %, worst +169 %, with the closed form: the layers' transient + 0.3 x the logits;
+  // 7.8 %, worst -39 %, before the embedding output was kept alive through the layers).
+  CHECK(median <= 0.046);
 }
