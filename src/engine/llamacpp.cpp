@@ -1124,7 +1124,9 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
           break;
         }
       dg.swa = &swa;
-      dg.host = &host.experts;
+      // Below 32 rows (GGML_OP_OFFLOAD_MIN_BATCH) ggml-cuda does not take the host experts' ops:
+      // they run on the CPU, and no weight is copied here.
+      dg.host = ub >= 32 ? &host.experts : nullptr;
       dg.kv_idxs = s.glu_op;
       dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
       dg.output = c.has_output;

@@ -5,6 +5,9 @@
 #include "../spec/gguf_writer.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/spec/gguf.hpp"
+#include "vramfit/spec/parse.hpp"
+
+#include <nlohmann/json.hpp>
 
 using namespace vramfit;
 using namespace vramfit::engine::llamacpp;
@@ -270,4 +273,32 @@ TEST_CASE("llama.cpp: --override-tensor moves the tensors its first matching pat
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
   s.override_tensor = {{"blk.(", -1}};
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+}
+
+TEST_CASE("llama.cpp: experts left on the host are copied into the GPU's compute buffer from 32 rows on", "[llamacpp]") {
+  // A small Qwen3-MoE: 4 layers, 16 experts of 128, 2 used.
+  const nlohmann::json cfg = {{"model_type", "qwen3_moe"}, {"hidden_size", 256}, {"num_hidden_layers", 4},
+                              {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 64},
+                              {"intermediate_size", 512}, {"moe_intermediate_size", 128}, {"num_experts", 16},
+                              {"num_experts_per_tok", 2}, {"vocab_size", 1000}, {"max_position_embeddings", 4096},
+                              {"tie_word_embeddings", false}};
+  const spec::ModelSpec m = spec::from_config(cfg, "tiny-moe");
+  const auto tensors = tensors_of(m, "Q8_0");
+  std::size_t experts = 0;
+  for (const auto& t : tensors)
+    if (t.name.find("_exps.weight") != std::string::npos) ++experts;
+  CHECK(experts == 4 * 3);  // ffn_gate_exps, ffn_up_exps (the fused gate_up, split), ffn_down_exps
+  Settings s;
+  s.ctx_size = 512;
+  s.flash_attn = true;
+  const auto compute = [&](std::uint64_t ub, std::uint64_t n_cpu_moe) {
+    s.ubatch_size = ub;
+    s.n_cpu_moe = n_cpu_moe;
+    return estimate(m, tensors, s).gpus.at(0).compute.value();
+  };
+  // Below 32 rows ggml-cuda leaves the host experts' matmuls to the CPU: nothing is copied.
+  CHECK(compute(16, 4) == compute(16, 0));
+  // From 32 rows on it runs them, each weight copied in at its own split.
+  CHECK(compute(512, 4) > compute(512, 0));
+  CHECK(compute(512, 2) > compute(512, 0));
 }
