@@ -387,8 +387,15 @@ void LayerTally::mlp_block() {
         tok(mul(4, I, c));
         if (down_saves) tok(mul(I, down_in_bytes));
       }
+    } else if (m.activation == spec::Activation::xielu) {
+      // XIELUActivation._xielu_python (transformers 5.17 without the xielu CUDA package):
+      // `alpha_p * x * x` saves x and alpha_p * x, expm1 its result, `(expm1 - x) * alpha_n` its
+      // left side when alpha_n trains, torch.where its boolean mask; down saves the output.
+      tok(add(mul(trains ? 4 : 3, I, c), I));
+      if (down_saves) tok(mul(I, down_in_bytes));
     } else {
-      // A native activation (gelu, relu): saves its input; down saves the output.
+      // A native activation (gelu, relu; relu2: relu saves its output, which square saves): saves
+      // its input; down saves the output.
       tok(mul(I, c));
       if (down_saves) tok(mul(I, down_in_bytes));
     }
@@ -440,6 +447,11 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
   // alive at once: 4I, not 3I (measured, tests/accuracy/arch: phi generate -3.57% -> 0.04%).
   if (!g.moe && !m.gated_mlp && m.activation == spec::Activation::gelu_tanh_python)
     s.mlp_per_token = add(mul(4, m.intermediate_size, c), mul(4, h, c));
+  // XIELUActivation._xielu_python evaluates torch.where's arguments in turn: the mask (1 byte)
+  // and the positive branch (I) stay alive while the negative one is built from two more
+  // temporaries and their sum, beside the input: 5I + mask, not 3I.
+  if (!g.moe && !m.gated_mlp && m.activation == spec::Activation::xielu)
+    s.mlp_per_token = add(mul(5, m.intermediate_size, c), m.intermediate_size, mul(4, h, c));
   const spec::Architecture* row = spec::find_architecture(m.model_type);
   if (g.moe && row != nullptr && row->grouped_experts) {
     // integrations/moe.py, grouped_mm_experts_forward, per top-k slot: the gathered hidden

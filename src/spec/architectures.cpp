@@ -304,6 +304,28 @@ constexpr Architecture kArchitectures[] = {
      .experts = Experts::num_local_experts, .sparse_layers = SparseLayers::moe_layers,
      .shared_expert = SharedExpert::expert_width, .expert_linears = ExpertLinears::fused_gate_up,
      .dense_experts = true},
+    // MiniMaxM2Config (MiniMax-M2): head_dim=128, q/k/v/o without biases; q_norm over the whole
+    // q projection, k_norm over the k projection (RMSNorm); every layer sparse: num_local_experts
+    // fused experts of intermediate_size, a router `gate` without bias and
+    // MiniMaxM2SparseMoeBlock's e_score_correction_bias buffer (the model's dtype in a 16-bit
+    // model; counted fp32 as deepseek_v3's). MiniMaxM2TopKRouter returns sigmoid(logits.float())
+    // gathered: fp32 routing weights. apply_rotary_pos_emb slices and concatenates (rotary_cat).
+    // 5.17 reads neither rotary_dim (the Hub config's 64: the whole head rotates, inv_freq of
+    // head_dim / 2) nor the MTP keys (use_mtp, num_mtp_modules: not built) nor attn_type_list.
+    {.model_type = "minimax_m2", .source = "minimax_m2/modeling_minimax_m2.py", .head_dim = 128, .qkv_bias = {},
+     .o_bias = {}, .qk_norm = Q::projection, .experts = Experts::num_local_experts, .router_score_bias = true,
+     .fp32_routing_weights = true, .grouped_experts = true, .rotary_cat = true},
+    // ArceeConfig (AFM-4.5B): Llama's attention (attention_bias on q, k, v, o), an MLP without a
+    // gate (ArceeMLP: up_proj, down_proj with mlp_bias) and hidden_act relu2
+    // (ReLUSquaredActivation: relu, then torch.square).
+    {.model_type = "arcee", .source = "arcee/modeling_arcee.py", .ungated_mlp = true, .activation = A::relu2},
+    // ApertusConfig (Apertus-8B, 70B): Llama's attention with q_norm / k_norm over head_dim
+    // (always), attention_layernorm / feedforward_layernorm (two RMSNorms, as Llama's), ApertusMLP
+    // without a gate (up_proj, down_proj, no biases) and hidden_act xielu: XIELUActivation with
+    // parameters alpha_p, alpha_n and buffers beta, eps; without the `xielu` CUDA package (not in
+    // the measured environment) it runs _xielu_python, a chain of elementwise ops (engine).
+    {.model_type = "apertus", .source = "apertus/modeling_apertus.py", .qk_norm = Q::head_dim, .ungated_mlp = true,
+     .activation = A::xielu},
     // Remote-code types (trust_remote_code; not in transformers 5.17, so counted by hand from
     // their modeling files, tests/unit/spec/config_test.cpp, not built on the device).
     // ExaoneConfig / modeling_exaone.py (LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct, EXAONE 3.5):

@@ -162,6 +162,10 @@ class Reader {
 // config's keys. Nothing below tests a model_type: what a type does differently is a field of
 // its row; what a layout builds (module names and shapes) is a `switch (layout)`.
 
+/// The engine's activations by their ACT2FN names, in Activation's order.
+constexpr std::string_view kActivationNames[] = {"silu", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "relu2",
+                                                 "xielu"};
+
 /// Maps a Hugging Face activation name (ACT2FN's keys) to what the engine distinguishes.
 std::optional<Activation> activation_from(std::string_view s) {
   // activations.py: "gelu_new" is NewGELUActivation (tanh formula in Python ops, saves
@@ -172,6 +176,8 @@ std::optional<Activation> activation_from(std::string_view s) {
   if (s == "gelu_new" || s == "gelu_fast") return Activation::gelu_tanh_python;
   if (s == "gelu_pytorch_tanh") return Activation::gelu_pytorch_tanh;
   if (s == "relu") return Activation::relu;
+  if (s == "relu2") return Activation::relu2;  // ReLUSquaredActivation
+  if (s == "xielu") return Activation::xielu;  // XIELUActivation
   return std::nullopt;
 }
 
@@ -397,7 +403,8 @@ struct Ctx {
   std::optional<std::string> act_name = {};
   double rotary_fraction = 1.0;
   bool qwen_sliding = false;
-  std::uint64_t max_window_layers = 0, window_pattern = 0, window = 0, nextn = 0;
+  std::uint64_t max_window_layers = 0, window_pattern = 0, window = 0, nextn = 0, mtp = 0;
+  bool rotary_dim_ignored = false;
   double final_softcap = 0, attn_softcap = 0;
   // Keys of one layout.
   bool falcon_new = false, falcon_parallel = false;
@@ -723,6 +730,11 @@ void read_options(Ctx& c) {
     c.window_pattern = c.r.uint("no_rope_layer_interval").value_or(4);
   }
   c.nextn = c.r.uint("num_nextn_predict_layers", true).value_or(0);
+  // MiniMax-M2's config.json: num_mtp_modules (with use_mtp); MiniMaxM2Config reads neither.
+  c.mtp = c.r.uint("num_mtp_modules", true).value_or(0);
+  // rotary_dim: only GPTJConfig reads it among the rows (MiniMaxM2Config does not: the Hub
+  // config's 64 leaves the whole 128-wide head rotating in transformers 5.17).
+  c.rotary_dim_ignored = c.layout() != Layout::gptj && c.r.has("rotary_dim");
   if (row.softcaps) {
     c.final_softcap = c.r.number("final_logit_softcapping", row.final_softcap_default);
     c.attn_softcap = c.r.number("attn_logit_softcapping", row.attn_softcap_default);
@@ -826,7 +838,7 @@ void fill_shape(Ctx& c) {
       spec.activation = *a;
     else
       spec.notes.push_back(fmt::format("activation '{}' is not modelled: counted as {}", *c.act_name,
-                                       spec.activation == Activation::silu ? "silu" : "gelu"));
+                                       kActivationNames[static_cast<std::size_t>(spec.activation)]));
   }
 
   // One norm's parameters.
@@ -840,7 +852,7 @@ void fill_shape(Ctx& c) {
   if (c.layout() == Layout::opt && !c.opt_affine) c.norm_size = 0;  // LayerNorm(elementwise_affine=False)
   if (c.layout() == Layout::mpt && !c.mlp_bias) c.norm_size = s.H;  // MptBlock: norm bias set to None with no_bias
 
-  spec.gated_mlp = !plain_mlp(c.layout());
+  spec.gated_mlp = !plain_mlp(c.layout()) && !row.ungated_mlp;
   spec.learned_positions = row.positions == Positions::learned;
   // FalconDecoderLayer adds the MLP to the attention output (not to its residual) when
   // parallel_attn or new_decoder_architecture.
@@ -979,7 +991,9 @@ void attention(const Ctx& c, LayerGroup& g) {
     case QkNorm::none: break;
     case QkNorm::head_dim: g.norm_params += 2 * s.hd; break;
     case QkNorm::per_head: g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd); break;
-    case QkNorm::projection: g.norm_params += H + s.kv * (H / s.heads); break;  // q_norm(hidden), k_norm(kv * hidden/heads)
+    // q_norm(heads * head_dim), k_norm(kv * head_dim): Olmo2Attention, MiniMaxM2Attention (head_dim
+    // 128 beside hidden 3072 / 48 heads); OlmoeAttention's hidden_size is the same product.
+    case QkNorm::projection: g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd); break;
     case QkNorm::head_dim_layer: g.norm_params += 2 * 2 * s.hd; break;
     case QkNorm::l2: break;  // no parameters
   }
@@ -1039,9 +1053,9 @@ void moe_mlp(const Ctx& c, LayerGroup& g) {
 /// The MLP of a dense layer, by layout.
 void dense_mlp(const Ctx& c, LayerGroup& g) {
   const std::uint64_t H = c.s.H, I = c.s.I;
-  const auto two = [&](const char* in, const char* out, bool bias) {
-    g.linears.push_back(lin(Role::mlp_in, in, H, I, bias));
-    g.linears.push_back(lin(Role::mlp_out, out, I, H, bias));
+  const auto two = [&](std::string_view in, std::string_view out, bool bias) {
+    g.linears.push_back(lin(Role::mlp_in, std::string(in), H, I, bias));
+    g.linears.push_back(lin(Role::mlp_out, std::string(out), I, H, bias));
   };
   switch (c.layout()) {
     case Layout::gpt2: two("c_fc", "c_proj", true); break;
@@ -1060,7 +1074,9 @@ void dense_mlp(const Ctx& c, LayerGroup& g) {
     case Layout::llama:
     case Layout::gemma:
     case Layout::deepseek:
-      if (c.row.fused_gate_up) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases
+      if (c.row.ungated_mlp) {  // ArceeMLP, ApertusMLP: up_proj, down_proj (mlp_bias)
+        two(c.row.names.up, c.row.names.down, c.mlp_bias);
+      } else if (c.row.fused_gate_up) {  // GlmMLP: gate_up_proj (fused), down_proj; no biases
         g.linears.push_back(lin(Role::mlp_in, "gate_up_proj", H, mul(2, I)));
         g.linears.push_back(lin(Role::mlp_out, "down_proj", I, H));
       } else {
@@ -1080,6 +1096,8 @@ LayerGroup make_layer(const Ctx& c, bool moe) {
     moe_mlp(c, g);
   else
     dense_mlp(c, g);
+  // XIELUActivation (ACT2FN["xielu"]) is a module with parameters: alpha_p and alpha_n, [1] each.
+  if (!moe && c.spec.activation == Activation::xielu) g.other_params += 2;
   unsigned norms = c.row.layer_norms;
   if (c.parallel && c.row.parallel_one_norm) norms = 1;
   // FalconDecoderLayer: input + post-attention norms without parallel_attn; with it, ln_attn
@@ -1098,6 +1116,10 @@ void lay_out_layers(Ctx& c, std::uint64_t& buffers) {
     for (std::uint64_t i = 0; i < c.s.L; i = next_change(c, i))
       if (layer_is_moe(c, i)) buffers = checked_add(buffers, checked_mul(next_change(c, i) - i, c.mk.experts * 4));
   }
+  // XIELUActivation's beta and eps: scalar buffers in each dense MLP (counted fp32, as the others).
+  if (c.spec.activation == Activation::xielu)
+    for (std::uint64_t i = 0; i < c.s.L; i = next_change(c, i))
+      if (!layer_is_moe(c, i)) buffers = checked_add(buffers, checked_mul(next_change(c, i) - i, 8), "parameters");
   for (std::uint64_t i = 0; i < c.s.L;) {
     const std::uint64_t j = next_change(c, i);
     LayerGroup g = layer_is_moe(c, i) ? moe_layer : dense_layer;
@@ -1176,6 +1198,14 @@ void finish(Ctx& c) {
     spec.notes.push_back(
         "the multi-token-prediction layer (num_nextn_predict_layers) is not built by transformers "
         "and is not counted");
+  if (c.mtp != 0)
+    spec.notes.push_back(fmt::format(
+        "the {} multi-token-prediction modules (num_mtp_modules) are not built by transformers and are not counted",
+        c.mtp));
+  if (c.rotary_dim_ignored)
+    spec.notes.push_back(
+        "rotary_dim is not read by transformers for this model_type: rotary embeddings cover the rotary share "
+        "of each head that partial_rotary_factor gives (all of it by default)");
   if (!c.s.head_dim_given && !c.known && !c.r.has("head_dim"))
     spec.notes.push_back(fmt::format("head_dim taken as hidden_size / num_attention_heads = {}", c.s.hd));
   if (!c.known && !c.r.has("tie_word_embeddings"))

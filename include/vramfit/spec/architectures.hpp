@@ -222,6 +222,9 @@ struct Architecture {
   // --- MLP, norms, residual -------------------------------------------------------------
   MlpWidth mlp_width = MlpWidth::intermediate_size;
   bool fused_gate_up = false;  ///< gate_up_proj as one linear (GlmMLP; phi3's layout has its own)
+  /// The llama layout's MLP without a gate: up_proj and down_proj around the activation
+  /// (ArceeMLP, ApertusMLP; the row's names.up / names.down).
+  bool ungated_mlp = false;
   /// The linears' names in the llama and gemma layouts (and a fused q/k/v projection).
   ModuleNames names = {};
   ConfigFlag mlp_bias = {"mlp_bias"};

@@ -45,7 +45,9 @@ struct Linear {
 enum class Norm { rms, layer };
 
 /// MLP activation, as far as memory is concerned (what autograd saves differs).
-enum class Activation { silu, gelu, gelu_tanh_python, gelu_pytorch_tanh, relu };
+/// relu2: ReLUSquaredActivation (relu, then torch.square). xielu: XIELUActivation's Python path
+/// (transformers 5.17 without the `xielu` CUDA package), a chain of elementwise ops.
+enum class Activation { silu, gelu, gelu_tanh_python, gelu_pytorch_tanh, relu, relu2, xielu };
 
 /// Mixture-of-experts shape of the sparse layers.
 struct MoE {

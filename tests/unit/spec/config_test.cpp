@@ -514,9 +514,11 @@ TEST_CASE("config: activations", "[spec]") {
   CHECK(parse(llama_with("hidden_act", "\"gelu\"")).activation == Activation::gelu);
   CHECK(parse(llama_with("hidden_act", "\"gelu_pytorch_tanh\"")).activation == Activation::gelu_pytorch_tanh);
   CHECK(parse(llama_with("hidden_act", "\"relu\"")).activation == Activation::relu);
-  const ModelSpec odd = parse(llama_with("hidden_act", "\"xielu\""));
+  CHECK(parse(llama_with("hidden_act", "\"relu2\"")).activation == Activation::relu2);
+  CHECK(parse(llama_with("hidden_act", "\"xielu\"")).activation == Activation::xielu);
+  const ModelSpec odd = parse(llama_with("hidden_act", "\"sqrtsoftplus\""));
   CHECK(odd.activation == Activation::silu);
-  CHECK(has_note(odd, "activation 'xielu' is not modelled"));
+  CHECK(has_note(odd, "activation 'sqrtsoftplus' is not modelled: counted as silu"));
   CHECK(parse(llama_with("model_type", "\"gemma\"")).activation == Activation::gelu_pytorch_tanh);
 }
 

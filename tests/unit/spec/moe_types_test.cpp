@@ -184,3 +184,52 @@ TEST_CASE("moe types: a config without n_routed_experts gets the config class's 
     CHECK(dense_and_sparse(from_config_text(cfg.dump(), "config.json")).second == 0);
   }
 }
+
+// Session 7's types (minimax_m2, arcee, apertus) at their published sizes (tests/unit/spec/data/
+// arch/s7: the Hub models' dimensions written out, counted by transformers 5.17 on the meta device
+// in counts_s7.json with their parameter shapes and buffers).
+TEST_CASE("minimax_m2 arcee and apertus at full size count what transformers builds", "[spec][arch]") {
+  const auto counts = nlohmann::json::parse(vramfit::test::read_text(kArch / "s7/counts_s7.json"));
+  std::size_t checked = 0;
+  for (const auto& c : counts["results"]) {
+    const std::string id = c["id"];
+    if (id.find("-dims") == std::string::npos) continue;  // the mini configs: tests/accuracy/arch
+    INFO(id);
+    const ModelSpec s = from_config_text(vramfit::test::read_text(kArch / "s7" / (id + ".json")), "config.json");
+    CHECK(s.params == c["params"].get<std::uint64_t>());
+    CHECK(s.notes.size() == (s.model_type == "minimax_m2" ? 2u : 0u));
+    ++checked;
+  }
+  CHECK(checked == 4);
+  // Exact values, so that a change of the counts file cannot pass unseen.
+  const ModelSpec m = from_config_text(vramfit::test::read_text(kArch / "s7/minimax-m2-dims.json"), "config.json");
+  CHECK(m.params == 228689748992ULL);
+  CHECK(m.moe.num_experts == 256);
+  CHECK(m.moe.experts_per_token == 8);
+  CHECK(m.moe.expert_intermediate == 1536);
+  CHECK(m.moe.shared_intermediate == 0);
+  // 5.17 ignores rotary_dim 64: inv_freq and original_inv_freq of 64 fp32 each; the
+  // e_score_correction_bias buffer, 256 a layer (counted fp32).
+  CHECK(m.buffer_bytes == 2 * 64 * 4 + 62 * 256 * 4);
+  const ModelSpec a = from_config_text(vramfit::test::read_text(kArch / "s7/apertus-8b-dims.json"), "config.json");
+  CHECK(a.params == 8053338176ULL);
+  CHECK_FALSE(a.gated_mlp);
+  CHECK(a.activation == Activation::xielu);
+  CHECK(a.buffer_bytes == 2 * 64 * 4 + 32 * 8);  // rotary + xIELU's beta and eps per layer
+  const ModelSpec f = from_config_text(vramfit::test::read_text(kArch / "s7/afm-4.5b-dims.json"), "config.json");
+  CHECK(f.params == 4619184640ULL);
+  CHECK_FALSE(f.gated_mlp);
+  CHECK(f.activation == Activation::relu2);
+  REQUIRE(f.layers.size() == 1);
+  REQUIRE(f.layers[0].linears.size() == 6);
+  CHECK(f.layers[0].linears[4].name == "up_proj");
+  CHECK(f.layers[0].linears[5].name == "down_proj");
+}
+
+TEST_CASE("minimax_m2: what transformers does not build is said", "[spec][arch]") {
+  const ModelSpec m = from_config_text(vramfit::test::read_text(kArch / "s7/minimax-m2-dims.json"), "config.json");
+  REQUIRE(m.notes.size() == 2);
+  CHECK(m.notes[0] == "the 3 multi-token-prediction modules (num_mtp_modules) are not built by transformers and are "
+                      "not counted");
+  CHECK(m.notes[1].starts_with("rotary_dim is not read by transformers for this model_type"));
+}
