@@ -27,6 +27,7 @@
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/quant.hpp"
 #include "vramfit/spec/vision.hpp"
+#include "checked.hpp"
 
 namespace vramfit::spec {
 
@@ -190,9 +191,8 @@ std::uint64_t inv_freq_elems(std::uint64_t rotary_dim) { return (rotary_dim + 1)
 /// head_dim 64 and 512 for head_dim 128 (../shared/truth/results/public.jsonl).
 std::uint64_t rotary_bytes(std::uint64_t rotary_dim) { return 2 * inv_freq_elems(rotary_dim) * 4; }
 
-/// A product of config dimensions (each up to 2^40): checked, since two of them can
-/// overflow 64 bits. Overflow is reported by from_config with the config's name.
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b, "parameters"); }
+using detail::add;  // checked products and sums of dimensions (spec/checked.hpp)
+using detail::mul;
 
 Linear lin(Role role, std::string name, std::uint64_t in, std::uint64_t out, bool bias = false) {
   Linear l;
@@ -328,7 +328,7 @@ struct AttnBias {
 void llama_attention(LayerGroup& g, const Shape& s, AttnBias b, const ModuleNames& n = {}) {
   if (!n.qkv.empty()) {
     g.linears.push_back(lin(Role::attn_in, std::string(n.qkv), s.H,
-                            mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), b.q));
+                            mul(add(s.heads, mul(2, s.kv)), s.hd), b.q));
   } else {
     g.linears.push_back(lin(Role::attn_in, std::string(n.q), s.H, mul(s.heads, s.hd), b.q));
     g.linears.push_back(lin(Role::attn_in, std::string(n.k), s.H, mul(s.kv, s.hd), b.k));
@@ -914,7 +914,7 @@ void attention(const Ctx& c, LayerGroup& g) {
       // GPT2Attention: c_attn (Conv1D hidden -> 3*hidden), c_proj; all with biases. GPTBigCode's
       // multi-query c_attn holds q for every head and k, v for the k/v heads.
       const std::uint64_t qkv_out = c.row.kv_heads == KvHeads::multi_query
-                                        ? checked_add(H, mul(2, mul(s.kv, s.hd)), "parameters")
+                                        ? add(H, mul(2, mul(s.kv, s.hd)))
                                         : 3 * H;
       g.linears.push_back(lin(Role::attn_in, "c_attn", H, qkv_out, true));
       g.linears.push_back(lin(Role::attn_out, "c_proj", H, H, true));
@@ -958,7 +958,7 @@ void attention(const Ctx& c, LayerGroup& g) {
     case Layout::falcon:
       // FalconAttention: query_key_value (q heads + 2 * kv heads), dense; bias=config.bias.
       g.linears.push_back(lin(Role::attn_in, "query_key_value", H,
-                              mul(checked_add(s.heads, mul(2, s.kv), "parameters"), s.hd), qkv));
+                              mul(add(s.heads, mul(2, s.kv)), s.hd), qkv));
       g.linears.push_back(lin(Role::attn_out, "dense", mul(s.heads, s.hd), H, o));
       break;
     case Layout::gptj:
@@ -990,10 +990,10 @@ void attention(const Ctx& c, LayerGroup& g) {
   switch (c.row.qk_norm) {
     case QkNorm::none: break;
     case QkNorm::head_dim: g.norm_params += 2 * s.hd; break;
-    case QkNorm::per_head: g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd); break;
+    case QkNorm::per_head: g.norm_params += mul(add(s.heads, s.kv), s.hd); break;
     // q_norm(heads * head_dim), k_norm(kv * head_dim): Olmo2Attention, MiniMaxM2Attention (head_dim
     // 128 beside hidden 3072 / 48 heads); OlmoeAttention's hidden_size is the same product.
-    case QkNorm::projection: g.norm_params += mul(checked_add(s.heads, s.kv, "parameters"), s.hd); break;
+    case QkNorm::projection: g.norm_params += mul(add(s.heads, s.kv), s.hd); break;
     case QkNorm::head_dim_layer: g.norm_params += 2 * 2 * s.hd; break;
     case QkNorm::l2: break;  // no parameters
   }
@@ -1119,7 +1119,7 @@ void lay_out_layers(Ctx& c, std::uint64_t& buffers) {
   // XIELUActivation's beta and eps: scalar buffers in each dense MLP (counted fp32, as the others).
   if (c.spec.activation == Activation::xielu)
     for (std::uint64_t i = 0; i < c.s.L; i = next_change(c, i))
-      if (!layer_is_moe(c, i)) buffers = checked_add(buffers, checked_mul(next_change(c, i) - i, 8), "parameters");
+      if (!layer_is_moe(c, i)) buffers = add(buffers, checked_mul(next_change(c, i) - i, 8));
   for (std::uint64_t i = 0; i < c.s.L;) {
     const std::uint64_t j = next_change(c, i);
     LayerGroup g = layer_is_moe(c, i) ? moe_layer : dense_layer;
@@ -1143,12 +1143,12 @@ void embeddings_and_buffers(Ctx& c, std::uint64_t buffers) {
     // OPTDecoder: embed_tokens(V, word_embed_proj_dim), OPTLearnedPositionalEmbedding
     // (max_position_embeddings + 2 rows: positions are offset by 2), and project_in /
     // project_out (no biases) when word_embed_proj_dim differs from hidden_size.
-    spec.embedding_params = checked_add(mul(s.V, c.opt_proj), mul(checked_add(s.max_pos, 2, "parameters"), H));
+    spec.embedding_params = checked_add(mul(s.V, c.opt_proj), mul(add(s.max_pos, 2), H));
     if (c.opt_proj != H) spec.embedding_params = checked_add(spec.embedding_params, mul(2, mul(c.opt_proj, H)));
   }
   spec.lm_head_params = c.tied ? 0 : checked_mul(s.V, c.layout() == Layout::opt ? c.opt_proj : H, "parameters");
   // A bias of the head is its own, tied weight or not (transformers ties lm_head.weight only).
-  if (c.lm_head_bias) spec.lm_head_params = checked_add(spec.lm_head_params, s.V, "parameters");
+  if (c.lm_head_bias) spec.lm_head_params = add(spec.lm_head_params, s.V);
   spec.final_norm_params = c.norm_size;
   if (c.layout() == Layout::opt && !c.opt_final_norm) spec.final_norm_params = 0;  // post-norm OPT (350m)
 
@@ -1170,7 +1170,7 @@ void embeddings_and_buffers(Ctx& c, std::uint64_t buffers) {
   // Gemma*ScaledWordEmbedding registers `embed_scale` (an fp32 scalar): measured with
   // transformers 5.17 on gemma, gemma2 and gemma3_text.
   if (c.row.scaled_embeddings) buffers += 4;
-  if (c.row.causal_mask_buffer) buffers = checked_add(buffers, mul(s.max_pos, s.max_pos), "parameters");
+  if (c.row.causal_mask_buffer) buffers = add(buffers, mul(s.max_pos, s.max_pos));
   spec.buffer_bytes = buffers;
 }
 
@@ -1259,7 +1259,7 @@ ModelSpec from_config(const nlohmann::json& config, std::string_view origin, Unk
     ModelSpec spec = build(config, origin, unknown);
     // A vision-language config: count its vision tower and projector too (spec/vision.cpp).
     if (auto vision = vision_from_config(config, origin, spec.hidden_size)) {
-      spec.buffer_bytes = checked_add(spec.buffer_bytes, vision->buffer_bytes, "parameters");
+      spec.buffer_bytes = add(spec.buffer_bytes, vision->buffer_bytes);
       spec.notes.push_back(fmt::format(
           "vision-language model: its {} vision tower ({} parameters) and projector ({}) are counted with the "
           "language model ({})",

@@ -71,6 +71,7 @@ constexpr GgmlType kTypes[] = {
     {"BF16", 30, 1, 2},
     {"TQ1_0", 34, QK_K, 2 + 4 * 13},  // 54
     {"TQ2_0", 35, QK_K, 2 + 64},      // 66
+    {"MXFP4", 39, 32, 1 + 16},        // e (E8M0), 32 E2M1 nibbles: gpt-oss's experts
 };
 
 // One row per llama_ftype: {name, value, llama_ftype_get_default_type, rules implemented}.
@@ -86,7 +87,7 @@ constexpr GgufFileType kFileTypes[] = {
     {"IQ1_S", 24, "IQ1_S", false},   {"IQ4_NL", 25, "IQ4_NL", false},   {"IQ3_S", 26, "IQ3_S", false},
     {"IQ3_M", 27, "IQ3_S", false},   {"IQ2_S", 28, "IQ2_XS", false},    {"IQ2_M", 29, "IQ2_S", false},
     {"IQ4_XS", 30, "IQ4_XS", false}, {"IQ1_M", 31, "IQ1_M", false},     {"BF16", 32, "BF16", true},
-    {"TQ1_0", 36, "TQ1_0", false},   {"TQ2_0", 37, "TQ2_0", false},
+    {"TQ1_0", 36, "TQ1_0", false},   {"TQ2_0", 37, "TQ2_0", false},     {"MXFP4_MOE", 38, "MXFP4", false},
 };
 
 const GgmlType& type(std::string_view name) {

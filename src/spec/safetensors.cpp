@@ -63,10 +63,14 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::uint64_t file_size,
-                                                 std::string_view origin) {
-  const std::string org(origin);
-  const std::string fix_file = "the file is truncated or not a safetensors file: download it again";
+namespace {
+
+constexpr std::string_view kFixFile = "the file is truncated or not a safetensors file: download it again";
+
+/// The header length N in the first 8 bytes (little-endian), checked against the 100 MB
+/// safetensors allows, the file's size and the bytes read.
+std::uint64_t header_length(std::string_view prefix, std::uint64_t file_size, const std::string& org) {
+  const std::string fix_file(kFixFile);
   if (prefix.size() < 8 || file_size < 8) {
     throw InputError(
         org,
@@ -88,125 +92,115 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
     throw InputError(org, fmt::format("the header says {} bytes but only {} were read", n, prefix.size() - 8),
                      "read the first 8 + N bytes of the file");
   }
-  const std::uint64_t data_size = file_size - 8 - n;
+  return n;
+}
 
-  const json header = parse_json(prefix.substr(8, n), org, fix_file, "the header is not valid JSON: ");
-  if (!header.is_object()) throw InputError(org, "the header is not a JSON object", fix_file);
-
-  Diagnostics diags;
-  std::vector<TensorInfo> out;
-  struct Span {
-    std::uint64_t begin, end;
-    std::size_t index;  // into out
-    auto operator<=>(const Span&) const = default;
-  };
-  std::vector<Span> spans;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      // Free-form strings (format, quantization, ...): the safetensors crate reads a map of
-      // string to string and refuses anything else; so does vramfit (issue #14).
-      bool strings = entry.is_object();
-      if (strings)
-        for (const auto& [key, value] : entry.items()) strings = strings && value.is_string();
-      if (!strings)
-        diags.add(org + ": __metadata__", fmt::format("expected an object of strings, got {}", show(entry)), fix_file);
-      continue;
+/// A tensor's dtype: a name whose bits per element are known.
+bool read_dtype(const json& entry, const std::string& field, TensorInfo& t, std::optional<std::uint64_t>& bits,
+                Diagnostics& diags) {
+  const std::string fix_file(kFixFile);
+  if (const auto it = entry.find("dtype"); it != entry.end() && it->is_string()) {
+    t.dtype = it->get<std::string>();
+    bits = dtype_bits(t.dtype);
+    if (!bits) {
+      diags.add(field + ".dtype", fmt::format("unknown dtype {}", show(*it)), "known: " + known_dtypes());
+      return false;
     }
-    const std::string field = org + ": " + name;
-    if (!entry.is_object()) {
-      diags.add(field,
-                fmt::format("expected an object with dtype, shape and data_offsets, got {}", show(entry)),
-                fix_file);
-      continue;
-    }
-    TensorInfo t;
-    t.name = name;
-    bool ok = true;
-
-    std::optional<std::uint64_t> bits;
-    if (const auto it = entry.find("dtype"); it != entry.end() && it->is_string()) {
-      t.dtype = it->get<std::string>();
-      bits = dtype_bits(t.dtype);
-      if (!bits) {
-        diags.add(field + ".dtype", fmt::format("unknown dtype {}", show(*it)), "known: " + known_dtypes());
-        ok = false;
-      }
-    } else {
-      diags.add(field + ".dtype",
-                it == entry.end() ? "missing" : fmt::format("expected a string, got {}", show(*it)),
-                fix_file);
-      ok = false;
-    }
-
-    std::uint64_t elements = 1;
-    if (const auto it = entry.find("shape"); it != entry.end() && it->is_array()) {
-      for (const json& d : *it) {
-        if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0)) {
-          diags.add(field + ".shape", fmt::format("expected non-negative integers, got {}", show(*it)),
-                    fix_file);
-          ok = false;
-          break;
-        }
-        const auto dim = d.get<std::uint64_t>();
-        t.shape.push_back(dim);
-        try {
-          elements = checked_mul(elements, dim, field + ".shape");
-        } catch (const InputError&) {
-          // checked_mul's own fix speaks of batch and sequence length: not this file's problem.
-          diags.add(field + ".shape", fmt::format("{}: the element count overflows 64 bits", show(*it)),
-                    fix_file);
-          ok = false;
-          break;
-        }
-      }
-    } else {
-      diags.add(field + ".shape",
-                it == entry.end() ? "missing" : fmt::format("expected a list, got {}", show(*it)), fix_file);
-      ok = false;
-    }
-
-    std::uint64_t begin = 0, end = 0;
-    if (const auto it = entry.find("data_offsets"); it != entry.end() && it->is_array() && it->size() == 2 &&
-                                                    (*it)[0].is_number_unsigned() &&
-                                                    (*it)[1].is_number_unsigned()) {
-      begin = (*it)[0].get<std::uint64_t>();
-      end = (*it)[1].get<std::uint64_t>();
-      if (end < begin) {
-        diags.add(field + ".data_offsets", fmt::format("ends before it begins: {}", show(*it)), fix_file);
-        ok = false;
-      } else if (end > data_size) {
-        diags.add(field + ".data_offsets",
-                  fmt::format("ends at byte {} but the data section has only {}", end, data_size), fix_file);
-        ok = false;
-      }
-    } else {
-      diags.add(field + ".data_offsets",
-                it == entry.end() ? "missing" : fmt::format("expected [begin, end], got {}", show(*it)),
-                fix_file);
-      ok = false;
-    }
-
-    if (ok && bits) {
-      std::uint64_t expected = 0;
-      try {
-        expected = bytes_of_bits(elements, *bits).value();
-      } catch (const InputError&) {
-        expected = ~std::uint64_t{0};  // cannot fit any file: reported as a mismatch below
-      }
-      if (end - begin != expected) {
-        diags.add(field + ".data_offsets",
-                  fmt::format("holds {} bytes but {} elements of {} take {}", end - begin, elements, t.dtype,
-                              expected),
-                  fix_file);
-        ok = false;
-      }
-    }
-    if (!ok) continue;
-    t.elements = elements;
-    spans.push_back({begin, end, out.size()});
-    out.push_back(std::move(t));
+  } else {
+    diags.add(field + ".dtype",
+              it == entry.end() ? "missing" : fmt::format("expected a string, got {}", show(*it)),
+              fix_file);
+    return false;
   }
-  diags.throw_if_any();
+  return true;
+}
+
+/// A tensor's shape: non-negative dimensions whose product fits 64 bits (`elements`).
+bool read_shape(const json& entry, const std::string& field, TensorInfo& t, std::uint64_t& elements,
+                Diagnostics& diags) {
+  const std::string fix_file(kFixFile);
+  if (const auto it = entry.find("shape"); it != entry.end() && it->is_array()) {
+    for (const json& d : *it) {
+      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0)) {
+        diags.add(field + ".shape", fmt::format("expected non-negative integers, got {}", show(*it)),
+                  fix_file);
+        return false;
+      }
+      const auto dim = d.get<std::uint64_t>();
+      t.shape.push_back(dim);
+      try {
+        elements = checked_mul(elements, dim, field + ".shape");
+      } catch (const InputError&) {
+        // checked_mul's own fix speaks of batch and sequence length: not this file's problem.
+        diags.add(field + ".shape", fmt::format("{}: the element count overflows 64 bits", show(*it)),
+                  fix_file);
+        return false;
+      }
+    }
+  } else {
+    diags.add(field + ".shape",
+              it == entry.end() ? "missing" : fmt::format("expected a list, got {}", show(*it)), fix_file);
+    return false;
+  }
+  return true;
+}
+
+/// A tensor's data_offsets [begin, end] within the data section of `data_size` bytes.
+bool read_offsets(const json& entry, const std::string& field, std::uint64_t data_size, std::uint64_t& begin,
+                  std::uint64_t& end, Diagnostics& diags) {
+  const std::string fix_file(kFixFile);
+  if (const auto it = entry.find("data_offsets"); it != entry.end() && it->is_array() && it->size() == 2 &&
+                                                  (*it)[0].is_number_unsigned() &&
+                                                  (*it)[1].is_number_unsigned()) {
+    begin = (*it)[0].get<std::uint64_t>();
+    end = (*it)[1].get<std::uint64_t>();
+    if (end < begin) {
+      diags.add(field + ".data_offsets", fmt::format("ends before it begins: {}", show(*it)), fix_file);
+      return false;
+    } else if (end > data_size) {
+      diags.add(field + ".data_offsets",
+                fmt::format("ends at byte {} but the data section has only {}", end, data_size), fix_file);
+      return false;
+    }
+  } else {
+    diags.add(field + ".data_offsets",
+              it == entry.end() ? "missing" : fmt::format("expected [begin, end], got {}", show(*it)),
+              fix_file);
+    return false;
+  }
+  return true;
+}
+
+/// The bytes between the offsets are what the elements of the dtype take.
+bool check_data_bytes(const std::string& field, const TensorInfo& t, std::uint64_t elements, std::uint64_t bits,
+                      std::uint64_t begin, std::uint64_t end, Diagnostics& diags) {
+  const std::string fix_file(kFixFile);
+  std::uint64_t expected = 0;
+  try {
+    expected = bytes_of_bits(elements, bits).value();
+  } catch (const InputError&) {
+    expected = ~std::uint64_t{0};  // cannot fit any file: reported as a mismatch below
+  }
+  if (end - begin != expected) {
+    diags.add(field + ".data_offsets",
+              fmt::format("holds {} bytes but {} elements of {} take {}", end - begin, elements, t.dtype,
+                          expected),
+              fix_file);
+    return false;
+  }
+  return true;
+}
+
+struct Span {
+  std::uint64_t begin, end;
+  std::size_t index;  // into the tensors
+  auto operator<=>(const Span&) const = default;
+};
+
+/// The tensors' data lie one after the other over the whole data section.
+void check_layout(std::vector<Span> spans, const std::vector<TensorInfo>& out, std::uint64_t data_size,
+                  const std::string& org) {
+  const std::string fix_file(kFixFile);
   // The safetensors crate (Metadata::validate) sorts the tensors by offsets and requires each to
   // begin where the one before it ends, from 0 to the end of the data section: overlapping data
   // would count the same bytes twice, and gaps are bytes no tensor owns.
@@ -228,6 +222,56 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
     throw InputError(org,
                      fmt::format("the tensors end at byte {} of the data section, which holds {}", at, data_size),
                      fix_file);
+}
+
+}  // namespace
+
+std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::uint64_t file_size,
+                                                 std::string_view origin) {
+  const std::string org(origin);
+  const std::string fix_file(kFixFile);
+  const std::uint64_t n = header_length(prefix, file_size, org);
+  const std::uint64_t data_size = file_size - 8 - n;
+
+  const json header = parse_json(prefix.substr(8, n), org, fix_file, "the header is not valid JSON: ");
+  if (!header.is_object()) throw InputError(org, "the header is not a JSON object", fix_file);
+
+  Diagnostics diags;
+  std::vector<TensorInfo> out;
+  std::vector<Span> spans;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      // Free-form strings (format, quantization, ...): the safetensors crate reads a map of
+      // string to string and refuses anything else; so does vramfit (issue #14).
+      bool strings = entry.is_object();
+      if (strings)
+        for (const auto& [key, value] : entry.items()) strings = strings && value.is_string();
+      if (!strings)
+        diags.add(org + ": __metadata__", fmt::format("expected an object of strings, got {}", show(entry)), fix_file);
+      continue;
+    }
+    const std::string field = org + ": " + name;
+    if (!entry.is_object()) {
+      diags.add(field,
+                fmt::format("expected an object with dtype, shape and data_offsets, got {}", show(entry)),
+                fix_file);
+      continue;
+    }
+    TensorInfo t;
+    t.name = name;
+    std::optional<std::uint64_t> bits;
+    std::uint64_t elements = 1, begin = 0, end = 0;
+    const bool dtype_ok = read_dtype(entry, field, t, bits, diags);
+    const bool shape_ok = read_shape(entry, field, t, elements, diags);
+    const bool offsets_ok = read_offsets(entry, field, data_size, begin, end, diags);
+    if (!dtype_ok || !shape_ok || !offsets_ok || !check_data_bytes(field, t, elements, *bits, begin, end, diags))
+      continue;
+    t.elements = elements;
+    spans.push_back({begin, end, out.size()});
+    out.push_back(std::move(t));
+  }
+  diags.throw_if_any();
+  check_layout(std::move(spans), out, data_size, org);
   return out;
 }
 

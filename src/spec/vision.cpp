@@ -23,6 +23,7 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/json.hpp"
 #include "vramfit/core/text.hpp"
+#include "checked.hpp"
 
 namespace vramfit::spec {
 
@@ -35,8 +36,8 @@ using nlohmann::json;
 // No real dimension comes near 2^40; larger values are typos and would overflow products.
 constexpr std::uint64_t kMaxDim = 1ULL << 40;
 
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) { return checked_mul(a, b, "parameters"); }
-std::uint64_t add(std::uint64_t a, std::uint64_t b) { return checked_add(a, b, "parameters"); }
+using detail::add;  // checked products and sums of dimensions (spec/checked.hpp)
+using detail::mul;
 
 /// torch.nn.Linear(in, out, bias): out x in weights and out biases.
 std::uint64_t linear(std::uint64_t in, std::uint64_t out, bool bias) { return add(mul(in, out), bias ? out : 0); }

@@ -74,7 +74,7 @@ TEST_CASE("gguf: the ggml type table", "[gguf]") {
       {"IQ3_XXS", 18, 256, 98}, {"IQ1_S", 19, 256, 50},   {"IQ4_NL", 20, 32, 18},   {"IQ3_S", 21, 256, 110},
       {"IQ2_S", 22, 256, 82},   {"IQ4_XS", 23, 256, 136}, {"I8", 24, 1, 1},         {"I16", 25, 1, 2},
       {"I32", 26, 1, 4},        {"I64", 27, 1, 8},        {"F64", 28, 1, 8},        {"IQ1_M", 29, 256, 56},
-      {"BF16", 30, 1, 2},       {"TQ1_0", 34, 256, 54},   {"TQ2_0", 35, 256, 66},
+      {"BF16", 30, 1, 2},       {"TQ1_0", 34, 256, 54},   {"TQ2_0", 35, 256, 66},   {"MXFP4", 39, 32, 17},
   };
   CHECK(ggml_types().size() == std::size(rows));
   for (const Row& r : rows) {
@@ -98,6 +98,9 @@ TEST_CASE("gguf: tensor bytes", "[gguf]") {
   CHECK(ggml_tensor_bytes(*ggml_type_by_name("Q8_0"), ne, "t") == 4096 / 32 * 34 * 11008);
   CHECK(ggml_tensor_bytes(*ggml_type_by_name("F32"), std::vector<std::uint64_t>{7}, "t") == 28);
   CHECK(ggml_tensor_bytes(*ggml_type_by_name("F16"), std::vector<std::uint64_t>{}, "t") == 2);  // a scalar
+  // gpt-oss-20b's blk.0.ffn_gate_exps.weight: [2880, 2880, 32] in MXFP4, 17 bytes per 32 values.
+  CHECK(ggml_tensor_bytes(*ggml_type_by_name("MXFP4"), std::vector<std::uint64_t>{2880, 2880, 32}, "t") ==
+        2880 / 32 * 17 * 2880 * 32);
   try {
     (void)ggml_tensor_bytes(*ggml_type_by_name("Q6_K"), std::vector<std::uint64_t>{100, 3}, "blk.0.x");
     FAIL("no error");
@@ -120,6 +123,8 @@ TEST_CASE("gguf: file types", "[gguf]") {
   CHECK(gguf_file_type_by_id(18)->name == "Q6_K");
   CHECK(gguf_file_type_by_id(32)->name == "BF16");
   CHECK(gguf_file_type_by_id(30)->name == "IQ4_XS");
+  CHECK(gguf_file_type_by_id(38)->name == "MXFP4_MOE");
+  CHECK(gguf_file_type_by_id(38)->base == "MXFP4");
   CHECK(gguf_file_type_by_id(4) == nullptr);  // MOSTLY_Q4_1_SOME_F16, removed
   CHECK(gguf_file_type_by_name("q5_k_s")->id == 16);
   CHECK(gguf_file_type_by_name("Q4_K_M")->base == "Q4_K");
