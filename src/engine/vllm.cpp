@@ -388,7 +388,20 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     if (!m.learned_positions)
       r.weights += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), 2)};
     // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
-    r.weights += Bytes{cdiv(mxfp4_expert_extra(m, s, tp), pp)};
+    const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
+    r.weights += Bytes{cdiv(mx, pp)};
+    if (mx > 0) {
+      const Mxfp4Backend be = mxfp4_backend(s.compute_capability, s.flashinfer);
+      const char* kernels = be == Mxfp4Backend::triton             ? "triton_kernels (the scales held twice)"
+                            : be == Mxfp4Backend::flashinfer_sm100 ? "FlashInfer's SM100 MoE (I and H padded to 256)"
+                                                                   : "Marlin (I padded to 128, H to 256)";
+      r.notes.push_back(s.compute_capability == 0
+                            ? fmt::format("MXFP4 experts laid out for {}: the card is not named (give --gpu ID), "
+                                          "so Marlin's (Ampere, Ada) is taken",
+                                          kernels)
+                            : fmt::format("MXFP4 experts laid out for {}, vLLM's kernels on compute capability {}.{}",
+                                          kernels, s.compute_capability / 10, s.compute_capability % 10));
+    }
   }
 
   // --- the profile run's activation peak (torch_peak_increase) ---

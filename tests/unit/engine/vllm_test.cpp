@@ -328,6 +328,18 @@ TEST_CASE("vllm: MXFP4 experts in the layout of the kernels the card runs", "[vl
   CHECK(weights(90) - weights(80) == triton_extra - marlin_extra);
   CHECK(weights(100) - weights(80) == sm100_extra - marlin_extra);
   CHECK(weights(80) == weights(0));
+  // The layout taken is said, and that an unnamed card gets Marlin's.
+  const auto notes = [&](unsigned cc) {
+    Settings t = s;
+    t.compute_capability = cc;
+    std::string all;
+    for (const auto& n : estimate(m, t).notes) all += n + "\n";
+    return all;
+  };
+  CHECK_THAT(notes(90), Catch::Contains("MXFP4 experts laid out for triton_kernels (the scales held twice), vLLM's "
+                                        "kernels on compute capability 9.0"));
+  CHECK_THAT(notes(0), Catch::Contains("MXFP4 experts laid out for Marlin (I padded to 128, H to 256): the card is "
+                                       "not named (give --gpu ID), so Marlin's (Ampere, Ada) is taken"));
   // "Model loading took 13.47 GiB" for gpt-oss-20b on an H100 (vLLM 0.14; serving logs).
   CHECK(static_cast<double>(weights(90)) / static_cast<double>(GiB(1).value()) == Approx(13.42).margin(0.005));
   // A dense model is untouched by the card.
