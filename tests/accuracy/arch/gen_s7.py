@@ -5,6 +5,9 @@
 #   python3 gen_s7.py OUTDIR   (writes OUTDIR/models/*.json and OUTDIR/cases_s7.json)
 #   then on the device: python3 measure.py cases_s7.json results_s7.jsonl --deadline 200
 import json, os, sys
+
+from gen_families import cases as family_cases
+
 M = {}
 # Apertus-8B's proportions (hidden 4096, 32 heads, 8 kv heads, q/k norms, xIELU MLP of 21504), narrowed.
 M["apertus-mini"] = dict(model_type="apertus", hidden_size=1024, intermediate_size=4096, num_attention_heads=8,
@@ -31,20 +34,15 @@ M["glm4moe-k8"] = dict(model_type="glm4_moe", hidden_size=1536, intermediate_siz
 
 
 def cases(names):
+    # gen_families' four cases (forward, generate, training, checkpointed training), then LoRA r16
+    # all-linear on the checkpointed training case's shape.
     out = []
     for n in names:
-        base = dict(model=n, config=f"models/{n}.json", weights_dtype="bf16", autocast=None, attn="sdpa", lora=None)
-        def c(cid, **kw):
-            d = dict(id=f"{n}/{cid}"); d.update(base); d.update(kw)
-            d.setdefault("optimizer", None); d.setdefault("new_tokens", 0); d.setdefault("checkpointing", False)
-            out.append({k: d[k] for k in ["id", "model", "config", "mode", "weights_dtype", "autocast", "optimizer",
-                        "batch", "seq", "new_tokens", "checkpointing", "attn", "lora"]})
-        c("forward/bf16/b4s1024", mode="forward", batch=4, seq=1024)
-        c("generate/bf16/b1s4096n64", mode="generate", batch=1, seq=4096, new_tokens=64)
-        c("train/bf16/b4s512/adamw", mode="train", batch=4, seq=512, optimizer="adamw")
-        c("train/bf16/b4s1024/ckpt/adamw", mode="train", batch=4, seq=1024, optimizer="adamw", checkpointing=True)
-        c("lora/bf16/adamw/r16-all-linear/b4s1024/ckpt", mode="lora", batch=4, seq=1024, optimizer="adamw",
-          checkpointing=True, lora={"r": 16, "targets": "all-linear"})
+        four = family_cases([n], {})
+        lora = dict(four[-1])
+        lora.update(id=f"{n}/lora/bf16/adamw/r16-all-linear/b4s1024/ckpt", mode="lora",
+                    lora={"r": 16, "targets": "all-linear"})
+        out += four + [lora]
     return out
 
 
