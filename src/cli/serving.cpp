@@ -482,12 +482,17 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
   st.flashinfer = !s.no_flashinfer;
   if (!s.vllm_version.empty()) {
-    if (const auto v = engine::vllm::parse_release(s.vllm_version)) {
+    if (const auto v = engine::vllm::parse_release(s.vllm_version); v && !v->at_least(0, 6)) {
+      // The oldest memory profiling whose source was read is 0.6's (worker.py
+      // determine_num_available_blocks); earlier releases are refused, not estimated as 0.6.
+      d.add("--vllm-version", fmt::format("vLLM {} is older than the oldest release vramfit follows (0.6)", s.vllm_version),
+            "give --vllm-version 0.6 or newer (default: the newest, 0.27.1)");
+    } else if (v) {
       st.release = *v;
       // The V1 engine is the default from 0.8; up to 0.6.4 the non-torch memory is the
       // device's whole use outside PyTorch (engine/vllm.cpp non_torch).
       st.v0_engine = !v->at_least(0, 8);
-      if (!v->at_least(0, 6) || (v->major == 0 && v->minor == 6 && v->patch < 5))
+      if (v->major == 0 && v->minor == 6 && v->patch < 5)
         st.profiler = engine::vllm::Profiler::device_wide;
     } else {
       d.add("--vllm-version", fmt::format("'{}' is not a vLLM release", s.vllm_version),

@@ -361,6 +361,26 @@ static void validate_sizes(const Workload& w, Diagnostics& out) {
   }
 }
 
+/// A learned position table (GPT-2, OPT, GPT-BigCode) has max_positions rows: a longer
+/// sequence indexes past it (nn.Embedding raises IndexError, a device-side assert on the GPU), so
+/// the job cannot run and is refused rather than estimated. Packed rows restart their positions
+/// per sequence, so a row may be longer than the table. Rotary and ALiBi models run past their
+/// trained length (with degraded output), so they are estimated as asked.
+static void validate_positions(const Workload& w, const ModelSpec& m, Diagnostics& out) {
+  if (!m.learned_positions || m.max_positions == 0 || w.sequence_packing || w.seq > kMaxSeq) return;
+  const bool gen = w.mode == Mode::generate;
+  // generate() feeds the prompt and every new token but the last: seq + new_tokens - 1 positions.
+  const std::uint64_t fed = w.seq + (gen && w.new_tokens > 0 ? w.new_tokens - 1 : 0);
+  if (fed <= m.max_positions) return;
+  out.add(gen && w.seq <= m.max_positions ? "--new-tokens" : "--seq",
+          fmt::format("{} positions{} is more than the {} of this model's learned position table "
+                      "(transformers fails with IndexError: index out of range)",
+                      fed, gen ? fmt::format(" ({} prompt + {} new tokens, the last not fed back)", w.seq, w.new_tokens) : "",
+                      m.max_positions),
+          gen ? fmt::format("keep --seq + --new-tokens at most {}", m.max_positions + 1)
+              : fmt::format("use --seq {} or less", m.max_positions));
+}
+
 /// LoRA's rank, dropout and target modules against the model.
 static void validate_lora(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   if (w.mode != Mode::lora && w.mode != Mode::qlora) return;
@@ -513,6 +533,7 @@ static void validate_dtypes(const Workload& w, Diagnostics& out) {
 void validate(const Workload& w, const ModelSpec& m, Diagnostics& out) {
   validate_sizes(w, out);
   validate_images(w, m, out);
+  validate_positions(w, m, out);
   // Tensor parallelism splits the attention heads over the GPUs (Megatron's and transformers'
   // tp_plan views [batch, seq, heads / tp, head_dim]): an uneven split does not run, so it is
   // refused rather than estimated (issue #14's adversarial pass: 32 heads over 3 GPUs).

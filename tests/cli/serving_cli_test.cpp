@@ -213,6 +213,12 @@ TEST_CASE("serving: --vllm-version: the graphs inside the budget from 0.21, a ba
   const CliResult bad = with({"--vllm-version", "latest"});
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--vllm-version: 'latest' is not a vLLM release") != std::string::npos);
+  // Releases before 0.6 (whose memory profiling was not read) are refused, not estimated as 0.6.
+  const CliResult old_release = with({"--vllm-version", "0.5.5"});
+  CHECK(old_release.code == 2);
+  CHECK(old_release.err.find("--vllm-version: vLLM 0.5.5 is older than the oldest release vramfit follows (0.6)") !=
+        std::string::npos);
+  CHECK(with({"--vllm-version", "0.6.0"}).code == 0);
   const CliResult llama = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--vllm-version", "0.11"});
   CHECK(llama.code == 2);
 }

@@ -159,7 +159,7 @@ TEST_CASE("workload: LoRA targets must be linear modules of the model", "[spec]"
 
   // GPT-2's Conv1D names, each listed once.
   const ModelSpec g = from_config_text(
-      R"({"model_type":"gpt2","n_embd":64,"n_layer":1,"n_head":4,"vocab_size":100})", "gpt2.json");
+      R"({"model_type":"gpt2","n_embd":64,"n_layer":1,"n_head":4,"vocab_size":100,"n_positions":2048})", "gpt2.json");
   w.lora.targets = {"c_attn"};
   CHECK(check(w, g).empty());
   w.lora.targets = {"mlp"};
@@ -238,4 +238,41 @@ TEST_CASE("workload: dtypes and modes", "[spec]") {
   l.mode = Mode::lora;
   l.weights = DType::int8;
   CHECK(check(l).empty());
+}
+
+TEST_CASE("workload: a learned position table bounds the sequence; rotary models run past their length", "[spec]") {
+  // GPT-2's wpe has n_positions rows (1024 when the config omits it): nn.Embedding raises
+  // IndexError past them, so the job is refused, not estimated.
+  const ModelSpec g = from_config_text(
+      R"({"model_type":"gpt2","n_embd":64,"n_layer":1,"n_head":4,"vocab_size":100})", "gpt2.json");
+  REQUIRE(g.max_positions == 1024);
+  Workload w;
+  w.seq = 1024;
+  CHECK(check(w, g).empty());
+  w.seq = 1025;
+  auto d = check(w, g);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].str() ==
+        "--seq: 1025 positions is more than the 1024 of this model's learned position table (transformers fails "
+        "with IndexError: index out of range) (use --seq 1024 or less)");
+  // generate() feeds seq + new_tokens - 1 positions: 1000 + 25 fits, 1000 + 26 does not.
+  w.mode = Mode::generate;
+  w.seq = 1000;
+  w.new_tokens = 25;
+  CHECK(check(w, g).empty());
+  w.new_tokens = 26;
+  d = check(w, g);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "--new-tokens");
+  CHECK(d[0].fix == "keep --seq + --new-tokens at most 1025");
+  // Packed rows restart their positions per sequence: a 4096-token row is allowed.
+  w = Workload{};
+  w.mode = Mode::train;
+  w.seq = 4096;
+  w.sequence_packing = true;
+  CHECK(check(w, g).empty());
+  // Llama's rotary positions have no table: 1M tokens past max_position_embeddings is estimated.
+  w = Workload{};
+  w.seq = 1 << 20;
+  CHECK(check(w).empty());
 }
