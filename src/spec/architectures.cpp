@@ -406,10 +406,25 @@ constexpr std::pair<std::string_view, NotDecoder> kNotDecoders[] = {
 
 constexpr std::string_view kStructureKeys[] = {
     "num_local_experts", "num_experts",        "n_routed_experts", "moe_intermediate_size", "vision_config",
-    "audio_config",      "is_encoder_decoder", "encoder_layers",   "state_size",            "ssm_cfg",
-    "mamba_d_state",     "d_state",            "linear_num_key_heads", "layers_block_type", "attn_layer_indices",
-    // Convolution and linear-attention layers: Lfm2Config, KimiLinearConfig, MiniMaxConfig.
-    "conv_L_cache", "linear_attn_config", "attn_type_list"};
+    "audio_config",      "is_encoder_decoder", "encoder_layers",
+    // Multi-head latent attention and DeepSeek-V3.2's sparse-attention indexer (DeepseekV32Config);
+    // Gemma3nTextConfig's AltUp streams and per-layer embeddings.
+    "kv_lora_rank", "index_topk", "altup_num_inputs", "hidden_size_per_layer_input"};
+
+/// Keys of layers that are not attention, from the transformers 5.17 config classes (and the
+/// remote-code ones named): MambaConfig / Mamba2Config / FalconMambaConfig state_size;
+/// JambaConfig, BambaConfig, FalconH1Config, Zamba2Config, GraniteMoeHybridConfig mamba_d_state
+/// (and mamba_d_conv, attn_layer_indices, attn_layer_period, layers_block_type, hybrid_layer_ids);
+/// NemotronHConfig hybrid_override_pattern, ssm_state_size, mamba_num_heads; Qwen3NextConfig
+/// linear_num_key_heads, linear_conv_kernel_dim; Lfm2Config / Lfm2MoeConfig conv_L_cache,
+/// full_attn_idxs; MiniMaxConfig attn_type_list; KimiLinearConfig linear_attn_config;
+/// RecurrentGemmaConfig block_types, lru_width; the remote ssm_cfg and d_state.
+constexpr std::string_view kLayerKindKeys[] = {
+    "state_size",        "ssm_cfg",          "d_state",           "mamba_d_state",     "mamba_d_conv",
+    "mamba_d_ssm",       "ssm_state_size",   "mamba_num_heads",   "hybrid_override_pattern",
+    "attn_layer_indices", "attn_layer_period", "layers_block_type", "hybrid_layer_ids",
+    "linear_num_key_heads", "linear_conv_kernel_dim", "conv_L_cache", "full_attn_idxs", "linear_attn_config",
+    "attn_type_list",    "block_types",      "lru_width"};
 
 }  // namespace
 
@@ -428,6 +443,15 @@ std::optional<NotDecoder> not_decoder(std::string_view model_type) noexcept {
 }
 
 std::span<const std::string_view> structure_keys() noexcept { return kStructureKeys; }
+
+std::span<const std::string_view> layer_kind_keys() noexcept { return kLayerKindKeys; }
+
+bool attention_layer_kind(std::string_view kind) noexcept {
+  // configuration_utils.py remaps the legacy "attention" to "full_attention" (and "mamba" to
+  // "linear_attention").
+  return kind == "full_attention" || kind == "sliding_attention" || kind == "chunked_attention" ||
+         kind == "attention";
+}
 
 const Architecture& generic_architecture() noexcept {
   // An unknown model_type estimated from its checkpoint's headers: laid out as Llama, its

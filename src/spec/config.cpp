@@ -494,6 +494,60 @@ void refuse_not_decoders(const json& config, const std::string& org, const std::
   diags.throw_if_any();
 }
 
+/// What a hybrid model's refusal tells the user to do.
+constexpr std::string_view kHybridFix =
+    "vramfit lays out attention layers only (full, sliding, chunked): hybrid models with state-space (Mamba), "
+    "linear-attention or convolution layers (qwen3_next, lfm2, falcon_h1, granitemoehybrid, bamba, jamba, "
+    "nemotron_h, zamba2, mamba, minimax) are not supported yet; see the README's list of supported model types";
+
+/// Layers that are not attention have caches (SSM and conv states, not keys and values) and
+/// activations no row models: refused by name, whatever the model_type (a row that reads
+/// layer_types would otherwise count only its sliding entries and lay the rest out as full
+/// attention), and for an unknown type even when the checkpoint's headers give the exact weights.
+void refuse_other_layers(const json& obj, const std::string& org, const std::string& prefix,
+                         const std::string& model_type, bool known, Diagnostics& diags) {
+  const std::string type = model_type.empty() ? std::string("this model") : fmt::format("model_type '{}'", model_type);
+  // An unknown type's keys first: its refusal names model_type, as it does without them. A row's
+  // config class reads none of these keys (transformers ignores them too).
+  if (!known) {
+    std::string keys;
+    for (std::string_view k : layer_kind_keys())
+      if (const auto it = obj.find(k); it != obj.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+        keys += fmt::format("{}\"{}\"", keys.empty() ? "" : ", ", k);
+    if (!keys.empty()) {
+      diags.add(org + ": model_type",
+                fmt::format("{} is not one vramfit knows, and its {} announce layers that are not attention "
+                            "(state-space, linear-attention or convolution layers): their state caches and "
+                            "activations are not modelled, not even from the checkpoint's exact weights",
+                            type, keys),
+                std::string(kHybridFix));
+      diags.throw_if_any();
+    }
+  }
+  const auto lt = obj.find("layer_types");
+  if (lt == obj.end() || !lt->is_array()) return;
+  // The first kind that is not attention, how many layers have it and the first of them.
+  std::string kind;
+  std::uint64_t n = 0, first = 0, i = 0;
+  for (const json& t : *lt) {
+    if (t.is_string() && !attention_layer_kind(t.get_ref<const std::string&>())) {
+      if (kind.empty()) {
+        kind = t.get<std::string>();
+        first = i;
+      }
+      n += t.get_ref<const std::string&>() == kind ? 1 : 0;
+    }
+    ++i;
+  }
+  if (kind.empty()) return;
+  diags.add(prefix + "layer_types",
+            fmt::format("'{}' layers ({} of {}, the first is layer {}) are not attention layers: their state caches "
+                        "and activations are not modelled, so {} cannot be estimated",
+                        kind, n, lt->size(), first, type),
+            std::string(kHybridFix));
+  diags.throw_if_any();
+}
+
 /// A nested text_config that leaves size keys to its config class gets the class's defaults
 /// (the row's nested_defaults), as transformers would fill them.
 void fill_nested_defaults(const Architecture* row, ModelSpec& spec, Root& root, bool nested) {
@@ -1229,6 +1283,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   spec.model_type = root.model_type;
   refuse_not_decoders(config, org, root.model_type, diags);
   const Architecture* found = find_architecture(root.model_type);
+  refuse_other_layers(*root.obj, org, root.prefix, root.model_type, found != nullptr, diags);
   fill_nested_defaults(found, spec, root, root.obj != &config);
   const Architecture& row =
       found != nullptr ? *found : unknown_row(config, *root.obj, org, root.model_type, unknown, diags, spec);

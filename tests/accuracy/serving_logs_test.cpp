@@ -93,7 +93,21 @@ std::vector<Item> llamacpp_items() {
           t.type = &kMxfp4;
           t.bytes = spec::ggml_tensor_bytes(kMxfp4, t.ne, "test");
         }
-    if (e.contains("expert_type")) {  // the file's offsets follow the tensors' new sizes
+    // A deepseek2 GGUF converted before llama.cpp's MLA support (April 2025): one attn_kv_b per
+    // layer where newer files hold attn_k_b and attn_v_b.
+    if (e.value("legacy_kv_b", false)) {
+      std::vector<spec::GgufTensor> merged;
+      for (auto& t : tensors) {
+        if (t.name.find(".attn_v_b.") != std::string::npos) {
+          merged.back().bytes += t.bytes;
+          continue;
+        }
+        if (const auto at = t.name.find(".attn_k_b."); at != std::string::npos) t.name.replace(at, 10, ".attn_kv_b.");
+        merged.push_back(t);
+      }
+      tensors = std::move(merged);
+    }
+    if (e.contains("expert_type") || e.value("legacy_kv_b", false)) {  // the file's offsets follow the tensors' new sizes
       std::uint64_t offset = 0;
       for (auto& t : tensors) {
         t.offset = offset;

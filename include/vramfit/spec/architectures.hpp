@@ -346,4 +346,16 @@ std::optional<NotDecoder> not_decoder(std::string_view model_type) noexcept;
 /// an encoder, state-space layers): named when an unknown model_type is refused.
 std::span<const std::string_view> structure_keys() noexcept;
 
+/// Config keys that announce layers which are not attention: state-space (Mamba), linear
+/// attention, short convolutions, recurrences (NemotronHConfig hybrid_override_pattern,
+/// Lfm2Config conv_L_cache, Qwen3NextConfig linear_num_key_heads, ...). Their caches (SSM and
+/// conv states instead of keys and values) and activations are nothing a row models: an unknown
+/// type with one of them is refused even when the checkpoint's headers give its exact weights.
+std::span<const std::string_view> layer_kind_keys() noexcept;
+
+/// The `layer_types` entries a row can lay out: attention layers (full, sliding, chunked; the
+/// legacy "attention"). Any other kind ("linear_attention", "mamba", "conv", "hybrid", "moe", ...)
+/// is refused, whatever the model_type.
+bool attention_layer_kind(std::string_view kind) noexcept;
+
 }  // namespace vramfit::spec
