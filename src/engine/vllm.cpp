@@ -339,7 +339,12 @@ CudaGraphs cuda_graphs(const spec::ModelSpec& m, const Settings& s) {
   return g;
 }
 
-Result estimate(const spec::ModelSpec& m, const Settings& s) {
+namespace {
+
+const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
+
+/// The settings vLLM refuses before it starts (all named at once).
+void check_settings(const spec::ModelSpec& m, const Settings& s) {
   Diagnostics diags;
   if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0))
     diags.add("--gpu-memory-utilization", fmt::format("{} is not in (0, 1]", s.gpu_memory_utilization),
@@ -355,112 +360,101 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
   if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
   diags.throw_if_any();
+}
 
-  Result r;
+/// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
+/// PP, the rotary cos/sin cache, MXFP4 experts in their kernels' layout (with a note saying which).
+Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<std::string>& notes) {
   const std::uint64_t tp = s.tensor_parallel, pp = s.pipeline_parallel;
-  r.max_model_len = s.max_model_len.value_or(m.max_positions);
-  if (r.max_model_len == 0) r.max_model_len = 2048;
-  if (s.max_num_batched_tokens < r.max_model_len && s.max_num_batched_tokens < s.max_num_seqs)
-    throw InputError("--max-num-batched-tokens",
-                     fmt::format("{} is smaller than --max-num-seqs {}", s.max_num_batched_tokens, s.max_num_seqs),
-                     "vLLM requires max_num_batched_tokens >= max_num_seqs");
-  r.budget = Bytes{static_cast<std::uint64_t>(
-      std::floor(static_cast<long double>(s.gpu_memory.value()) * static_cast<long double>(s.gpu_memory_utilization)))};
-
-  // --- weights ("Model loading took X GiB"): the checkpoint's bytes split over TP x PP ---
   const std::uint64_t wb = dtype_bytes(is_float_compute(s.weights.weights) ? s.weights.weights : DType::bf16);
   // HF's rotary inv_freq buffers (ModelSpec::buffer_bytes) have no place in vLLM's model: its
   // rotary layer keeps the cos/sin cache instead (added below).
   const Bytes all = Bytes::saturating_sub(detail::weight_bytes(m, s.weights, wb), Bytes{m.buffer_bytes});
-  {
-    const std::uint64_t emb = checked_mul(m.embedding_params, 2);
-    const std::uint64_t head = checked_mul(m.lm_head_params, 2);
-    const std::uint64_t ends = std::min(all.value(), emb + head);
-    const std::uint64_t body = all.value() - ends;
-    // Each stage holds its share of the layers; the first the embeddings, the last the lm_head
-    // (the larger end is counted, the stage that binds); vocab-parallel over TP.
-    const std::uint64_t end = pp == 1 ? ends : std::max(emb, head);
-    r.weights = Bytes{cdiv(body, tp * pp) + cdiv(end, tp)};
-    // The rotary embedding's cos/sin cache, a buffer of [max_position_embeddings, rotary_dim]
-    // in the model dtype on every GPU (vllm/model_executor/layers/rotary_embedding.py,
-    // _compute_cos_sin_cache): Llama-3.1-8B's 131072 x 128 x 2 bytes = 32 MiB is why vLLM
-    // logs "Model loading took 14.9888 GiB" for 14.9575 GiB of parameters.
-    if (!m.learned_positions)
-      r.weights += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), 2)};
-    // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
-    const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
-    r.weights += Bytes{cdiv(mx, pp)};
-    if (mx > 0) {
-      const Mxfp4Backend be = mxfp4_backend(s.compute_capability, s.flashinfer);
-      const char* kernels = be == Mxfp4Backend::triton             ? "triton_kernels (the scales held twice)"
-                            : be == Mxfp4Backend::flashinfer_sm100 ? "FlashInfer's SM100 MoE (I and H padded to 256)"
-                                                                   : "Marlin (I padded to 128, H to 256)";
-      r.notes.push_back(s.compute_capability == 0
-                            ? fmt::format("MXFP4 experts laid out for {}: the card is not named (give --gpu ID), "
-                                          "so Marlin's (Ampere, Ada) is taken",
-                                          kernels)
-                            : fmt::format("MXFP4 experts laid out for {}, vLLM's kernels on compute capability {}.{}",
-                                          kernels, s.compute_capability / 10, s.compute_capability % 10));
-    }
+  const std::uint64_t emb = checked_mul(m.embedding_params, 2);
+  const std::uint64_t head = checked_mul(m.lm_head_params, 2);
+  const std::uint64_t ends = std::min(all.value(), emb + head);
+  const std::uint64_t body = all.value() - ends;
+  // Each stage holds its share of the layers; the first the embeddings, the last the lm_head
+  // (the larger end is counted, the stage that binds); vocab-parallel over TP.
+  const std::uint64_t end = pp == 1 ? ends : std::max(emb, head);
+  Bytes w{cdiv(body, tp * pp) + cdiv(end, tp)};
+  // The rotary embedding's cos/sin cache, a buffer of [max_position_embeddings, rotary_dim]
+  // in the model dtype on every GPU (vllm/model_executor/layers/rotary_embedding.py,
+  // _compute_cos_sin_cache): Llama-3.1-8B's 131072 x 128 x 2 bytes = 32 MiB is why vLLM
+  // logs "Model loading took 14.9888 GiB" for 14.9575 GiB of parameters.
+  if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), 2)};
+  // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
+  const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
+  w += Bytes{cdiv(mx, pp)};
+  if (mx > 0) {
+    const Mxfp4Backend be = mxfp4_backend(s.compute_capability, s.flashinfer);
+    const char* kernels = be == Mxfp4Backend::triton             ? "triton_kernels (the scales held twice)"
+                          : be == Mxfp4Backend::flashinfer_sm100 ? "FlashInfer's SM100 MoE (I and H padded to 256)"
+                                                                 : "Marlin (I padded to 128, H to 256)";
+    notes.push_back(s.compute_capability == 0
+                        ? fmt::format("MXFP4 experts laid out for {}: the card is not named (give --gpu ID), "
+                                      "so Marlin's (Ampere, Ada) is taken",
+                                      kernels)
+                        : fmt::format("MXFP4 experts laid out for {}, vLLM's kernels on compute capability {}.{}",
+                                      kernels, s.compute_capability / 10, s.compute_capability % 10));
   }
+  return w;
+}
 
-  // --- the profile run's activation peak (torch_peak_increase) ---
-  {
-    const std::uint64_t T = s.max_num_batched_tokens;
-    const std::uint64_t d = 2;  // activations in the model dtype
-    const std::uint64_t H = m.hidden_size;
-    std::uint64_t I = m.intermediate_size;
-    if (m.moe.num_experts > 0) I = std::max(I, checked_mul(m.moe.expert_intermediate, m.moe.experts_per_token));
-    const std::uint64_t q = checked_mul(m.num_heads, m.head_dim);
-    const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
-    const std::uint64_t qkv = q + 2 * checked_mul(kvh, m.head_dim);
-    // The residual stream (hidden + residual) lives through the layer; the MLP holds its
-    // gate_up output [T, 2I/tp], the activation [T, I/tp] and the down projection [T, H].
-    const std::uint64_t stream = checked_mul(checked_mul(T, H), d * 2);
-    const std::uint64_t mlp = checked_add(checked_mul(checked_mul(T, cdiv(I, tp)), d * 3), checked_mul(checked_mul(T, H), d));
-    const std::uint64_t attn = checked_mul(checked_mul(T, cdiv(qkv + q, tp)), d);
-    const std::uint64_t forward = checked_add(stream, std::max(mlp, attn));
-    // The dummy sampler run over max_num_seqs requests (gpu_model_runner.py _dummy_sampler_run:
-    // the forward's hidden states [T, H] stay alive, plus the requests' rows and their
-    // torch.rand_like copy, 2 x [max_num_seqs, H]; the logits are [max_num_seqs, vocab]):
-    // - V0 keeps only the fp32 logits of the dummy requests: 4 bytes a logit;
-    // - V1 with FlashInfer's sampling kernels (the default where FlashInfer is installed, on
-    //   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
-    //   the bf16 logits, their fp32 copy (sampler.py) and FlashInfer's probabilities: 16 bytes a
-    //   logit, the figure of the two logs of that path (14.7 and 16.3 bytes a logit measured);
-    // - V1 with the PyTorch-native top-k/top-p (sampler_kernel: 0.8.0-0.9.0, 0.11.1-0.15):
-    //   apply_top_k_top_p sorts the fp32 logits while the bf16 logits (2) and their fp32 copy
-    //   (4) stay alive: torch.sort's outputs, fp32 values (4) and int64 indices (8), and its
-    //   segmented radix sort's int64 index input (8) and double buffer of keys and values
-    //   (4 + 8): 38 bytes a logit. The five H100 runs of the late-2025 write-up (vocab 128256
-    //   to 201088, max_num_seqs 1024) log 4.76 to 7.38 GiB; this gives -0.5% to -0.7% (the
-    //   rest is cuBLAS's 32 MiB Hopper workspace, not modelled per architecture).
-    // - V1 with the Triton top-k/top-p (from 0.16): the bf16 logits, their fp32 copy, the
-    //   probabilities and the exponential noise (2 + 4 + 4 + 4) and the kernel's [programs,
-    //   vocab] scratch: taken at FlashInfer's 16 (kvcached#448's 2026 run: -1.0%).
-    SamplerKernel kernel = sampler_kernel(s.release);
-    if (kernel == SamplerKernel::flashinfer && !s.flashinfer) kernel = SamplerKernel::torch_sort;
-    const bool sorts = !s.v0_engine && kernel == SamplerKernel::torch_sort;
-    const std::uint64_t per_logit = s.v0_engine ? 4 : sorts ? 38 : 16;
-    std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
-                                        checked_mul(checked_mul(T, H), d));
-    if (!s.v0_engine) sampler = checked_add(sampler, checked_mul(checked_mul(2 * s.max_num_seqs, H), d));
-    r.activation_peak = Bytes{std::max(forward, sampler)};
-  }
-  r.non_torch = non_torch(s);
-  r.cuda_context = kContext;
+/// The dummy forward of max_num_batched_tokens tokens: the residual stream (hidden + residual)
+/// lives through the layer; the MLP holds its gate_up output [T, 2I/tp], the activation
+/// [T, I/tp] and the down projection [T, H]; attention its qkv and output.
+std::uint64_t forward_peak(const spec::ModelSpec& m, const Settings& s) {
+  const std::uint64_t tp = s.tensor_parallel;
+  const std::uint64_t T = s.max_num_batched_tokens;
+  const std::uint64_t d = 2;  // activations in the model dtype
+  const std::uint64_t H = m.hidden_size;
+  std::uint64_t I = m.intermediate_size;
+  if (m.moe.num_experts > 0) I = std::max(I, checked_mul(m.moe.expert_intermediate, m.moe.experts_per_token));
+  const std::uint64_t q = checked_mul(m.num_heads, m.head_dim);
+  const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+  const std::uint64_t qkv = q + 2 * checked_mul(kvh, m.head_dim);
+  const std::uint64_t stream = checked_mul(checked_mul(T, H), d * 2);
+  const std::uint64_t mlp = checked_add(checked_mul(checked_mul(T, cdiv(I, tp)), d * 3), checked_mul(checked_mul(T, H), d));
+  const std::uint64_t attn = checked_mul(checked_mul(T, cdiv(qkv + q, tp)), d);
+  return checked_add(stream, std::max(mlp, attn));
+}
 
-  // CUDA graphs (cuda_graphs() below): captured after the KV cache is allocated; up to 0.20
-  // outside the budget, from 0.21 vLLM's estimate of them comes off it.
-  r.graphs = cuda_graphs(m, s);
-  r.cuda_graphs = r.graphs.bytes;
+/// The dummy sampler run over max_num_seqs requests (gpu_model_runner.py _dummy_sampler_run:
+/// the forward's hidden states [T, H] stay alive, plus the requests' rows and their
+/// torch.rand_like copy, 2 x [max_num_seqs, H]; the logits are [max_num_seqs, vocab]):
+/// - V0 keeps only the fp32 logits of the dummy requests: 4 bytes a logit;
+/// - V1 with FlashInfer's sampling kernels (the default where FlashInfer is installed, on
+///   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
+///   the bf16 logits, their fp32 copy (sampler.py) and FlashInfer's probabilities: 16 bytes a
+///   logit, the figure of the two logs of that path (14.7 and 16.3 bytes a logit measured);
+/// - V1 with the PyTorch-native top-k/top-p (sampler_kernel: 0.8.0-0.9.0, 0.11.1-0.15):
+///   apply_top_k_top_p sorts the fp32 logits while the bf16 logits (2) and their fp32 copy
+///   (4) stay alive: torch.sort's outputs, fp32 values (4) and int64 indices (8), and its
+///   segmented radix sort's int64 index input (8) and double buffer of keys and values
+///   (4 + 8): 38 bytes a logit. The five H100 runs of the late-2025 write-up (vocab 128256
+///   to 201088, max_num_seqs 1024) log 4.76 to 7.38 GiB; this gives -0.5% to -0.7% (the
+///   rest is cuBLAS's 32 MiB Hopper workspace, not modelled per architecture).
+/// - V1 with the Triton top-k/top-p (from 0.16): the bf16 logits, their fp32 copy, the
+///   probabilities and the exponential noise (2 + 4 + 4 + 4) and the kernel's [programs,
+///   vocab] scratch: taken at FlashInfer's 16 (kvcached#448's 2026 run: -1.0%).
+std::uint64_t sampler_peak(const spec::ModelSpec& m, const Settings& s) {
+  const std::uint64_t T = s.max_num_batched_tokens;
+  const std::uint64_t d = 2;
+  const std::uint64_t H = m.hidden_size;
+  SamplerKernel kernel = sampler_kernel(s.release);
+  if (kernel == SamplerKernel::flashinfer && !s.flashinfer) kernel = SamplerKernel::torch_sort;
+  const bool sorts = !s.v0_engine && kernel == SamplerKernel::torch_sort;
+  const std::uint64_t per_logit = s.v0_engine ? 4 : sorts ? 38 : 16;
+  std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
+                                      checked_mul(checked_mul(T, H), d));
+  if (!s.v0_engine) sampler = checked_add(sampler, checked_mul(checked_mul(2 * s.max_num_seqs, H), d));
+  return sampler;
+}
 
-  Bytes taken = r.weights + r.activation_peak + r.non_torch;
-  if (r.graphs.in_budget) taken += r.cuda_graphs;
-  const auto used = static_cast<std::int64_t>(taken.value());
-  r.available_kv = static_cast<std::int64_t>(r.budget.value()) - used;
-  const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
-  const KvLayout kv = kv_layout(m, s);
+/// What is left of the budget becomes KV blocks: the block count, the tokens, the concurrency at
+/// max_model_len and the longest request that fits (kv_cache_utils.py).
+void kv_blocks(Result& r, const spec::ModelSpec& m, const Settings& s, const KvLayout& kv) {
   r.kv_groups = kv.full_groups + kv.sliding_groups;
   r.kv_group_size = kv.group_size;
   r.page_bytes = checked_mul(kv.layer_page, kv.group_size);
@@ -475,7 +469,12 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   r.kv_for_max_model_len = Bytes{checked_mul(r.blocks_per_request, r.page_bytes)};
   r.max_model_len_fits = r.num_gpu_blocks > 0 && r.kv_for_max_model_len.value() <= available;
   r.largest_model_len = largest_len(kv, r.page_bytes, available, std::max<std::uint64_t>(r.max_model_len, m.max_positions));
+}
 
+/// The error vLLM raises when the KV cache is empty or one max_model_len request does not fit,
+/// in the engine's own wording, and the fix.
+void startup_error(Result& r, const KvLayout& kv) {
+  const std::uint64_t available = r.available_kv > 0 ? static_cast<std::uint64_t>(r.available_kv) : 0;
   if (r.num_gpu_blocks == 0) {
     r.error = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.";
     r.fix = "raise --gpu-memory-utilization, quantize the weights (--quant awq-int4 / fp8), lower "
@@ -498,6 +497,11 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     r.fix = fmt::format("--max-model-len {} (the most the KV cache holds), or --kv-cache-dtype fp8, or a larger "
                         "--tensor-parallel-size",
                         r.largest_model_len);
+}
+
+/// The notes that close the result: a release newer than the rules followed, the budget, the
+/// KV layout of sliding-window models.
+void closing_notes(Result& r, const spec::ModelSpec& m, const Settings& s, const KvLayout& kv) {
   {
     // A release newer than the newest whose source was read (the Release default) is
     // estimated with that one's rules: say so rather than pass it off as modelled.
@@ -521,6 +525,39 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   else if (m.sliding_window != 0 && m.sliding_layers > 0)
     r.notes.push_back("sliding-window layers keep a full-length cache here (the V0 engine, pipeline parallel or "
                       "the hybrid KV cache manager disabled)");
+}
+
+}  // namespace
+
+Result estimate(const spec::ModelSpec& m, const Settings& s) {
+  check_settings(m, s);
+  Result r;
+  r.max_model_len = s.max_model_len.value_or(m.max_positions);
+  if (r.max_model_len == 0) r.max_model_len = 2048;
+  if (s.max_num_batched_tokens < r.max_model_len && s.max_num_batched_tokens < s.max_num_seqs)
+    throw InputError("--max-num-batched-tokens",
+                     fmt::format("{} is smaller than --max-num-seqs {}", s.max_num_batched_tokens, s.max_num_seqs),
+                     "vLLM requires max_num_batched_tokens >= max_num_seqs");
+  r.budget = Bytes{static_cast<std::uint64_t>(
+      std::floor(static_cast<long double>(s.gpu_memory.value()) * static_cast<long double>(s.gpu_memory_utilization)))};
+
+  r.weights = weights_on_gpu(m, s, r.notes);
+  // The profile run's activation peak (torch_peak_increase): the forward's or the sampler's.
+  r.activation_peak = Bytes{std::max(forward_peak(m, s), sampler_peak(m, s))};
+  r.non_torch = non_torch(s);
+  r.cuda_context = kContext;
+  // CUDA graphs (cuda_graphs() above): captured after the KV cache is allocated; up to 0.20
+  // outside the budget, from 0.21 vLLM's estimate of them comes off it.
+  r.graphs = cuda_graphs(m, s);
+  r.cuda_graphs = r.graphs.bytes;
+
+  Bytes taken = r.weights + r.activation_peak + r.non_torch;
+  if (r.graphs.in_budget) taken += r.cuda_graphs;
+  r.available_kv = static_cast<std::int64_t>(r.budget.value()) - static_cast<std::int64_t>(taken.value());
+  const KvLayout kv = kv_layout(m, s);
+  kv_blocks(r, m, s, kv);
+  startup_error(r, kv);
+  closing_notes(r, m, s, kv);
   return r;
 }
 
