@@ -563,170 +563,246 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
 // recorded steps (reserved beyond the peak allocated, fresh processes): qwen2.5-1.5b bf16 b8 s2048
 // ckpt 9776 MiB measured / 10028 replayed, qwen2.5-7b bf16 b4 s2048 ckpt 17052 / 16874,
 // qwen2.5-0.5b fp32-amp b4 s1024 2981 / 3098, gpt2-medium fp32-amp b16 s1024 ckpt 3477 / 2793.
-std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
+// The sizes one training step's blocks are made of, in bytes (per tensor over the batch, or per
+// parameter element for the gradients, the optimizer state and the step's temporaries, as the
+// engine counts them in engine/optimizers.cpp).
+struct TrainSizes {
+  std::uint64_t hidden = 0, q = 0, kv = 0, inter = 0, logits16 = 0, logits32 = 0;
+  std::uint64_t grad = 0, state = 0, temp = 0;
+};
+
+// One parameter tensor, in module order, with its role.
+struct ParamTensor {
+  std::uint64_t elems;
+  spec::Role role;
+  std::uint64_t layer;  // decoder layer, or kMaxTrainLayers for the embedding and head
+};
+
+// Bounded work (about 110 allocator calls per layer and step, 3 steps): deeper models keep the
+// closed form.
+constexpr std::uint64_t kMaxTrainLayers = 200;
+
+// The sizes of a full-training step training_reserve can replay, or nullopt for the workloads it
+// does not describe (offloaded activations, the optimizer in backward, accumulation, selective or
+// every-N checkpointing, MoE layers, no MLP, too deep, a block beyond 2^60 bytes).
+std::optional<TrainSizes> train_sizes(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
   const Acc* step = phase_of(phases, PhaseId::optimizer_step);
   if (w.mode != Mode::train || step == nullptr || w.activation_offload || w.optimizer_in_backward ||
       w.grad_accum > 1 || w.checkpoint_selective || w.checkpoint_every > 1 || m.intermediate_size == 0 ||
       m.params == 0 || std::any_of(m.layers.begin(), m.layers.end(), [](const auto& g) { return g.moe; }))
     return std::nullopt;
-  // Bounded work (about 110 allocator calls per layer and step, 3 steps): deeper models keep the
-  // closed form.
-  constexpr std::uint64_t kMaxLayers = 200;
-  if (m.num_layers == 0 || m.num_layers > kMaxLayers) return std::nullopt;
-  const Precision p = precision_of(w);
-  const std::uint64_t e = p.compute;
+  if (m.num_layers == 0 || m.num_layers > kMaxTrainLayers) return std::nullopt;
+  const std::uint64_t e = precision_of(w).compute;
   const std::uint64_t tokens = checked_mul(w.batch, w.seq);
-  const std::uint64_t hidden = tokens_bytes(w, m.hidden_size), q = tokens_bytes(w, checked_mul(m.num_heads, m.head_dim));
-  const std::uint64_t kv = tokens_bytes(w, checked_mul(m.num_kv_heads, m.head_dim));
-  const std::uint64_t inter = tokens_bytes(w, m.intermediate_size);
-  const std::uint64_t logits16 = checked_mul(checked_mul(tokens, m.vocab_size), e);
-  const std::uint64_t logits32 = checked_mul(checked_mul(tokens, m.vocab_size), 4);
-  // Bytes per parameter of a gradient, of the optimizer state and of the step's temporaries, as the
-  // engine counts them (engine/optimizers.cpp); per parameter tensor below.
-  const std::uint64_t grad_bytes = step->part(ComponentId::gradients).value() / m.params;
-  const std::uint64_t state_bytes = step->part(ComponentId::optimizer_state).value() / m.params;
-  const std::uint64_t temp_bytes = step->part(ComponentId::optimizer_step).value() / m.params;
+  TrainSizes z;
+  z.hidden = tokens_bytes(w, m.hidden_size);
+  z.q = tokens_bytes(w, checked_mul(m.num_heads, m.head_dim));
+  z.kv = tokens_bytes(w, checked_mul(m.num_kv_heads, m.head_dim));
+  z.inter = tokens_bytes(w, m.intermediate_size);
+  z.logits16 = checked_mul(checked_mul(tokens, m.vocab_size), e);
+  z.logits32 = checked_mul(checked_mul(tokens, m.vocab_size), 4);
+  z.grad = step->part(ComponentId::gradients).value() / m.params;
+  z.state = step->part(ComponentId::optimizer_state).value() / m.params;
+  z.temp = step->part(ComponentId::optimizer_step).value() / m.params;
   constexpr std::uint64_t kMaxBlock = 1ULL << 60;
-  if (std::max({hidden, q, inter, logits32, checked_mul(m.embedding_params, 8)}) > kMaxBlock) return std::nullopt;
+  if (std::max({z.hidden, z.q, z.inter, z.logits32, checked_mul(m.embedding_params, 8)}) > kMaxBlock) return std::nullopt;
+  return z;
+}
 
-  // The parameter tensors, in module order, with each one's role.
-  struct Param {
-    std::uint64_t elems;
-    spec::Role role;
-    std::uint64_t layer;  // decoder layer, or kMaxLayers for the embedding and head
-  };
-  std::vector<Param> params;
-  params.push_back({m.embedding_params, spec::Role::other, kMaxLayers});
+// The parameter tensors in module order: the embedding, each layer's linears and its norms, the
+// lm_head.
+std::vector<ParamTensor> param_tensors(const spec::ModelSpec& m) {
+  std::vector<ParamTensor> params;
+  params.push_back({m.embedding_params, spec::Role::other, kMaxTrainLayers});
   std::uint64_t layer = 0;
   for (const auto& g : m.layers)
     for (std::uint64_t i = 0; i < g.count; ++i, ++layer) {
       for (const auto& l : g.linears) params.push_back({l.params(), l.role, layer});
       if (g.norm_params + g.other_params > 0) params.push_back({g.norm_params + g.other_params, spec::Role::other, layer});
     }
-  if (m.lm_head_params > 0) params.push_back({m.lm_head_params, spec::Role::other, kMaxLayers});
+  if (m.lm_head_params > 0) params.push_back({m.lm_head_params, spec::Role::other, kMaxTrainLayers});
+  return params;
+}
 
-  std::vector<std::uint64_t> key{hidden,     q,           kv,         inter, logits16, logits32, grad_bytes,
-                                 state_bytes, temp_bytes, p.autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
+// Three steps of full training replayed block by block through the allocator model (the order is
+// described above training_reserve). One step: forward (layer_forward per layer), the loss and its
+// backward (loss), backward per layer from the last (layer_backward), the embedding's gradient
+// (embedding_grad), the optimizer (optimizer_step).
+class TrainingReplay {
+ public:
+  using H = CachingAllocator::Handle;
+
+  TrainingReplay(const spec::ModelSpec& m, const Workload& w, const TrainSizes& z, const std::vector<ParamTensor>& params)
+      : m_(m), z_(z), params_(params), autocast_(precision_of(w).autocast), ckpt_(w.checkpointing), a_(alloc_conf(w)) {}
+
+  Bytes run() {
+    for (int s = 0; s < 3; ++s) step();
+    return Bytes{a_.peak_reserved() - a_.peak_allocated()};
+  }
+
+ private:
+  void free_all(std::initializer_list<H> hs) {
+    for (const auto h : hs) a_.free(h);
+  }
+
+  // The gradients of layer `l`'s parameters whose role is one of `roles`, kept until zero_grad.
+  void grad_of(std::uint64_t l, std::initializer_list<spec::Role> roles) {
+    for (const auto& pr : params_)
+      if (pr.layer == l && std::find(roles.begin(), roles.end(), pr.role) != roles.end())
+        grads_.push_back(a_.malloc(checked_mul(pr.elems, z_.grad)));
+  }
+
+  // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its
+  // weights into `casts`; the layer's output last.
+  std::vector<H> layer_forward(std::uint64_t l, bool keep, std::vector<H>& casts) {
+    if (autocast_)
+      for (const auto& pr : params_)
+        if (pr.layer == l && pr.role != spec::Role::other) casts.push_back(a_.malloc(checked_mul(pr.elems, 2)));
+    std::vector<H> saved;
+    const H ln1 = a_.malloc(z_.hidden), qp = a_.malloc(z_.q), kp = a_.malloc(z_.kv), v = a_.malloc(z_.kv),
+            qr = a_.malloc(z_.q), kr = a_.malloc(z_.kv);
+    free_all({qp, kp});
+    const H at = a_.malloc(z_.q), at2 = a_.malloc(z_.q), o = a_.malloc(z_.hidden), r = a_.malloc(z_.hidden);
+    a_.free(o);
+    const H ln2 = a_.malloc(z_.hidden), gate = a_.malloc(z_.inter), up = a_.malloc(z_.inter), act = a_.malloc(z_.inter),
+            mul = a_.malloc(z_.inter), down = a_.malloc(z_.hidden), out = a_.malloc(z_.hidden);
+    a_.free(down);
+    saved = {ln1, qr, kr, v, at, at2, r, ln2, gate, up, act, mul};
+    if (!keep) {
+      for (const H h : saved) a_.free(h);
+      saved.clear();
+    }
+    saved.push_back(out);  // last: the layer's output
+    return saved;
+  }
+
+  // The final norm, the logits, their fp32 copy and log-softmax; the forward's casts freed; the
+  // loss's backward down to the gradient of the last hidden state (returned), the lm_head's
+  // gradient kept. `h`: the last layer's output.
+  H loss(H h, const std::vector<H>& casts) {
+    const H norm = a_.malloc(z_.hidden), lg = a_.malloc(z_.logits16), lf = a_.malloc(z_.logits32),
+            ls = a_.malloc(z_.logits32);
+    free_all({lf, lg});
+    for (const H c : casts) a_.free(c);
+    const H g1 = a_.malloc(z_.logits32), g2 = a_.malloc(z_.logits32);
+    free_all({g1, ls});
+    const H g3 = a_.malloc(z_.logits16);
+    a_.free(g2);
+    const H gh = a_.malloc(z_.hidden);
+    grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    free_all({g3, norm, h});
+    return gh;
+  }
+
+  // Layer `l`'s backward from the gradient of its output `gh` (freed): the recompute under
+  // checkpointing, each op's input gradients as it frees what the op saved, the weight gradients.
+  // Returns the gradient of the layer's input.
+  H layer_backward(std::uint64_t l, H gh) {
+    std::vector<H> recast;
+    std::vector<H> sv = saved_[l];
+    if (ckpt_) {
+      sv = layer_forward(l, true, recast);
+      a_.free(sv.back());
+      sv.pop_back();
+    }
+    const H ln1 = sv[0], qr = sv[1], kr = sv[2], v = sv[3], at = sv[4], at2 = sv[5], r = sv[6], ln2 = sv[7],
+            gate = sv[8], up = sv[9], act = sv[10], mul = sv[11];
+    const H gm = a_.malloc(z_.inter);
+    grad_of(l, {spec::Role::mlp_out});
+    const H gact = a_.malloc(z_.inter), gup = a_.malloc(z_.inter);
+    free_all({gm, mul, act});
+    const H ggate = a_.malloc(z_.inter);
+    free_all({gact, gate});
+    const H gln2 = a_.malloc(z_.hidden);
+    grad_of(l, {spec::Role::mlp_in, spec::Role::router});
+    free_all({ggate, gup, up, ln2});
+    const H gr = a_.malloc(z_.hidden);
+    free_all({gln2, r});
+    const H gat2 = a_.malloc(z_.q);
+    grad_of(l, {spec::Role::attn_out});
+    a_.free(at2);
+    const H gat = a_.malloc(z_.q);
+    a_.free(gat2);
+    const H gq = a_.malloc(z_.q), gk = a_.malloc(z_.kv), gv = a_.malloc(z_.kv);
+    free_all({gat, at, qr, kr, v});
+    const H gq2 = a_.malloc(z_.q), gk2 = a_.malloc(z_.kv);
+    free_all({gq, gk});
+    const H gln1 = a_.malloc(z_.hidden);
+    grad_of(l, {spec::Role::attn_in, spec::Role::attn_inner, spec::Role::other});
+    free_all({gq2, gk2, gv, ln1});
+    const H gin = a_.malloc(z_.hidden);
+    free_all({gln1, gr, gh});
+    for (const H c : recast) a_.free(c);
+    if (ckpt_) a_.free(inputs_[l]);
+    return gin;
+  }
+
+  // The embedding's dense gradient from `gh` (freed); tied weights sum it with the lm_head's out
+  // of place.
+  void embedding_grad(H gh) {
+    const H ge = a_.malloc(checked_mul(m_.embedding_params, z_.grad));
+    a_.free(gh);
+    if (m_.tied_embeddings) {
+      const H sum = a_.malloc(checked_mul(m_.embedding_params, z_.grad));
+      free_all({ge, grads_.front()});
+      grads_.front() = sum;
+    } else {
+      grads_.push_back(ge);
+    }
+  }
+
+  // optimizer.step(): the state per parameter at the first step, the step's temporaries (one list
+  // over the parameters, as foreach AdamW's); then zero_grad(set_to_none=True).
+  void optimizer_step() {
+    if (state_.empty() && z_.state > 0)
+      for (const auto& pr : params_) state_.push_back(a_.malloc(checked_mul(pr.elems, z_.state)));
+    if (z_.temp > 0) {
+      std::vector<H> temps;
+      for (const auto& pr : params_) temps.push_back(a_.malloc(checked_mul(pr.elems, z_.temp)));
+      for (const H t : temps) a_.free(t);
+    }
+    for (const H g : grads_) a_.free(g);
+  }
+
+  void step() {
+    grads_.clear();
+    const std::uint64_t layers = m_.num_layers;
+    std::vector<H> casts;
+    inputs_.clear();
+    saved_.assign(layers, {});
+    H h = a_.malloc(z_.hidden);
+    for (std::uint64_t l = 0; l < layers; ++l) {
+      auto sv = layer_forward(l, !ckpt_, casts);
+      inputs_.push_back(h);
+      h = sv.back();
+      sv.pop_back();
+      saved_[l] = std::move(sv);
+    }
+    H gh = loss(h, casts);
+    for (std::uint64_t l = layers; l-- > 0;) gh = layer_backward(l, gh);
+    embedding_grad(gh);
+    optimizer_step();
+  }
+
+  const spec::ModelSpec& m_;
+  const TrainSizes& z_;
+  const std::vector<ParamTensor>& params_;
+  const bool autocast_, ckpt_;
+  CachingAllocator a_;
+  std::vector<H> state_, grads_, inputs_;
+  std::vector<std::vector<H>> saved_;
+};
+
+std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
+  const auto z = train_sizes(m, w, phases);
+  if (!z) return std::nullopt;
+  const std::vector<ParamTensor> params = param_tensors(m);
+  std::vector<std::uint64_t> key{z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
+                                 z->state,   z->temp, precision_of(w).autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
                                  m.tied_embeddings ? 1U : 0U, m.embedding_params, m.lm_head_params, m.num_layers};
   append_conf(key, alloc_conf(w));
   for (const auto& pr : params) key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer});
-  return memoized(std::move(key), [&] {
-    CachingAllocator a(alloc_conf(w));
-    using H = CachingAllocator::Handle;
-    const auto free_all = [&](std::initializer_list<H> hs) {
-      for (const auto h : hs) a.free(h);
-    };
-    std::vector<H> state;
-    const std::uint64_t layers = m.num_layers;
-    for (int s = 0; s < 3; ++s) {
-      std::vector<H> grads;
-      const auto grad_of = [&](std::uint64_t l, std::initializer_list<spec::Role> roles) {
-        for (const auto& pr : params)
-          if (pr.layer == l && std::find(roles.begin(), roles.end(), pr.role) != roles.end())
-            grads.push_back(a.malloc(checked_mul(pr.elems, grad_bytes)));
-      };
-      // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its weights.
-      const auto forward = [&](std::uint64_t l, bool keep, std::vector<H>& casts) {
-        if (p.autocast)
-          for (const auto& pr : params)
-            if (pr.layer == l && pr.role != spec::Role::other) casts.push_back(a.malloc(checked_mul(pr.elems, 2)));
-        std::vector<H> saved;
-        const H ln1 = a.malloc(hidden), qp = a.malloc(q), kp = a.malloc(kv), v = a.malloc(kv), qr = a.malloc(q),
-                kr = a.malloc(kv);
-        free_all({qp, kp});
-        const H at = a.malloc(q), at2 = a.malloc(q), o = a.malloc(hidden), r = a.malloc(hidden);
-        a.free(o);
-        const H ln2 = a.malloc(hidden), gate = a.malloc(inter), up = a.malloc(inter), act = a.malloc(inter),
-                mul = a.malloc(inter), down = a.malloc(hidden), out = a.malloc(hidden);
-        a.free(down);
-        saved = {ln1, qr, kr, v, at, at2, r, ln2, gate, up, act, mul};
-        if (!keep) {
-          for (const H h : saved) a.free(h);
-          saved.clear();
-        }
-        saved.push_back(out);  // last: the layer's output
-        return saved;
-      };
-      std::vector<H> casts, inputs;
-      std::vector<std::vector<H>> saved(layers);
-      H h = a.malloc(hidden);
-      for (std::uint64_t l = 0; l < layers; ++l) {
-        auto sv = forward(l, !w.checkpointing, casts);
-        inputs.push_back(h);
-        h = sv.back();
-        sv.pop_back();
-        saved[l] = std::move(sv);
-      }
-      const H norm = a.malloc(hidden), lg = a.malloc(logits16), lf = a.malloc(logits32), ls = a.malloc(logits32);
-      free_all({lf, lg});
-      for (const H c : casts) a.free(c);
-      const H g1 = a.malloc(logits32), g2 = a.malloc(logits32);
-      free_all({g1, ls});
-      const H g3 = a.malloc(logits16);
-      a.free(g2);
-      H gh = a.malloc(hidden);
-      grads.push_back(a.malloc(checked_mul(std::max(m.lm_head_params, m.embedding_params), grad_bytes)));
-      free_all({g3, norm, h});
-      for (std::uint64_t l = layers; l-- > 0;) {
-        std::vector<H> recast;
-        std::vector<H> sv = saved[l];
-        if (w.checkpointing) {
-          sv = forward(l, true, recast);
-          a.free(sv.back());
-          sv.pop_back();
-        }
-        const H ln1 = sv[0], qr = sv[1], kr = sv[2], v = sv[3], at = sv[4], at2 = sv[5], r = sv[6], ln2 = sv[7],
-                gate = sv[8], up = sv[9], act = sv[10], mul = sv[11];
-        const H gm = a.malloc(inter);
-        grad_of(l, {spec::Role::mlp_out});
-        const H gact = a.malloc(inter), gup = a.malloc(inter);
-        free_all({gm, mul, act});
-        const H ggate = a.malloc(inter);
-        free_all({gact, gate});
-        const H gln2 = a.malloc(hidden);
-        grad_of(l, {spec::Role::mlp_in, spec::Role::router});
-        free_all({ggate, gup, up, ln2});
-        const H gr = a.malloc(hidden);
-        free_all({gln2, r});
-        const H gat2 = a.malloc(q);
-        grad_of(l, {spec::Role::attn_out});
-        a.free(at2);
-        const H gat = a.malloc(q);
-        a.free(gat2);
-        const H gq = a.malloc(q), gk = a.malloc(kv), gv = a.malloc(kv);
-        free_all({gat, at, qr, kr, v});
-        const H gq2 = a.malloc(q), gk2 = a.malloc(kv);
-        free_all({gq, gk});
-        const H gln1 = a.malloc(hidden);
-        grad_of(l, {spec::Role::attn_in, spec::Role::attn_inner, spec::Role::other});
-        free_all({gq2, gk2, gv, ln1});
-        const H gin = a.malloc(hidden);
-        free_all({gln1, gr, gh});
-        gh = gin;
-        for (const H c : recast) a.free(c);
-        if (w.checkpointing) a.free(inputs[l]);
-      }
-      // The embedding's dense gradient; tied weights sum it with the lm_head's out of place.
-      const H ge = a.malloc(checked_mul(m.embedding_params, grad_bytes));
-      a.free(gh);
-      if (m.tied_embeddings) {
-        const H sum = a.malloc(checked_mul(m.embedding_params, grad_bytes));
-        free_all({ge, grads.front()});
-        grads.front() = sum;
-      } else {
-        grads.push_back(ge);
-      }
-      if (state.empty() && state_bytes > 0)
-        for (const auto& pr : params) state.push_back(a.malloc(checked_mul(pr.elems, state_bytes)));
-      if (temp_bytes > 0) {
-        std::vector<H> temps;
-        for (const auto& pr : params) temps.push_back(a.malloc(checked_mul(pr.elems, temp_bytes)));
-        for (const H t : temps) a.free(t);
-      }
-      for (const H g : grads) a.free(g);
-    }
-    return Bytes{a.peak_reserved() - a.peak_allocated()};
-  });
+  return memoized(std::move(key), [&] { return TrainingReplay(m, w, *z, params).run(); });
 }
 
 }  // namespace
