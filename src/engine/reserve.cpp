@@ -563,6 +563,17 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
 // recorded steps (reserved beyond the peak allocated, fresh processes): qwen2.5-1.5b bf16 b8 s2048
 // ckpt 9776 MiB measured / 10028 replayed, qwen2.5-7b bf16 b4 s2048 ckpt 17052 / 16874,
 // qwen2.5-0.5b fp32-amp b4 s1024 2981 / 3098, gpt2-medium fp32-amp b16 s1024 ckpt 3477 / 2793.
+// The backward thread's cuBLAS workspace: the autograd engine runs backward on a device thread of
+// its own (torch/csrc/autograd/engine.cpp, one per CUDA device), whose cuBLAS handle has no
+// workspace yet; aten/src/ATen/cuda/CublasHandlePool.cpp keeps one per (handle, stream), allocated
+// through the caching allocator at the handle's first use and never freed. So every training
+// process allocates 32 MiB (sm90's 4096 KiB x 8) at the first backward's first matmul: measured in
+// all 29 training and LoRA cases run one process each (tests/accuracy/alloc/fresh/one_process.jsonl),
+// 12 events after forward ends, after the lm_head's weight gradient and before its input gradient,
+// carved from a cached block (best fit), never a new segment. When that block is a freed fp32-logits
+// segment the later steps' logits cannot reuse it: qwen2.5-1.5b fp32-amp SGD b4 s1024 reserves
+// 3768 MiB (replayed 1897 without the workspace, 4237 with it), smollm2-135m Adafactor 1196
+// (430 -> 1167), llama-3.1-8b bf16 b4 s2048 ckpt 12521 (8168 -> 12172).
 // The sizes one training step's blocks are made of, in bytes (per tensor over the batch, or per
 // parameter element for the gradients, the optimizer state and the step's temporaries, as the
 // engine counts them in engine/optimizers.cpp).
@@ -630,6 +641,8 @@ std::vector<ParamTensor> param_tensors(const spec::ModelSpec& m) {
 // (embedding_grad), the optimizer (optimizer_step).
 class TrainingReplay {
  public:
+  // cuBLAS's workspace on sm90 (aten/src/ATen/cuda/CublasHandlePool.cpp: 4096 KiB x 8).
+  static constexpr std::uint64_t kBackwardWorkspace = 32ULL << 20;
   using H = CachingAllocator::Handle;
 
   TrainingReplay(const spec::ModelSpec& m, const Workload& w, const TrainSizes& z, const std::vector<ParamTensor>& params)
@@ -688,8 +701,12 @@ class TrainingReplay {
     free_all({g1, ls});
     const H g3 = a_.malloc(z_.logits16);
     a_.free(g2);
+    if (!workspace_) {
+      grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+      workspace_ = a_.malloc(kBackwardWorkspace);
+    }
     const H gh = a_.malloc(z_.hidden);
-    grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    if (grads_.empty()) grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
     free_all({g3, norm, h});
     return gh;
   }
@@ -791,6 +808,7 @@ class TrainingReplay {
   CachingAllocator a_;
   std::vector<H> state_, grads_, inputs_;
   std::vector<std::vector<H>> saved_;
+  std::optional<H> workspace_;  // the backward thread's cuBLAS workspace, kept for the process
 };
 
 std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {

@@ -34,7 +34,8 @@ const std::vector<std::string>& sources() {
       "tests/accuracy/alloc/snapshots/snap_heldout_default.jsonl",
       "tests/accuracy/alloc/snapshots/snap_heldout_expandable.jsonl",
       // The fresh-process H200 runs of tests/accuracy/alloc/traces (same configs).
-      "tests/accuracy/alloc/traces/fresh_default.jsonl", "tests/accuracy/alloc/traces/fresh_expandable.jsonl"};
+      "tests/accuracy/alloc/traces/fresh_default.jsonl", "tests/accuracy/alloc/traces/fresh_expandable.jsonl",
+      "tests/accuracy/alloc/fresh/one_process.jsonl", "tests/accuracy/alloc/fresh/one_process_expandable.jsonl"};
   return s;
 }
 
