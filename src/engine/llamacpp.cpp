@@ -198,16 +198,34 @@ struct Hparams {
   std::vector<bool> moe_layer;      // per layer: the FFN is the MoE one
 };
 
-Hparams hparams_of(const spec::ModelSpec& m) {
+/// How llama.cpp runs a deepseek2 (MLA) file: with MLA's absorbed attention when the file has
+/// the split attn_k_b / attn_v_b tensors (convert_hf_to_gguf.py since April 2025 splits kv_b_proj
+/// into them and writes attention.key_length_mla: llama-model.cpp's is_mla), else, for a file
+/// converted before (one attn_kv_b), as multi-head attention over the decompressed heads.
+bool absorbed_mla(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors) {
+  if (m.kv_lora_rank == 0) return false;
+  for (const GgufTensor& t : tensors)
+    if (t.name.find(".attn_k_b.") != std::string::npos) return true;
+  return false;
+}
+
+Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
   Hparams h;
   h.n_embd = m.hidden_size;
   h.n_head = m.num_heads;
   h.n_vocab = m.vocab_size;
   h.n_ff = m.intermediate_size;
-  if (m.kv_lora_rank > 0) {
+  if (m.kv_lora_rank > 0 && mla) {
     // MLA (deepseek2): the cache holds the compressed latent and the rope part, one "head".
     h.n_embd_k = m.kv_lora_rank + m.qk_rope_head_dim;
     h.n_embd_v = m.kv_lora_rank;
+  } else if (m.kv_lora_rank > 0) {
+    // deepseek2 without MLA (a file with attn_kv_b, no attn_k_b): the latent is decompressed
+    // by attn_kv_b into every head's K (no-rope part + the shared rope part) and V, and those
+    // are cached: n_embd_k_gqa = n_head x (qk_nope + qk_rope), n_embd_v_gqa = n_head x v_head_dim.
+    h.n_head_kv = m.num_heads;
+    h.n_embd_k = checked_mul(m.num_heads, m.qk_nope_head_dim + m.qk_rope_head_dim);
+    h.n_embd_v = checked_mul(m.num_heads, m.v_head_dim);
   } else {
     const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
     h.n_head_kv = kvh;
@@ -817,6 +835,15 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
           }
           continue;
         }
+        if (role == R::attn_kv_b && m.kv_lora_rank > 0 && m.qk_nope_head_dim > 0 && m.v_head_dim > 0) {
+          // MLA: convert_hf_to_gguf.py (DeepseekV2Model.modify_tensors, since April 2025) splits
+          // kv_b_proj for the absorbed attention into attn_k_b [qk_nope, kv_lora_rank, n_head]
+          // (transposed) and attn_v_b [kv_lora_rank, v_head_dim, n_head]; "only old legacy GGUF
+          // files will have the unsplit wkv_b tensor" (llama-model.cpp).
+          add(blk + "attn_k_b.weight", typed(R::other, m.qk_nope_head_dim), {m.qk_nope_head_dim, m.kv_lora_rank, m.num_heads});
+          add(blk + "attn_v_b.weight", typed(R::other, m.kv_lora_rank), {m.kv_lora_rank, m.v_head_dim, m.num_heads});
+          continue;
+        }
         std::vector<std::uint64_t> ne{l.in_features, l.out_features};
         if (l.copies > 1) ne.push_back(l.copies);
         add(blk + gguf_name(l, role) + ".weight", typed(role, l.in_features), ne);
@@ -1191,7 +1218,8 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   check_settings(m, s, n_gpu);
   const CacheTypes types = cache_types(s);
 
-  const Hparams h = hparams_of(m);
+  const bool mla = absorbed_mla(m, tensors);
+  const Hparams h = hparams_of(m, mla);
   const std::uint64_t n_layer = m.num_layers;
   Result r;
   r.offloadable = n_layer + 1;

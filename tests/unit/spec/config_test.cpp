@@ -722,6 +722,71 @@ TEST_CASE("config: unknown model types are refused naming model_type, unless the
                     "checkpoint's headers; activations and KV cache are approximated"));
 }
 
+TEST_CASE("config: hybrid models (state-space, linear-attention, conv layers) are refused naming the layer kind",
+          "[spec]") {
+  // A row that reads layer_types used to count its sliding entries and lay every other entry
+  // out as full attention, exit 0 (olmo3 with a "mamba" layer; llama ignores layer_types).
+  const std::string hybrid = R"(["sliding_attention","linear_attention","full_attention","linear_attention"])";
+  for (const std::string type : {"olmo3", "llama", "qwen3_next", "my_hybrid"}) {
+    const std::string text = [&] {
+      nlohmann::json j = nlohmann::json::parse(llama_with("layer_types", hybrid));
+      j["model_type"] = type;
+      j["num_hidden_layers"] = 4;
+      return j.dump();
+    }();
+    const auto d = diags_of(text);
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].field == "config.json: layer_types");
+    CHECK(d[0].problem == "'linear_attention' layers (2 of 4, the first is layer 1) are not attention layers: their "
+                          "state caches and activations are not modelled, so model_type '" +
+                              type + "' cannot be estimated");
+    CHECK(d[0].fix.find("hybrid models with state-space (Mamba), linear-attention or convolution layers") !=
+          std::string::npos);
+    // Not even with the checkpoint's exact weights.
+    CHECK_THROWS_AS(from_config_text(text, "config.json", UnknownType::generic), InputError);
+  }
+  // Legacy and attention kinds lay out as before (configuration_utils remaps "attention").
+  CHECK(diags_of(llama_with("layer_types", R"(["attention","full_attention"])")).empty());
+  CHECK(diags_of(llama_with("layer_types", R"(["sliding_attention","chunked_attention"])")).empty());
+  for (const std::string kind : {"mamba", "conv", "hybrid", "moe"}) {
+    const auto d = diags_of(llama_with("layer_types", "[\"full_attention\",\"" + kind + "\"]"));
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].problem.rfind("'" + kind + "' layers (1 of 2, the first is layer 1)", 0) == 0);
+  }
+
+  // An unknown type whose keys announce such layers: refused, with the checkpoint's headers too
+  // (NemotronHConfig's keys; Lfm2Config conv_L_cache).
+  nlohmann::json nh = nlohmann::json::parse(kLlama);
+  nh["model_type"] = "nemotron_h";
+  nh["hybrid_override_pattern"] = "M-M*";
+  nh["ssm_state_size"] = 128;
+  for (const UnknownType u : {UnknownType::refuse, UnknownType::generic}) {
+    try {
+      (void)from_config_text(nh.dump(), "config.json", u);
+      FAIL("nemotron_h was estimated");
+    } catch (const InputError& e) {
+      REQUIRE(e.diagnostics().size() == 1);
+      CHECK(e.diagnostics()[0].field == "config.json: model_type");
+      CHECK(e.diagnostics()[0].problem ==
+            R"(model_type 'nemotron_h' is not one vramfit knows, and its "ssm_state_size", "hybrid_override_pattern" )"
+            "announce layers that are not attention (state-space, linear-attention or convolution layers): their "
+            "state caches and activations are not modelled, not even from the checkpoint's exact weights");
+    }
+  }
+  nlohmann::json lfm = nlohmann::json::parse(kLlama);
+  lfm["model_type"] = "lfm2";
+  lfm["conv_L_cache"] = 3;
+  CHECK_THROWS_AS(from_config_text(lfm.dump(), "config.json", UnknownType::generic), InputError);
+  // A known type's config class reads none of these keys (transformers ignores them): laid out.
+  CHECK(diags_of(llama_with("ssm_state_size", "128")).empty());
+  // A multimodal config's text_config is read the same way.
+  const auto mm = diags_of(R"({"model_type":"qwen3_5","text_config":{"model_type":"qwen3_next","hidden_size":256,
+    "num_hidden_layers":2,"num_attention_heads":8,"intermediate_size":688,"vocab_size":1000,
+    "layer_types":["linear_attention","full_attention"]}})");
+  REQUIRE(mm.size() == 1);
+  CHECK(mm[0].field == "config.json: text_config.layer_types");
+}
+
 TEST_CASE("config: encoders and encoder-decoders are refused, never laid out as decoders", "[spec]") {
   // bert-base-uncased's config: it used to come out as a 160M-parameter gated decoder.
   const char* bert = R"({"model_type":"bert","hidden_size":768,"intermediate_size":3072,"num_hidden_layers":12,

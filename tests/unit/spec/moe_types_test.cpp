@@ -165,6 +165,8 @@ TEST_CASE("moe types: linear-attention and state-space types stay refused, namin
     const std::string type = nlohmann::json::parse(text)["model_type"];
     CHECK(d[0].problem.rfind("model_type '" + type + "' is not one vramfit knows", 0) == 0);
     CHECK(d[0].problem.find(key) != std::string::npos);
+    // Not even with the checkpoint's exact weights (their state caches are not modelled).
+    CHECK_THROWS_AS(from_config_text(text, "config.json", UnknownType::generic), InputError);
   }
 }
 
