@@ -326,6 +326,46 @@ constexpr Architecture kArchitectures[] = {
     // the measured environment) it runs _xielu_python, a chain of elementwise ops (engine).
     {.model_type = "apertus", .source = "apertus/modeling_apertus.py", .qk_norm = Q::head_dim, .ungated_mlp = true,
      .activation = A::xielu},
+    // Session 8 (models of late 2025 / early 2026). Ministral3Config (Ministral 3 3B/8B/14B, the
+    // language model of their mistral3 configs): MistralModel's layers, head_dim=128, sliding_window
+    // on every layer when set (None by default); Ministral3Attention multiplies q by the Llama 4
+    // position scale (llama_4_scaling_beta: no parameters).
+    {.model_type = "ministral3", .source = "ministral3/modeling_ministral3.py", .head_dim = 128, .sliding = S::every},
+    // Glm4MoeLiteConfig (GLM-4.7-Flash): DeepseekV3Attention (MLA: q_lora_rank default 768) and
+    // glm4_moe's MoE (Glm4MoeTopkRouter: fp32 routing weights, e_score_correction_bias buffer;
+    // n_routed_experts fused experts of moe_intermediate_size, one shared MLP of moe_intermediate_size
+    // * n_shared_experts); sparse layers from mlp_layer_types (default: all but the first). The MTP
+    // layer (model.layers.47) is not built. Experts on the generic rule, as deepseek_v3's.
+    {.model_type = "glm4_moe_lite", .layout = L::deepseek, .family = "deepseek",
+     .source = "glm4_moe_lite/modeling_glm4_moe_lite.py", .experts = Experts::n_routed_experts, .default_experts = 64,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::mlp_layer_types,
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .fp32_routing_weights = true,
+     .q_lora_default = 768},
+    // ExaoneMoeConfig (K-EXAONE-236B-A23B): Exaone4Attention (q/k norms over head_dim, sliding
+    // layers: layer_types, else all but every sliding_window_pattern-th, 4) in OlmoeDecoderLayer's
+    // pre-norm layout; sparse layers from mlp_layer_types (else after first_k_dense_replace, 1):
+    // DeepseekV3TopkRouter (fp32 routing weights, e_score_correction_bias buffer), num_experts fused
+    // experts of moe_intermediate_size, a shared MLP of moe_intermediate_size * num_shared_experts.
+    {.model_type = "exaone_moe", .source = "exaone_moe/modeling_exaone_moe.py", .qk_norm = Q::head_dim,
+     .sliding = S::pattern, .sliding_pattern = 4, .mlp_width = W::intermediate_size_if_dense,
+     .experts = Experts::num_experts, .expert_width = ExpertWidth::moe_intermediate_size,
+     .sparse_layers = SparseLayers::mlp_layer_types_or_first_k, .shared_expert = SharedExpert::n_shared,
+     .router_score_bias = true, .fp32_routing_weights = true, .n_shared_key = "num_shared_experts",
+     .grouped_experts = true},
+    // FlexOlmoConfig (FlexOlmo-7x7B): olmo2's layers (norms after attention and MLP, q/k norms over
+    // the projections) with olmoe's MoE: num_experts fused experts of intermediate_size in every layer.
+    {.model_type = "flex_olmo", .source = "flex_olmo/modeling_flex_olmo.py", .qk_norm = Q::projection,
+     .experts = Experts::num_experts, .grouped_experts = true},
+    // GraniteMoeSharedConfig: granitemoe plus GraniteMoeSharedMLP, a shared_mlp of
+    // shared_intermediate_size (0 by default: none) with gate and up fused in input_linear.
+    {.model_type = "granitemoeshared", .source = "granitemoeshared/modeling_granitemoeshared.py",
+     .experts = Experts::num_local_experts, .shared_expert = SharedExpert::shared_intermediate_size,
+     .scaled_logits = true, .grouped_experts = true},
+    // NemotronConfig (Nemotron-4, Minitron): NemotronLayerNorm1P (weight and bias, applied as
+    // weight + 1), an ungated MLP (up_proj, down_proj, mlp_bias) of relu2, partial_rotary_factor 0.5
+    // (apply_rotary_pos_emb slices and concatenates: rotary_cat), q/k/v/o biases with attention_bias.
+    {.model_type = "nemotron", .source = "nemotron/modeling_nemotron.py", .rotary_fraction = 0.5,
+     .ungated_mlp = true, .activation = A::relu2, .norm = N::layer, .rotary_cat = true},
     // Remote-code types (trust_remote_code; not in transformers 5.17, so counted by hand from
     // their modeling files, tests/unit/spec/config_test.cpp, not built on the device).
     // ExaoneConfig / modeling_exaone.py (LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct, EXAONE 3.5):

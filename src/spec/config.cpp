@@ -359,6 +359,7 @@ struct MoeKeys {
   std::uint64_t n_shared = 0;
   std::optional<std::uint64_t> last_sparse = {};  ///< moe_layer_end_index; nullopt: the last layer
   std::optional<std::set<std::uint64_t>> moe_list;  ///< llama4's moe_layers, when the config lists them
+  std::optional<std::uint64_t> mlp_types_size = {};  ///< entries in mlp_layer_types (one per layer)
 };
 
 /// A config list of layer indices (mlp_only_layers, moe_layers), a diagnostic for anything else.
@@ -664,6 +665,31 @@ void read_moe_keys(Ctx& c) {
     else
       mk.sparse_step = c.r.uint("interleave_moe_layer_step").value_or(1);  // (i + 1) % step == 0
   }
+  if (row.sparse_layers == SparseLayers::mlp_layer_types || row.sparse_layers == SparseLayers::mlp_layer_types_or_first_k) {
+    // "dense" / "sparse" per layer; without the list, the config class's default.
+    if (const json* m = c.r.find("mlp_layer_types"); m && !m->is_null()) {
+      std::set<std::uint64_t> sparse;
+      std::uint64_t i = 0;
+      const bool list = m->is_array();
+      for (const json& e : list ? *m : json::array()) {
+        if (e == "sparse")
+          sparse.insert(i);
+        else if (e != "dense")
+          c.diags.add(c.r.field("mlp_layer_types"), fmt::format("expected \"dense\" or \"sparse\", got {}", show(e)),
+                      std::string(kConfigFix));
+        ++i;
+      }
+      if (!list)
+        c.diags.add(c.r.field("mlp_layer_types"), fmt::format("expected a list, got {}", show(*m)),
+                    std::string(kConfigFix));
+      mk.moe_list = std::move(sparse);
+      mk.mlp_types_size = i;
+    } else {
+      mk.first_dense = row.sparse_layers == SparseLayers::mlp_layer_types
+                           ? 1
+                           : c.r.uint("first_k_dense_replace", true).value_or(1);
+    }
+  }
   if (row.sparse_layers == SparseLayers::first_k_dense) {
     mk.first_dense = c.r.uint("first_k_dense_replace", true).value_or(0);
     mk.layer_freq = c.r.uint("moe_layer_freq").value_or(1);
@@ -677,6 +703,8 @@ void read_moe_keys(Ctx& c) {
       mk.last_sparse = c.r.uint("moe_layer_end_index", true);
   }
   if (row.shared_expert == SharedExpert::n_shared) mk.n_shared = c.r.uint(row.n_shared_key, true).value_or(0);
+  if (row.shared_expert == SharedExpert::shared_intermediate_size)
+    mk.shared_I = c.r.uint("shared_intermediate_size", true).value_or(0);
 }
 
 /// The dimensions, with the keys only one layout has.
@@ -729,8 +757,9 @@ void read_dims(Ctx& c) {
       c.spec.qk_nope_head_dim = c.r.required({"qk_nope_head_dim"});
       c.spec.v_head_dim = c.r.required({"v_head_dim"});
       if (const json* q = c.r.find("q_lora_rank"); q == nullptr) {
-        c.q_lora = 1536;  // DeepseekV2Config / DeepseekV3Config default
-        c.spec.notes.push_back("q_lora_rank is absent: used the config class's default 1536");
+        c.q_lora = c.row.q_lora_default;  // the config class's default
+        c.spec.notes.push_back(
+            fmt::format("q_lora_rank is absent: used the config class's default {}", c.row.q_lora_default));
       } else if (!q->is_null()) {
         c.q_lora = c.r.uint("q_lora_rank");
       }
@@ -821,6 +850,9 @@ bool layer_is_moe(const Ctx& c, std::uint64_t i) {
     case SparseLayers::step: return c.mk.mlp_only.count(i) == 0 && (i + 1) % c.mk.sparse_step == 0;
     case SparseLayers::moe_layers: return c.mk.moe_list ? c.mk.moe_list->count(i) != 0 : (i + 1) % c.mk.sparse_step == 0;
     case SparseLayers::every: return true;
+    case SparseLayers::mlp_layer_types:
+    case SparseLayers::mlp_layer_types_or_first_k:
+      return c.mk.moe_list ? c.mk.moe_list->count(i) != 0 : i >= c.mk.first_dense;
     case SparseLayers::start_end_interval:
       return i >= c.mk.first_dense && (!c.mk.last_sparse || i <= *c.mk.last_sparse) &&
              (i + 1) % c.mk.sparse_step == 0;
@@ -859,6 +891,11 @@ void plan_layers(Ctx& c) {
   if (periodic(c) && c.s.L > 100000)
     c.diags.add(c.r.field("num_hidden_layers"), fmt::format("{} layers is far more than any real model has", c.s.L),
                 std::string(kConfigFix));
+  // transformers indexes mlp_layer_types by layer (an IndexError when it is short).
+  if (c.mk.mlp_types_size && *c.mk.mlp_types_size != c.s.L)
+    c.diags.add(c.r.field("mlp_layer_types"),
+                fmt::format("{} entries for num_hidden_layers {}", *c.mk.mlp_types_size, c.s.L),
+                "give one entry (\"dense\" or \"sparse\") per layer, as the model's config.json has them");
   for (std::uint64_t i = 0; i < c.s.L && !c.any_dense; i = next_change(c, i)) c.any_dense = !layer_is_moe(c, i);
   const std::string_view width_key =
       c.row.mlp_width == MlpWidth::intermediate_size_mlp ? "intermediate_size_mlp" : "intermediate_size";
@@ -1094,6 +1131,11 @@ void moe_mlp(const Ctx& c, LayerGroup& g) {
       g.linears.push_back(shared(Role::mlp_in, "shared_mlp.up_proj", H, c.s.I));
       g.linears.push_back(shared(Role::mlp_out, "shared_mlp.down_proj", c.s.I, H));
       break;
+    case SharedExpert::shared_intermediate_size:  // GraniteMoeSharedMLP: gate and up fused in input_linear
+      if (c.mk.shared_I == 0) break;
+      g.linears.push_back(shared(Role::mlp_in, "shared_mlp.input_linear", H, mul(2, c.mk.shared_I)));
+      g.linears.push_back(shared(Role::mlp_out, "shared_mlp.output_linear", c.mk.shared_I, H));
+      break;
     case SharedExpert::expert_width:
       g.linears.push_back(shared(Role::mlp_in, "shared_expert.gate_proj", H, I));
       g.linears.push_back(shared(Role::mlp_in, "shared_expert.up_proj", H, I));
@@ -1243,6 +1285,7 @@ void finish(Ctx& c) {
       case SharedExpert::n_shared: spec.moe.shared_intermediate = mul(mk.expert_I, mk.n_shared); break;
       case SharedExpert::dense_width: spec.moe.shared_intermediate = c.s.I; break;
       case SharedExpert::expert_width: spec.moe.shared_intermediate = mk.expert_I; break;
+      case SharedExpert::shared_intermediate_size: spec.moe.shared_intermediate = mk.shared_I; break;
     }
     spec.moe.shared_expert_gate = c.row.shared_expert == SharedExpert::gated && mk.shared_I != 0;
   }

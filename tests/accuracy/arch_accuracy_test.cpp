@@ -125,6 +125,16 @@ constexpr Bound kBounds[] = {
     // maverick: 128 experts every second layer): forward and generate, scout's LoRA on q/k/v/o.
     {"llama4-scout-4l", 0.01, 0.01, false, 3},
     {"llama4-maverick-4l", 0.01, 0.01, false, 2},
+    // Session 8 (sixth run; gen_s8.py): types released lately, five cases each, measured once after
+    // their rows were written from the source (none fitted). glm4_moe_lite: MLA with glm4_moe's MoE
+    // on the generic expert rule (its generate is the worst, 3.49% under); exaone_moe: the grouped
+    // rule with fp32 routing weights (generate 2.99% under).
+    {"ministral3-mini", 0.01, 0.01, false, 5},
+    {"glm47flash-mini", 0.01, 0.04, false, 5},
+    {"kexaone-mini", 0.01, 0.03, false, 5},
+    {"flexolmo-mini", 0.01, 0.05, false, 5},
+    {"granitemoeshared-mini", 0.01, 0.04, false, 5},
+    {"nemotron-mini", 0.01, 0.01, false, 5},
 };
 
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
@@ -132,7 +142,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = vramfit::test::read_text(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 261);
+  REQUIRE(cases.size() == 291);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -141,8 +151,8 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 248);  // the LoRA cases count trainable parameters, not checked here
-  CHECK(r.params_exact == 248);
+  CHECK(r.params_checked == 272);  // the LoRA cases count trainable parameters, not checked here
+  CHECK(r.params_exact == 272);
   CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);

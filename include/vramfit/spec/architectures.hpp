@@ -104,6 +104,12 @@ enum class SparseLayers {
   /// Llama4TextDecoderLayer: i in moe_layers; Llama4TextConfig's default: every
   /// interleave_moe_layer_step-th layer, range(step - 1, L, step)
   moe_layers,
+  /// Glm4MoeLiteDecoderLayer: mlp_layer_types[i] == "sparse"; Glm4MoeLiteConfig's default
+  /// ["dense"] + ["sparse"] * (L - 1) (it reads no first_k_dense_replace)
+  mlp_layer_types,
+  /// ExaoneMoeDecoderLayer: mlp_layer_types[i] == "sparse"; ExaoneMoeConfig's default: the first
+  /// first_k_dense_replace (1) layers dense
+  mlp_layer_types_or_first_k,
 };
 
 /// The shared expert beside the routed ones.
@@ -113,6 +119,9 @@ enum class SharedExpert {
   n_shared,  ///< DeepseekV2MoE: one MLP of moe_intermediate_size * n_shared_experts (the row's n_shared_key)
   dense_width,  ///< HunYuanMoE: shared_mlp, an MLP of intermediate_size (as wide as the experts), no gate
   expert_width,  ///< Llama4TextMoe: shared_expert, an MLP (gate, up, down) as wide as an expert, no gate
+  /// GraniteMoeSharedMoE: shared_mlp of shared_intermediate_size (0: none), input_linear (H ->
+  /// 2 x width, gate and up fused) and output_linear, no gate
+  shared_intermediate_size,
 };
 
 /// How the MoE experts' linears are built.
@@ -322,6 +331,11 @@ struct Architecture {
   /// dim), so does SDPA's output, and `transpose(1, 2).contiguous()` copies it for o_proj,
   /// which saves the copy when it trains.
   bool rotary_cat = false;
+
+  // --- fields added in session 8 (arch; other helpers' new fields also go at the end) ---------
+  /// Layout::deepseek: q_lora_rank when the config has no such key, the config class's default
+  /// (DeepseekV2Config / DeepseekV3Config 1536, Glm4MoeLiteConfig 768).
+  std::uint64_t q_lora_default = 1536;
 
   [[nodiscard]] constexpr bool moe() const noexcept { return experts != Experts::none; }
 };
