@@ -488,7 +488,11 @@ constexpr std::string_view kStructureKeys[] = {
     "audio_config",      "is_encoder_decoder", "encoder_layers",
     // Multi-head latent attention and DeepSeek-V3.2's sparse-attention indexer (DeepseekV32Config);
     // Gemma3nTextConfig's AltUp streams and per-layer embeddings.
-    "kv_lora_rank", "index_topk", "altup_num_inputs", "hidden_size_per_layer_input"};
+    "kv_lora_rank", "index_topk", "altup_num_inputs", "hidden_size_per_layer_input",
+    // transformers 5.17's newest: Gemma4TextConfig's shared KV layers and MoE block, sparse-attention
+    // indexers (MiniMaxM3VLTextConfig index_n_heads), per-layer head counts (LagunaConfig),
+    // hyper-connections (DeepseekV4Config, HYV4Config hc_mult).
+    "num_kv_shared_layers", "enable_moe_block", "index_n_heads", "num_attention_heads_per_layer", "hc_mult"};
 
 /// Keys of layers that are not attention, from the transformers 5.17 config classes (and the
 /// remote-code ones named): MambaConfig / Mamba2Config / FalconMambaConfig state_size;
@@ -503,7 +507,10 @@ constexpr std::string_view kLayerKindKeys[] = {
     "mamba_d_ssm",       "ssm_state_size",   "mamba_num_heads",   "hybrid_override_pattern",
     "attn_layer_indices", "attn_layer_period", "layers_block_type", "hybrid_layer_ids",
     "linear_num_key_heads", "linear_conv_kernel_dim", "conv_L_cache", "full_attn_idxs", "linear_attn_config",
-    "attn_type_list",    "block_types",      "lru_width"};
+    "attn_type_list",    "block_types",      "lru_width",
+    // Recurrences and short convolutions of transformers 5.17's newest: HrmTextConfig's H/L cycles
+    // (layers run several times a token), InklingConfig's conv_kernel_size.
+    "H_cycles", "L_cycles", "conv_kernel_size"};
 
 }  // namespace
 

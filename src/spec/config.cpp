@@ -500,9 +500,10 @@ void refuse_not_decoders(const json& config, const std::string& org, const std::
 
 /// What a hybrid model's refusal tells the user to do.
 constexpr std::string_view kHybridFix =
-    "vramfit lays out attention layers only (full, sliding, chunked): hybrid models with state-space (Mamba), "
-    "linear-attention or convolution layers (qwen3_next, lfm2, falcon_h1, granitemoehybrid, bamba, jamba, "
-    "nemotron_h, zamba2, mamba, minimax) are not supported yet; see the README's list of supported model types";
+    "vramfit lays out full, sliding and chunked attention layers only: hybrid models with state-space (Mamba), "
+    "linear-attention, convolution or compressed/sparse-attention layers (qwen3_next, qwen3_5, lfm2, falcon_h1, "
+    "granitemoehybrid, bamba, jamba, nemotron_h, zamba2, mamba, minimax, deepseek_v4) are not supported yet; see "
+    "the README's list of supported model types";
 
 /// Layers that are not attention have caches (SSM and conv states, not keys and values) and
 /// activations no row models: refused by name, whatever the model_type (a row that reads
@@ -521,7 +522,7 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
     if (!keys.empty()) {
       diags.add(org + ": model_type",
                 fmt::format("{} is not one vramfit knows, and its {} announce layers that are not attention "
-                            "(state-space, linear-attention or convolution layers): their state caches and "
+                            "(state-space, linear-attention, convolution or recurrent layers): their state caches and "
                             "activations are not modelled, not even from the checkpoint's exact weights",
                             type, keys),
                 std::string(kHybridFix));
@@ -545,8 +546,9 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
   }
   if (kind.empty()) return;
   diags.add(prefix + "layer_types",
-            fmt::format("'{}' layers ({} of {}, the first is layer {}) are not attention layers: their state caches "
-                        "and activations are not modelled, so {} cannot be estimated",
+            fmt::format("'{}' layers ({} of {}, the first is layer {}) are not a kind vramfit lays out (full, sliding "
+                        "or chunked attention): their caches and activations are not modelled, so {} cannot be "
+                        "estimated",
                         kind, n, lt->size(), first, type),
             std::string(kHybridFix));
   diags.throw_if_any();

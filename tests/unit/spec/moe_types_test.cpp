@@ -296,3 +296,32 @@ TEST_CASE("session 8 MoE types: GLM-4.7-Flash, K-EXAONE's layer lists, granitemo
   g0["shared_intermediate_size"] = 0;
   CHECK(g.params - from_config(g0, "config.json").params == 2 * (256 * 2 * 96 + 96 * 256));
 }
+
+TEST_CASE("transformers 5.17's newest hybrid and sparse-attention types are refused, with their headers too",
+          "[spec][arch]") {
+  // Default configs of the config classes (transformers_counts.json, probe_s8b.py on the H200): the
+  // field named is the layer kind (layer_types) or model_type with the keys of a recurrence.
+  const auto counts = nlohmann::json::parse(vramfit::test::read_text(kArch / "transformers_counts.json"));
+  const std::pair<const char*, const char*> refused[] = {
+      {"qwen4_exp_text", "config.json: model_type"},   {"deepseek_v4", "config.json: layer_types"},
+      {"hy_v4", "config.json: layer_types"},           {"axk2", "config.json: layer_types"},
+      {"inkling_text", "config.json: model_type"},     {"hrm_text", "config.json: model_type"},
+  };
+  for (const auto& [type, field] : refused) {
+    INFO(type);
+    const nlohmann::json* found = nullptr;
+    for (const auto& r : counts["results"])
+      if (r["id"] == std::string(type) + ":default") found = &r;
+    REQUIRE(found != nullptr);
+    const std::string text = (*found)["config"].dump();
+    for (const UnknownType u : {UnknownType::refuse, UnknownType::generic}) {
+      try {
+        (void)from_config_text(text, "config.json", u);
+        FAIL("estimated");
+      } catch (const InputError& e) {
+        REQUIRE(e.diagnostics().size() == 1);
+        CHECK(e.diagnostics()[0].field == field);
+      }
+    }
+  }
+}
