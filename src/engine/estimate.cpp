@@ -181,7 +181,7 @@ Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std
     s.fixed += Bytes{ls.fixed} * g.count;
     s.one_layer = std::max(s.one_layer, layer);
     s.one_layer_fixed = std::max(s.one_layer_fixed, Bytes{ls.fixed});
-    s.bwd_transient = std::max(s.bwd_transient, Bytes{mul(detail::backward_layer_transient(m, g, p), tokens)});
+    s.bwd_transient = std::max(s.bwd_transient, Bytes{mul(detail::backward_layer_transient(m, g, w, p), tokens)});
     // Checkpointing keeps each layer's input (the residual stream).
     s.ckpt_inputs += Bytes{mul(m.hidden_size, p.residual, tokens)} * g.count;
     // Selective checkpointing (engine/levers): every N-th layer, or an op-level policy.
