@@ -35,12 +35,13 @@ TEST_CASE("serving: --engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp
   // (tests/accuracy/serving/llamacpp_logs.jsonl).
   CHECK(d["model_buffer_bytes"] == 4617396224);
   CHECK(d["kv_buffer_bytes"] == 1073741824);
-  // 560 MiB of graph and 12 KiB of split inputs below it (positions, output ids, and, in current
-  // builds, the K and V cells' indices for ggml_set_rows, [512] i64 each): 560.0117 MiB (the log's
+  // 560 MiB of graph and the split inputs below it: positions and output ids, and, in current
+  // builds, the cells' indices for ggml_set_rows, K's [512] i64 and, without flash attention, V's
+  // one per element of the transposed V rows, [512 x 1024] i64 = 4 MiB: 564.0039 MiB (the log's
   // late-2024 build, before set_rows, 560.0039).
-  CHECK(d["compute_buffer_bytes"] == 587214848);
+  CHECK(d["compute_buffer_bytes"] == 591405056);
   CHECK(e["host"]["model_buffer_bytes"] == 295501824);
-  CHECK(e["host_bytes"] == 321186816);
+  CHECK(e["host_bytes"] == 325385216);  // the host's inputs hold the same indices
   CHECK(parse(r)["device_total_bytes"] == d["total_bytes"]);
 }
 
@@ -287,4 +288,26 @@ TEST_CASE("serving: --engine vllm --no-flashinfer: the release's FlashInfer samp
   CHECK(peak(without) - peak(with) == 256ULL * 151936 * (38 - 16));
   const CliResult llama = run_cli({"estimate", "--engine", "llama.cpp", "--model", "qwen3-8b", "--no-flashinfer"});
   CHECK(llama.code == 2);
+}
+
+TEST_CASE("serving: vLLM's max_num_batched_tokens defaults as vllm serve picks it, by card and release", "[cli][serving]") {
+  auto batched = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    REQUIRE(r.err.empty());
+    return parse(r)["engine"]["max_num_batched_tokens"].get<std::uint64_t>();
+  };
+  // V1 (arg_utils.py get_batch_defaults): 70 GiB or more and not an A100: 8192, else 2048.
+  CHECK(batched({"--gpu", "h100-80gb"}) == 8192);
+  CHECK(batched({"--gpu", "a100-80gb"}) == 2048);
+  CHECK(batched({"--gpu", "rtx-4090"}) == 2048);
+  CHECK(batched({"--budget", "96GiB"}) == 8192);
+  // Given, it stands.
+  CHECK(batched({"--gpu", "rtx-4090", "--max-num-batched-tokens", "4096"}) == 4096);
+  // V0: max(max_model_len, 2048); chunked prefill past 32K: 512 in 0.6, 2048 in 0.7.
+  CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "20000"}) == 20000);
+  CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "1024"}) == 2048);
+  CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "35000"}) == 512);
+  CHECK(batched({"--gpu", "h100-80gb", "--vllm-version", "0.7.3"}) == 2048);
 }
