@@ -515,14 +515,23 @@ struct DeviceGraph {
   std::uint64_t copies = 1;       // the scheduler's n_copies (pipeline parallelism)
   bool flash_attn = false;
   bool glu_op = true;             // ggml's GLU op (swiglu_split): gate, up and product all alive
-  /// The KV stores as ggml_set_rows with the cells' indices as graph inputs ([n_tokens] i64, one
-  /// for K and one for V per cache; llama.cpp from mid-2025, LLAMA_SET_ROWS), taken here with the
-  /// GLU op of the same months (Settings::glu_op): gpt-oss-20b --n-cpu-moe 99 at ub 512 is 456.98
-  /// MiB with them, 456.97 without; Qwen3-30B-A3B of May 2025 1344.00 without them.
+  /// The KV stores as ggml_set_rows with the cells' indices as graph inputs ([n_tokens] i64 for
+  /// K, and for V without flash attention one per element of its transposed rows, per cache;
+  /// Settings::set_rows): gpt-oss-20b --n-cpu-moe 99 at ub 512 is 456.98 MiB with them, 456.97
+  /// without; Qwen3-30B-A3B of May 2025 1344.00 without them.
   bool kv_idxs = false;
   const std::vector<bool>* swa = nullptr;             // per layer of the model: an SWA layer
   const std::vector<HostExperts>* host = nullptr;     // per layer of the model: experts in host memory
 };
+
+/// The V store's cell indices (llama-kv-cache.cpp build_input_v_idxs): [n_tokens] i64, but
+/// without flash attention the V cache is transposed and ggml_set_rows writes it one element a
+/// row ("the row becomes a single element"), so the indices are [n_tokens x n_embd_v_gqa].
+/// gpt-oss-120b on Metal without flash attention (two caches, ub 512, n_embd_v_gqa 512): the
+/// host compute buffer 25.64 MiB, 4 MiB of it these indices.
+std::uint64_t v_idxs_bytes(const Hparams& h, std::uint64_t ub, bool flash_attn) {
+  return checked_mul(checked_mul(ub, 8), flash_attn ? 1 : std::max<std::uint64_t>(1, h.n_embd_v));
+}
 
 /// The high-water mark of one GPU's compute buffer for a decoder of llama's graph
 /// (src/models/llama.cpp and llama-graph.cpp's build_attn / build_ffn / build_moe_ffn: attention
@@ -612,7 +621,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const std::uint64_t cells = checked_mul(c.cells, pad(ub, kKqMaskPad));
     if (d.kv_idxs) {
       c.k_idxs = input(checked_mul(ub, 8));
-      c.v_idxs = input(checked_mul(ub, 8));
+      c.v_idxs = input(v_idxs_bytes(h, ub, d.flash_attn));
     }
     c.mask = input(checked_mul(cells, d.flash_attn && !d.casts_mask ? 2 : 4));
     if (d.flash_attn && !d.casts_mask) c.cnv = c.mask;  // the f16 copy cast by an earlier backend
@@ -1154,7 +1163,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
       // Below 32 rows (GGML_OP_OFFLOAD_MIN_BATCH) ggml-cuda does not take the host experts' ops:
       // they run on the CPU, and no weight is copied here.
       dg.host = ub >= 32 ? &host.experts : nullptr;
-      dg.kv_idxs = s.glu_op;
+      dg.kv_idxs = s.set_rows;
       dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
       dg.output = c.has_output;
       dg.casts_mask = !attention_before;
@@ -1200,6 +1209,10 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
     inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
     if (kv.any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
+    // ggml_set_rows' cell indices (Settings::set_rows): K's and V's per cache.
+    if (s.set_rows)
+      inputs = checked_add(inputs, checked_mul(checked_add(checked_mul(ub, 8), v_idxs_bytes(h, ub, s.flash_attn)),
+                                               kv.any_swa ? 2 : 1));
     // With pipeline parallelism the host's graph inputs are kept n_copies times as well.
     if (pipeline_parallel) {
       std::uint64_t graph_inputs = checked_add(checked_mul(ub, 12), mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));

@@ -209,22 +209,60 @@ SamplerKernel sampler_kernel(const Release& r) {
 
 namespace {
 
-/// What one captured graph keeps per decoder layer on its GPU. A graph holds its kernel nodes
-/// (their parameters, instantiated by cudaGraphInstantiate) in device memory outside PyTorch,
-/// and a decoder layer launches the same kernels whatever its width, so a graph's own memory
-/// grows with the layers; capture through one memory pool, largest size first
-/// (gpu_model_runner.py capture_model), lets the smaller graphs reuse the largest one's
-/// activations. There is no closed form (the driver's node sizes, what the pool reuses); each
-/// figure is from the one log that isolates a total:
-/// - up to 0.10: vLLM 0.6.5 (V0) captures 35 whole-model graphs for Llama-3.2-1B (16 layers),
-///   "took 0.21 GiB" (vllm#11349): 0.21 GiB / 35 / 16 = 0.384 MiB a layer; vLLM 0.10's per-size
-///   lines for Llama-3.1-8B's 67 piecewise sizes (vllm#22897, vllm#23184) read 6 to 28 MiB a
-///   size, this gives 12.3;
-/// - from 0.11 (torch.compile'd pieces, FULL decode graphs): vLLM >= 0.21 estimates 0.52 GiB
-///   for Qwen3-8B's 51 piecewise + 35 FULL graphs (36 layers; LMCache#3430, "Estimated CUDA
-///   graph memory", the figure it takes off the KV cache): 0.52 GiB / 86 / 36 = 0.172 MiB.
-constexpr std::uint64_t kGraphPerLayerV0 = 402653;  // 0.384 MiB
-constexpr std::uint64_t kGraphPerLayer = 180344;    // 0.172 MiB
+/// The dummy forward of `T` tokens: the residual stream (hidden + residual) lives through the
+/// layer; the MLP holds its gate_up output [T, 2I/tp], the activation [T, I/tp] and the down
+/// projection [T, H]; attention its qkv and output. The profile run's at max_num_batched_tokens,
+/// and a CUDA graph capture's at its size.
+std::uint64_t forward_peak(const spec::ModelSpec& m, const Settings& s, std::uint64_t T) {
+  const std::uint64_t tp = s.tensor_parallel;
+  const std::uint64_t d = 2;  // activations in the model dtype
+  const std::uint64_t H = m.hidden_size;
+  std::uint64_t I = m.intermediate_size;
+  if (m.moe.num_experts > 0) I = std::max(I, checked_mul(m.moe.expert_intermediate, m.moe.experts_per_token));
+  const std::uint64_t q = checked_mul(m.num_heads, m.head_dim);
+  const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+  const std::uint64_t qkv = q + 2 * checked_mul(kvh, m.head_dim);
+  const std::uint64_t stream = checked_mul(checked_mul(T, H), d * 2);
+  // With tensor parallel the all-reduce after down_proj is out of place (GroupCoordinator
+  // all_reduce -> _all_reduce_out_place: pynccl and the custom all-reduce both return a new
+  // tensor), so its [T, H] output is alive beside the row-parallel partial sum.
+  const std::uint64_t down = checked_mul(checked_mul(T, H), tp > 1 ? 2 * d : d);
+  const std::uint64_t mlp = checked_add(checked_mul(checked_mul(T, cdiv(I, tp)), d * 3), down);
+  const std::uint64_t attn = checked_mul(checked_mul(T, cdiv(qkv + q, tp)), d);
+  return checked_add(stream, std::max(mlp, attn));
+}
+
+/// CUDA graph memory, "Graph capturing finished in S secs, took X GiB" (capture_model: the
+/// free device memory before and after capturing every size), is two things:
+/// - the graph pool: every graph is captured through one memory pool, largest size first
+///   (V0 model_runner.py capture_model, graph_runner.graph.pool(); V1 the global graph pool of
+///   cuda_graph.py / piecewise_backend.py), and each graph's output is turned into a weak
+///   reference (weak_ref_tensors), so the pool holds what the largest capture had alive at its
+///   peak, and every smaller graph replays inside it: the forward's activations at the
+///   largest size (forward_peak). The eager warmup runs before each capture are freed and
+///   torch.cuda.graph's entry empties the cache, so they are not kept;
+/// - each graph's own memory: cudaGraphInstantiate puts every kernel node (its parameters,
+///   launch configuration) in device memory outside PyTorch, so it grows with the layers and
+///   with the number of graph objects: a V0 graph is the whole model, a V1 piecewise size is
+///   one graph per piece between attention layers (layers + 1 objects, attention left out),
+///   a V1 FULL graph the whole model with attention. What the driver keeps per node has no
+///   closed form in vLLM's or PyTorch's source, so one figure per kind of graph comes from
+///   the one log that isolates it, after the pool is taken off:
+///   - V0 whole-model graphs: Llama-3.2-1B on 0.6.5, 35 graphs of 16 layers, "took 0.21 GiB"
+///     (vllm#11349), pool 15 MiB at 256 tokens: 0.357 MiB a layer a graph;
+///   - V1 piecewise: Llama-3.1-8B on 0.10.1.1, 67 sizes of 32 layers, "took 0.52 GiB", pool
+///     54 MiB at 512 tokens: 0.223 MiB a layer a size (vllm#23184's per-size lines for the
+///     sizes under 112 of the same model, 6 to 8 MiB a size, give 0.19 to 0.25);
+///   - V1 FULL: Qwen3-8B on >= 0.21, "Estimated CUDA graph memory: 0.52 GiB" for 51 piecewise
+///     and 35 FULL sizes of 36 layers (LMCache#3430), pool 48 MiB at 512 tokens: what the
+///     piecewise figure leaves, 0.059 MiB a layer a graph (one graph object a size, not 37).
+/// vLLM >= 0.21's estimate (gpu_model_runner.py profile_cudagraph_memory) captures the first
+/// two sizes of each mode: the first's memory (the pool and one graph) plus the second's (one
+/// graph) times the sizes left; the larger mode's first capture counts, as the modes share the
+/// pool. It comes to the same sum, one graph apart, and is taken as it.
+constexpr std::uint64_t kGraphPerLayerV0 = 374566;         // 0.357 MiB
+constexpr std::uint64_t kGraphPerLayerPiecewise = 234013;  // 0.223 MiB
+constexpr std::uint64_t kGraphPerLayerFull = 62195;        // 0.059 MiB
 
 std::uint64_t round_up(std::uint64_t v, std::uint64_t m) { return cdiv(v, m) * m; }
 
@@ -327,9 +365,11 @@ CudaGraphs cuda_graphs(const spec::ModelSpec& m, const Settings& s) {
   std::reverse(sizes.begin(), sizes.end());  // captured largest first
   g.sizes = std::move(sizes);
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
-  const bool compiled = !s.v0_engine && v.at_least(0, 11);
-  g.bytes = Bytes{checked_mul(checked_mul(checked_add(g.full, g.piecewise), layers),
-                              compiled ? kGraphPerLayer : kGraphPerLayerV0)};
+  const bool v0 = s.v0_engine || !v.at_least(0, 8);
+  g.pool = g.sizes.empty() ? Bytes{} : Bytes{forward_peak(m, s, g.sizes.front())};
+  const std::uint64_t per_graph = checked_add(checked_mul(g.piecewise, kGraphPerLayerPiecewise),
+                                              checked_mul(g.full, v0 ? kGraphPerLayerV0 : kGraphPerLayerFull));
+  g.bytes = g.pool + Bytes{checked_mul(per_graph, layers)};
   // vLLM >= 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default; opt-in since its
   // introduction in vllm#30515): gpu_worker.py determine_available_memory captures the graphs
   // once during profiling (profile_cudagraph_memory: the first two graphs of each mode,
@@ -339,7 +379,12 @@ CudaGraphs cuda_graphs(const spec::ModelSpec& m, const Settings& s) {
   return g;
 }
 
-Result estimate(const spec::ModelSpec& m, const Settings& s) {
+namespace {
+
+const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
+
+/// The settings vLLM refuses before it starts (all named at once).
+void check_settings(const spec::ModelSpec& m, const Settings& s) {
   Diagnostics diags;
   if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0))
     diags.add("--gpu-memory-utilization", fmt::format("{} is not in (0, 1]", s.gpu_memory_utilization),
@@ -355,112 +400,106 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
   if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
   diags.throw_if_any();
+}
 
-  Result r;
+/// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
+/// PP, the rotary cos/sin cache, MXFP4 experts in their kernels' layout (with a note saying which).
+Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<std::string>& notes) {
   const std::uint64_t tp = s.tensor_parallel, pp = s.pipeline_parallel;
-  r.max_model_len = s.max_model_len.value_or(m.max_positions);
-  if (r.max_model_len == 0) r.max_model_len = 2048;
-  if (s.max_num_batched_tokens < r.max_model_len && s.max_num_batched_tokens < s.max_num_seqs)
-    throw InputError("--max-num-batched-tokens",
-                     fmt::format("{} is smaller than --max-num-seqs {}", s.max_num_batched_tokens, s.max_num_seqs),
-                     "vLLM requires max_num_batched_tokens >= max_num_seqs");
-  r.budget = Bytes{static_cast<std::uint64_t>(
-      std::floor(static_cast<long double>(s.gpu_memory.value()) * static_cast<long double>(s.gpu_memory_utilization)))};
-
-  // --- weights ("Model loading took X GiB"): the checkpoint's bytes split over TP x PP ---
   const std::uint64_t wb = dtype_bytes(is_float_compute(s.weights.weights) ? s.weights.weights : DType::bf16);
   // HF's rotary inv_freq buffers (ModelSpec::buffer_bytes) have no place in vLLM's model: its
   // rotary layer keeps the cos/sin cache instead (added below).
   const Bytes all = Bytes::saturating_sub(detail::weight_bytes(m, s.weights, wb), Bytes{m.buffer_bytes});
-  {
-    const std::uint64_t emb = checked_mul(m.embedding_params, 2);
-    const std::uint64_t head = checked_mul(m.lm_head_params, 2);
-    const std::uint64_t ends = std::min(all.value(), emb + head);
-    const std::uint64_t body = all.value() - ends;
-    // Each stage holds its share of the layers; the first the embeddings, the last the lm_head
-    // (the larger end is counted, the stage that binds); vocab-parallel over TP.
-    const std::uint64_t end = pp == 1 ? ends : std::max(emb, head);
-    r.weights = Bytes{cdiv(body, tp * pp) + cdiv(end, tp)};
-    // The rotary embedding's cos/sin cache, a buffer of [max_position_embeddings, rotary_dim]
-    // in the model dtype on every GPU (vllm/model_executor/layers/rotary_embedding.py,
-    // _compute_cos_sin_cache): Llama-3.1-8B's 131072 x 128 x 2 bytes = 32 MiB is why vLLM
-    // logs "Model loading took 14.9888 GiB" for 14.9575 GiB of parameters.
-    if (!m.learned_positions)
-      r.weights += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), 2)};
-    // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
-    const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
-    r.weights += Bytes{cdiv(mx, pp)};
-    if (mx > 0) {
-      const Mxfp4Backend be = mxfp4_backend(s.compute_capability, s.flashinfer);
-      const char* kernels = be == Mxfp4Backend::triton             ? "triton_kernels (the scales held twice)"
-                            : be == Mxfp4Backend::flashinfer_sm100 ? "FlashInfer's SM100 MoE (I and H padded to 256)"
-                                                                   : "Marlin (I padded to 128, H to 256)";
-      r.notes.push_back(s.compute_capability == 0
-                            ? fmt::format("MXFP4 experts laid out for {}: the card is not named (give --gpu ID), "
-                                          "so Marlin's (Ampere, Ada) is taken",
-                                          kernels)
-                            : fmt::format("MXFP4 experts laid out for {}, vLLM's kernels on compute capability {}.{}",
-                                          kernels, s.compute_capability / 10, s.compute_capability % 10));
-    }
+  const std::uint64_t emb = checked_mul(m.embedding_params, 2);
+  const std::uint64_t head = checked_mul(m.lm_head_params, 2);
+  const std::uint64_t ends = std::min(all.value(), emb + head);
+  const std::uint64_t body = all.value() - ends;
+  // Each stage holds its share of the layers; the first the embeddings, the last the lm_head
+  // (the larger end is counted, the stage that binds); vocab-parallel over TP.
+  const std::uint64_t end = pp == 1 ? ends : std::max(emb, head);
+  Bytes w{cdiv(body, tp * pp) + cdiv(end, tp)};
+  // The rotary embedding's cos/sin cache, a buffer of [max_position_embeddings, rotary_dim]
+  // in the model dtype on every GPU (vllm/model_executor/layers/rotary_embedding.py,
+  // _compute_cos_sin_cache): Llama-3.1-8B's 131072 x 128 x 2 bytes = 32 MiB is why vLLM
+  // logs "Model loading took 14.9888 GiB" for 14.9575 GiB of parameters. gpt-oss asks
+  // get_rope for an fp32 cache (models/gpt_oss.py OAIAttention: dtype=torch.float32; YaRN's
+  // original 4096 positions x factor 32 = 131072 rows of 64): 32 MiB, not 16.
+  const std::uint64_t rope_bytes = m.model_type == "gpt_oss" ? 4 : 2;
+  if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), rope_bytes)};
+  // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
+  const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
+  w += Bytes{cdiv(mx, pp)};
+  if (mx > 0) {
+    const Mxfp4Backend be = mxfp4_backend(s.compute_capability, s.flashinfer);
+    const char* kernels = be == Mxfp4Backend::triton             ? "triton_kernels (the scales held twice)"
+                          : be == Mxfp4Backend::flashinfer_sm100 ? "FlashInfer's SM100 MoE (I and H padded to 256)"
+                                                                 : "Marlin (I padded to 128, H to 256)";
+    notes.push_back(s.compute_capability == 0
+                        ? fmt::format("MXFP4 experts laid out for {}: the card is not named (give --gpu ID), "
+                                      "so Marlin's (Ampere, Ada) is taken",
+                                      kernels)
+                        : fmt::format("MXFP4 experts laid out for {}, vLLM's kernels on compute capability {}.{}",
+                                      kernels, s.compute_capability / 10, s.compute_capability % 10));
   }
+  return w;
+}
 
-  // --- the profile run's activation peak (torch_peak_increase) ---
-  {
-    const std::uint64_t T = s.max_num_batched_tokens;
-    const std::uint64_t d = 2;  // activations in the model dtype
-    const std::uint64_t H = m.hidden_size;
-    std::uint64_t I = m.intermediate_size;
-    if (m.moe.num_experts > 0) I = std::max(I, checked_mul(m.moe.expert_intermediate, m.moe.experts_per_token));
-    const std::uint64_t q = checked_mul(m.num_heads, m.head_dim);
-    const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
-    const std::uint64_t qkv = q + 2 * checked_mul(kvh, m.head_dim);
-    // The residual stream (hidden + residual) lives through the layer; the MLP holds its
-    // gate_up output [T, 2I/tp], the activation [T, I/tp] and the down projection [T, H].
-    const std::uint64_t stream = checked_mul(checked_mul(T, H), d * 2);
-    const std::uint64_t mlp = checked_add(checked_mul(checked_mul(T, cdiv(I, tp)), d * 3), checked_mul(checked_mul(T, H), d));
-    const std::uint64_t attn = checked_mul(checked_mul(T, cdiv(qkv + q, tp)), d);
-    const std::uint64_t forward = checked_add(stream, std::max(mlp, attn));
-    // The dummy sampler run over max_num_seqs requests (gpu_model_runner.py _dummy_sampler_run:
-    // the forward's hidden states [T, H] stay alive, plus the requests' rows and their
-    // torch.rand_like copy, 2 x [max_num_seqs, H]; the logits are [max_num_seqs, vocab]):
-    // - V0 keeps only the fp32 logits of the dummy requests: 4 bytes a logit;
-    // - V1 with FlashInfer's sampling kernels (the default where FlashInfer is installed, on
-    //   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
-    //   the bf16 logits, their fp32 copy (sampler.py) and FlashInfer's probabilities: 16 bytes a
-    //   logit, the figure of the two logs of that path (14.7 and 16.3 bytes a logit measured);
-    // - V1 with the PyTorch-native top-k/top-p (sampler_kernel: 0.8.0-0.9.0, 0.11.1-0.15):
-    //   apply_top_k_top_p sorts the fp32 logits while the bf16 logits (2) and their fp32 copy
-    //   (4) stay alive: torch.sort's outputs, fp32 values (4) and int64 indices (8), and its
-    //   segmented radix sort's int64 index input (8) and double buffer of keys and values
-    //   (4 + 8): 38 bytes a logit. The five H100 runs of the late-2025 write-up (vocab 128256
-    //   to 201088, max_num_seqs 1024) log 4.76 to 7.38 GiB; this gives -0.5% to -0.7% (the
-    //   rest is cuBLAS's 32 MiB Hopper workspace, not modelled per architecture).
-    // - V1 with the Triton top-k/top-p (from 0.16): the bf16 logits, their fp32 copy, the
-    //   probabilities and the exponential noise (2 + 4 + 4 + 4) and the kernel's [programs,
-    //   vocab] scratch: taken at FlashInfer's 16 (kvcached#448's 2026 run: -1.0%).
-    SamplerKernel kernel = sampler_kernel(s.release);
-    if (kernel == SamplerKernel::flashinfer && !s.flashinfer) kernel = SamplerKernel::torch_sort;
-    const bool sorts = !s.v0_engine && kernel == SamplerKernel::torch_sort;
-    const std::uint64_t per_logit = s.v0_engine ? 4 : sorts ? 38 : 16;
-    std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
-                                        checked_mul(checked_mul(T, H), d));
-    if (!s.v0_engine) sampler = checked_add(sampler, checked_mul(checked_mul(2 * s.max_num_seqs, H), d));
-    r.activation_peak = Bytes{std::max(forward, sampler)};
-  }
-  r.non_torch = non_torch(s);
-  r.cuda_context = kContext;
+/// The dummy sampler run over max_num_seqs requests (gpu_model_runner.py _dummy_sampler_run:
+/// the forward's hidden states [T, H] stay alive, plus the requests' rows and their
+/// torch.rand_like copy, 2 x [max_num_seqs, H]; the logits are [max_num_seqs, vocab]):
+/// - V0 (worker/model_runner.py profile_run: max_num_seqs dummy prompts sharing
+///   max_num_batched_tokens, each sampled with SamplingParams(top_p=0.99, top_k=vocab - 1);
+///   layers/sampler.py Sampler.forward): execute_model holds the bf16 logits (2 bytes a logit)
+///   while the sampler makes its fp32 copy (4) and _apply_top_k_top_p sorts it: torch.sort's
+///   fp32 values (4) and int64 indices (8), and its segmented radix sort's int64 index input
+///   (8) and cub's double buffer of keys and values (4 + 8): 38 bytes a logit at the sort,
+///   the run's peak (after it: the masks, softmax and cumsum of the sorted logits, 32; then
+///   probs, logprobs and _multinomial's copy and exponential draw, 22). FlashInfer's sampler
+///   is off in V0 unless VLLM_USE_FLASHINFER_SAMPLER=1. Four logs without chunked prefill
+///   (0.6.4 on a T4 and an H200, 0.6.5 on H100 with TP 1 and 2) match it within 1%;
+/// - V0 with chunked prefill (max_num_batched_tokens < max_model_len; on by default past 32K
+///   tokens): the three logs (0.6.4 at 35000 tokens, 0.7 twice) show no sampler peak at all,
+///   the forward at max_num_batched_tokens and the cuBLAS workspace make up the whole figure
+///   (0.06 of 0.06 GiB, 0.22 of 0.22, and 0.17 of 0.19 with TP 2). The path that skips the
+///   dummy sampling there was not found in the source: taken as the logs show it;
+/// - V1 with FlashInfer's sampling kernels (the default where FlashInfer is installed, on
+///   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
+///   the bf16 logits, their fp32 copy (sampler.py) and FlashInfer's probabilities: 16 bytes a
+///   logit, the figure of the two logs of that path (14.7 and 16.3 bytes a logit measured);
+/// - V1 with the PyTorch-native top-k/top-p (sampler_kernel: 0.8.0-0.9.0, 0.11.1-0.15):
+///   apply_top_k_top_p sorts the fp32 logits while the bf16 logits (2) and their fp32 copy
+///   (4) stay alive: 38 bytes a logit as V0's sort. The five H100 runs of the late-2025
+///   write-up (vocab 128256 to 201088, max_num_seqs 1024) log 4.76 to 7.38 GiB.
+/// - V1 with the Triton top-k/top-p (from 0.16): the bf16 logits, their fp32 copy, the
+///   probabilities and the exponential noise (2 + 4 + 4 + 4) and the kernel's [programs,
+///   vocab] scratch: taken at FlashInfer's 16 (kvcached#448's 2026 run: -1.0%).
+std::uint64_t sampler_peak(const spec::ModelSpec& m, const Settings& s, std::uint64_t max_model_len) {
+  const std::uint64_t T = s.max_num_batched_tokens;
+  const std::uint64_t d = 2;
+  const std::uint64_t H = m.hidden_size;
+  SamplerKernel kernel = sampler_kernel(s.release);
+  if (kernel == SamplerKernel::flashinfer && !s.flashinfer) kernel = SamplerKernel::torch_sort;
+  const bool v0_chunked = s.v0_engine && s.max_num_batched_tokens < max_model_len;
+  const bool sorts = s.v0_engine ? !v0_chunked : kernel == SamplerKernel::torch_sort;
+  const std::uint64_t per_logit = v0_chunked ? 0 : sorts ? 38 : 16;
+  std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
+                                      checked_mul(checked_mul(T, H), d));
+  if (!s.v0_engine) sampler = checked_add(sampler, checked_mul(checked_mul(2 * s.max_num_seqs, H), d));
+  return sampler;
+}
 
-  // CUDA graphs (cuda_graphs() below): captured after the KV cache is allocated; up to 0.20
-  // outside the budget, from 0.21 vLLM's estimate of them comes off it.
-  r.graphs = cuda_graphs(m, s);
-  r.cuda_graphs = r.graphs.bytes;
+/// The cuBLAS workspace PyTorch allocates through its caching allocator at the profile run's
+/// first matmul and keeps (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize,
+/// CUBLAS_WORKSPACE_CONFIG unset): 4096 KiB x 8 = 32 MiB on Hopper and Blackwell (compute
+/// capability 9.x and up), else ":4096:2:16:8", 8 MiB + 128 KiB; the latter for a card not
+/// named. vLLM counts it in the torch peak increase.
+std::uint64_t cublas_workspace(const Settings& s) {
+  return s.compute_capability >= 90 ? 4096ULL * 8 * 1024 : 4096ULL * 1024 * 2 + 16ULL * 1024 * 8;
+}
 
-  Bytes taken = r.weights + r.activation_peak + r.non_torch;
-  if (r.graphs.in_budget) taken += r.cuda_graphs;
-  const auto used = static_cast<std::int64_t>(taken.value());
-  r.available_kv = static_cast<std::int64_t>(r.budget.value()) - used;
-  const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
-  const KvLayout kv = kv_layout(m, s);
+/// What is left of the budget becomes KV blocks: the block count, the tokens, the concurrency at
+/// max_model_len and the longest request that fits (kv_cache_utils.py).
+void kv_blocks(Result& r, const spec::ModelSpec& m, const Settings& s, const KvLayout& kv) {
   r.kv_groups = kv.full_groups + kv.sliding_groups;
   r.kv_group_size = kv.group_size;
   r.page_bytes = checked_mul(kv.layer_page, kv.group_size);
@@ -475,7 +514,12 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   r.kv_for_max_model_len = Bytes{checked_mul(r.blocks_per_request, r.page_bytes)};
   r.max_model_len_fits = r.num_gpu_blocks > 0 && r.kv_for_max_model_len.value() <= available;
   r.largest_model_len = largest_len(kv, r.page_bytes, available, std::max<std::uint64_t>(r.max_model_len, m.max_positions));
+}
 
+/// The error vLLM raises when the KV cache is empty or one max_model_len request does not fit,
+/// in the engine's own wording, and the fix.
+void startup_error(Result& r, const KvLayout& kv) {
+  const std::uint64_t available = r.available_kv > 0 ? static_cast<std::uint64_t>(r.available_kv) : 0;
   if (r.num_gpu_blocks == 0) {
     r.error = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.";
     r.fix = "raise --gpu-memory-utilization, quantize the weights (--quant awq-int4 / fp8), lower "
@@ -498,6 +542,11 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
     r.fix = fmt::format("--max-model-len {} (the most the KV cache holds), or --kv-cache-dtype fp8, or a larger "
                         "--tensor-parallel-size",
                         r.largest_model_len);
+}
+
+/// The notes that close the result: a release newer than the rules followed, the budget, the
+/// KV layout of sliding-window models.
+void closing_notes(Result& r, const spec::ModelSpec& m, const Settings& s, const KvLayout& kv) {
   {
     // A release newer than the newest whose source was read (the Release default) is
     // estimated with that one's rules: say so rather than pass it off as modelled.
@@ -521,6 +570,39 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   else if (m.sliding_window != 0 && m.sliding_layers > 0)
     r.notes.push_back("sliding-window layers keep a full-length cache here (the V0 engine, pipeline parallel or "
                       "the hybrid KV cache manager disabled)");
+}
+
+}  // namespace
+
+Result estimate(const spec::ModelSpec& m, const Settings& s) {
+  check_settings(m, s);
+  Result r;
+  r.max_model_len = s.max_model_len.value_or(m.max_positions);
+  if (r.max_model_len == 0) r.max_model_len = 2048;
+  if (s.max_num_batched_tokens < r.max_model_len && s.max_num_batched_tokens < s.max_num_seqs)
+    throw InputError("--max-num-batched-tokens",
+                     fmt::format("{} is smaller than --max-num-seqs {}", s.max_num_batched_tokens, s.max_num_seqs),
+                     "vLLM requires max_num_batched_tokens >= max_num_seqs");
+  r.budget = Bytes{static_cast<std::uint64_t>(
+      std::floor(static_cast<long double>(s.gpu_memory.value()) * static_cast<long double>(s.gpu_memory_utilization)))};
+
+  r.weights = weights_on_gpu(m, s, r.notes);
+  // The profile run's activation peak (torch_peak_increase): the forward's or the sampler's.
+  r.activation_peak = Bytes{checked_add(std::max(forward_peak(m, s, s.max_num_batched_tokens), sampler_peak(m, s, r.max_model_len)), cublas_workspace(s))};
+  r.non_torch = non_torch(s);
+  r.cuda_context = kContext;
+  // CUDA graphs (cuda_graphs() above): captured after the KV cache is allocated; up to 0.20
+  // outside the budget, from 0.21 vLLM's estimate of them comes off it.
+  r.graphs = cuda_graphs(m, s);
+  r.cuda_graphs = r.graphs.bytes;
+
+  Bytes taken = r.weights + r.activation_peak + r.non_torch;
+  if (r.graphs.in_budget) taken += r.cuda_graphs;
+  r.available_kv = static_cast<std::int64_t>(r.budget.value()) - static_cast<std::int64_t>(taken.value());
+  const KvLayout kv = kv_layout(m, s);
+  kv_blocks(r, m, s, kv);
+  startup_error(r, kv);
+  closing_notes(r, m, s, kv);
   return r;
 }
 

@@ -153,6 +153,7 @@ json vllm_json(const VllmAnswer& a) {
   o["activation_peak_bytes"] = r.activation_peak.value();
   o["non_torch_bytes"] = r.non_torch.value();
   o["cuda_graph_bytes"] = r.cuda_graphs.value();
+  o["cuda_graph_pool_bytes"] = r.graphs.pool.value();
   o["cuda_graphs_in_budget"] = r.graphs.in_budget;
   o["cuda_graph_sizes"] = r.graphs.sizes;
   o["cuda_graphs_piecewise"] = r.graphs.piecewise;
@@ -189,9 +190,9 @@ std::string vllm_text(const VllmAnswer& a) {
   s += fmt::format("  torch peak memory increase {:.2f} GiB; non-torch {:.2f} GiB\n", gib(r.activation_peak.value()),
                    gib(r.non_torch.value()));
   if (!r.graphs.sizes.empty())
-    s += fmt::format("  CUDA graphs: {} piecewise + {} FULL (largest {} tokens), {:.2f} GiB {} the budget\n",
+    s += fmt::format("  CUDA graphs: {} piecewise + {} FULL (largest {} tokens), {:.2f} GiB ({:.2f} of it the graph pool) {} the budget\n",
                      r.graphs.piecewise, r.graphs.full, r.graphs.sizes.front(), gib(r.cuda_graphs.value()),
-                     r.graphs.in_budget ? "inside" : "outside");
+                     gib(r.graphs.pool.value()), r.graphs.in_budget ? "inside" : "outside");
   s += fmt::format("  Available KV cache memory: {:.2f} GiB\n", static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0));
   s += fmt::format("  # GPU blocks: {}; GPU KV cache size: {} tokens\n", r.num_gpu_blocks, r.kv_cache_tokens);
   if (r.kv_groups > 1)

@@ -68,6 +68,10 @@ struct Settings {
   /// tensor beside the gate and up products; before, silu and the product ran in place on the
   /// gate's (false). Changes the compute buffer of a dense model's FFN.
   bool glu_op = true;
+  /// The KV stores as ggml_set_rows with the cells' indices as graph inputs (llama.cpp's
+  /// LLAMA_SET_ROWS, on by default from late July 2025); without flash attention the V indices
+  /// are one per element of the transposed V rows. false: ggml_cpy into cache views (older builds).
+  bool set_rows = true;
   /// --mmproj: the projector file's tensor bytes. mtmd (tools/mtmd/clip.cpp) loads them into one
   /// buffer on the first GPU backend whatever -ngl says (--no-mmproj-offload keeps them on the CPU).
   Bytes mmproj;

@@ -103,6 +103,7 @@ struct CudaGraphs {
   std::uint64_t full = 0;            ///< whole-model graphs (V1 FULL decode graphs; V0: every size)
   std::uint64_t largest_full = 0;    ///< the largest FULL size
   Bytes bytes;                       ///< "Graph capturing finished ... took X GiB"
+  Bytes pool;                        ///< of bytes: the shared graph pool (the largest capture's activations)
   bool in_budget = false;            ///< vLLM >= 0.21: its estimate comes off the KV cache
 };
 

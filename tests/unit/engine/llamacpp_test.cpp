@@ -186,7 +186,8 @@ TEST_CASE("llama.cpp: pipeline parallelism keeps four copies of each GPU's split
   // Every layer and the output offloaded over two GPUs: n_copies = 4. The scheduler allocates
   // all 4 copies of each of CUDA0's split inputs first and keeps them: the hidden state coming in
   // ([64, 512] f32 = 131072 bytes), the positions (512 x 4 bytes), the K and V cells' indices
-  // (ggml_set_rows, [512] i64 each) and the f32 KQ mask ([512, 512]).
+  // (ggml_set_rows: K's [512] i64, V's without flash attention one per element of the transposed
+  // V rows, [512 x 32] i64) and the f32 KQ mask ([512, 512]).
   const Result pp = estimate(t.spec, t.header.tensors, s);
   s.kv_offload = false;  // no pipeline parallelism without the KV cache on the GPUs
   const Result flat_kv_host = estimate(t.spec, t.header.tensors, s);
@@ -200,7 +201,7 @@ TEST_CASE("llama.cpp: pipeline parallelism keeps four copies of each GPU's split
   // and V tensors reuse but the 4 MiB of scores cannot.
   const std::uint64_t graph = 3 * (64ULL * 512 * 4) + 512ULL * 512 * 4 * 4;                // 4587520
   const std::uint64_t copies =
-      4 * (64ULL * 512 * 4 + 512 * 4) + 4 * (2 * 512 * 8) + 4 * (512ULL * 512 * 4);  // 4759552
+      4 * (64ULL * 512 * 4 + 512 * 4) + 4 * (512 * 8 + 512 * 32 * 8) + 4 * (512ULL * 512 * 4);  // 5267456
   CHECK(pp.gpus[0].compute.value() == graph + copies);
   CHECK(partial.gpus[0].compute.value() < pp.gpus[0].compute.value());
   CHECK(flat_kv_host.gpus[0].compute.value() < pp.gpus[0].compute.value());
