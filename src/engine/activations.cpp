@@ -316,6 +316,10 @@ void LayerTally::attention_block() {
     std::uint64_t per = kFp32;
     if (c != kFp32) per = add(per, kHalf);
     if (m.attention_dropout > 0) per = add(per, 1 + c);
+    // A row's sink_logits (granite_swa's eager_attention_forward): torch.logsumexp over the
+    // masked scores, for the sink's sigmoid scale, saves them for its backward (measured: training
+    // was 5.34% under without them).
+    if (row != nullptr && row->sink_logits) per = add(per, c);
     pos(mul(m.num_heads, per));
     if (trains) tok(mul(qw, c));  // transpose(1, 2).contiguous() saved by o_proj
   }

@@ -366,6 +366,45 @@ constexpr Architecture kArchitectures[] = {
     // (apply_rotary_pos_emb slices and concatenates: rotary_cat), q/k/v/o biases with attention_bias.
     {.model_type = "nemotron", .source = "nemotron/modeling_nemotron.py", .rotary_fraction = 0.5,
      .ungated_mlp = true, .activation = A::relu2, .norm = N::layer, .rotary_cat = true},
+    // MinistralConfig (Ministral-8B-2410): Mistral's layers with head_dim (hidden / heads when
+    // null); layer_types (sliding_attention on every layer when sliding_window is set, 4096).
+    {.model_type = "ministral", .source = "ministral/modeling_ministral.py", .sliding = S::every},
+    // SolarOpenConfig (Solar-Open-100B; Glm4MoeConfig's keys): LlamaAttention with q/k/v biases
+    // (attention_bias; o_proj never), head_dim=128, every layer glm4_moe's MoE (n_routed_experts,
+    // 128, fused experts of moe_intermediate_size, fp32 routing weights, e_score_correction_bias
+    // buffer, a shared MLP of moe_intermediate_size * n_shared_experts); partial_rotary_factor 1.
+    {.model_type = "solar_open", .source = "solar_open/modeling_solar_open.py", .head_dim = 128,
+     .qkv_bias = {"attention_bias"}, .o_bias = {}, .mlp_width = W::intermediate_size_if_dense,
+     .experts = Experts::n_routed_experts, .default_experts = 128, .expert_width = ExpertWidth::moe_intermediate_size,
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .fp32_routing_weights = true,
+     .grouped_experts = true},
+    // VaultGemmaConfig (VaultGemma-1B; Gemma2Config's defaults): gemma2's layers without the
+    // post-attention and post-feedforward norms (2 a layer), soft-capping, alternate sliding layers.
+    {.model_type = "vaultgemma", .layout = L::gemma, .family = "gemma", .source = "vaultgemma/modeling_vaultgemma.py",
+     .tied_default = true, .head_dim = 256, .sliding = S::alternate, .softcaps = true, .final_softcap_default = 30.0,
+     .attn_softcap_default = 50.0, .activation = A::gelu_pytorch_tanh, .activation_key = "hidden_activation",
+     .norm = N::rms_fp32, .scaled_embeddings = true},
+    // GraniteSWAConfig (granite-swash): granite's layers (logits / logits_scaling) with a learned
+    // sink per head (GraniteSWAAttention.sinks) and sliding layers (layer_types; default full at
+    // i % 4 == 0); no SDPA path (_supports_sdpa = False): eager, llama's fp32 softmax plus the
+    // logsumexp of the scores for the sink's sigmoid scale. Per-theta rotary modules beside the
+    // unused rotary_emb: 2 tables with one layer_rope_theta.
+    {.model_type = "granite_swa", .source = "granite_swa/modeling_granite_swa.py", .tied_default = true,
+     .rotary_tables = 2, .sliding = S::pattern_first_full, .sliding_pattern = 4, .scaled_logits = true,
+     .eager_only = true, .sink_logits = true},
+    // Cohere2MoeConfig (Command A+ 05-2026): cohere2's parallel layer (one norm: Cohere2MoeLayerNorm,
+    // weight only, or an RMSNorm of the same size when rms_norm_eps is set), head_dim=128, tied,
+    // sliding layers from layer_types (else 3 of every 4), logits * logit_scale; sparse layers from
+    // mlp_layer_types (else after first_k_dense_replace, popped with 0): num_experts fused experts of
+    // intermediate_size through integrations/moe.py (Cohere2MoeTopKRouter casts its scores back to the
+    // hidden states' dtype), a shared MLP of intermediate_size * num_shared_experts (0: none); dense
+    // layers of prefix_dense_intermediate_size (intermediate_size when null).
+    {.model_type = "cohere2_moe", .source = "cohere2_moe/modeling_cohere2_moe.py", .tied_default = true,
+     .head_dim = 128, .sliding = S::pattern, .sliding_pattern = 4, .mlp_width = W::prefix_dense_intermediate_size,
+     .norm = N::layer_no_bias, .parallel_residual = kAlways, .parallel_one_norm = true,
+     .experts = Experts::num_experts, .sparse_layers = SparseLayers::mlp_layer_types_or_first_k,
+     .shared_expert = SharedExpert::n_shared, .n_shared_key = "num_shared_experts", .scaled_logits = true,
+     .grouped_experts = true, .first_k_dense_default = 0},
     // Remote-code types (trust_remote_code; not in transformers 5.17, so counted by hand from
     // their modeling files, tests/unit/spec/config_test.cpp, not built on the device).
     // ExaoneConfig / modeling_exaone.py (LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct, EXAONE 3.5):
@@ -449,7 +488,11 @@ constexpr std::string_view kStructureKeys[] = {
     "audio_config",      "is_encoder_decoder", "encoder_layers",
     // Multi-head latent attention and DeepSeek-V3.2's sparse-attention indexer (DeepseekV32Config);
     // Gemma3nTextConfig's AltUp streams and per-layer embeddings.
-    "kv_lora_rank", "index_topk", "altup_num_inputs", "hidden_size_per_layer_input"};
+    "kv_lora_rank", "index_topk", "altup_num_inputs", "hidden_size_per_layer_input",
+    // transformers 5.17's newest: Gemma4TextConfig's shared KV layers and MoE block, sparse-attention
+    // indexers (MiniMaxM3VLTextConfig index_n_heads), per-layer head counts (LagunaConfig),
+    // hyper-connections (DeepseekV4Config, HYV4Config hc_mult).
+    "num_kv_shared_layers", "enable_moe_block", "index_n_heads", "num_attention_heads_per_layer", "hc_mult"};
 
 /// Keys of layers that are not attention, from the transformers 5.17 config classes (and the
 /// remote-code ones named): MambaConfig / Mamba2Config / FalconMambaConfig state_size;
@@ -464,7 +507,10 @@ constexpr std::string_view kLayerKindKeys[] = {
     "mamba_d_ssm",       "ssm_state_size",   "mamba_num_heads",   "hybrid_override_pattern",
     "attn_layer_indices", "attn_layer_period", "layers_block_type", "hybrid_layer_ids",
     "linear_num_key_heads", "linear_conv_kernel_dim", "conv_L_cache", "full_attn_idxs", "linear_attn_config",
-    "attn_type_list",    "block_types",      "lru_width"};
+    "attn_type_list",    "block_types",      "lru_width",
+    // Recurrences and short convolutions of transformers 5.17's newest: HrmTextConfig's H/L cycles
+    // (layers run several times a token), InklingConfig's conv_kernel_size.
+    "H_cycles", "L_cycles", "conv_kernel_size"};
 
 }  // namespace
 

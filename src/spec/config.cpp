@@ -291,6 +291,7 @@ Shape read_shape(Reader& r, const Architecture& row) {
     case MlpWidth::n_inner: s.I = r.any({"n_inner", "intermediate_size"}).value_or(s.H * 4); break;  // GPT2Block
     case MlpWidth::intermediate_size_or_4h: s.I = r.uint("intermediate_size").value_or(mul(4, s.H)); break;
     case MlpWidth::intermediate_size:
+    case MlpWidth::prefix_dense_intermediate_size:  // the experts' width (cohere2_moe)
     case MlpWidth::intermediate_size_mlp: s.I = r.required({"intermediate_size"}); break;  // llama4: the experts' width
     default: s.I = r.uint("intermediate_size").value_or(0); break;  // set from the type's own key below
   }
@@ -301,7 +302,9 @@ Shape read_shape(Reader& r, const Architecture& row) {
   } else if (row.head_dim != 0 && !r.has("head_dim")) {
     s.hd = row.head_dim;  // the config class's default, not hidden / heads
   } else if (s.H != 0 && s.heads != 0) {
-    if (s.H % s.heads != 0) {
+    // MLA (Layout::deepseek) sizes its heads from qk_nope/qk_rope/v_head_dim, never hidden / heads:
+    // GLM-4.7-Flash has 20 heads over hidden 2048.
+    if (s.H % s.heads != 0 && row.layout != Layout::deepseek) {
       r.diags().add(r.field(gpt2 && r.has("n_head") ? "n_head" : "num_attention_heads"),
                     fmt::format("{} does not divide {} {}", s.heads,
                                 gpt2 && r.has("n_embd") ? "n_embd" : "hidden_size", s.H),
@@ -497,9 +500,10 @@ void refuse_not_decoders(const json& config, const std::string& org, const std::
 
 /// What a hybrid model's refusal tells the user to do.
 constexpr std::string_view kHybridFix =
-    "vramfit lays out attention layers only (full, sliding, chunked): hybrid models with state-space (Mamba), "
-    "linear-attention or convolution layers (qwen3_next, lfm2, falcon_h1, granitemoehybrid, bamba, jamba, "
-    "nemotron_h, zamba2, mamba, minimax) are not supported yet; see the README's list of supported model types";
+    "vramfit lays out full, sliding and chunked attention layers only: hybrid models with state-space (Mamba), "
+    "linear-attention, convolution or compressed/sparse-attention layers (qwen3_next, qwen3_5, lfm2, falcon_h1, "
+    "granitemoehybrid, bamba, jamba, nemotron_h, zamba2, mamba, minimax, deepseek_v4) are not supported yet; see "
+    "the README's list of supported model types";
 
 /// Layers that are not attention have caches (SSM and conv states, not keys and values) and
 /// activations no row models: refused by name, whatever the model_type (a row that reads
@@ -518,7 +522,7 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
     if (!keys.empty()) {
       diags.add(org + ": model_type",
                 fmt::format("{} is not one vramfit knows, and its {} announce layers that are not attention "
-                            "(state-space, linear-attention or convolution layers): their state caches and "
+                            "(state-space, linear-attention, convolution or recurrent layers): their state caches and "
                             "activations are not modelled, not even from the checkpoint's exact weights",
                             type, keys),
                 std::string(kHybridFix));
@@ -542,8 +546,9 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
   }
   if (kind.empty()) return;
   diags.add(prefix + "layer_types",
-            fmt::format("'{}' layers ({} of {}, the first is layer {}) are not attention layers: their state caches "
-                        "and activations are not modelled, so {} cannot be estimated",
+            fmt::format("'{}' layers ({} of {}, the first is layer {}) are not a kind vramfit lays out (full, sliding "
+                        "or chunked attention): their caches and activations are not modelled, so {} cannot be "
+                        "estimated",
                         kind, n, lt->size(), first, type),
             std::string(kHybridFix));
   diags.throw_if_any();
@@ -687,7 +692,7 @@ void read_moe_keys(Ctx& c) {
     } else {
       mk.first_dense = row.sparse_layers == SparseLayers::mlp_layer_types
                            ? 1
-                           : c.r.uint("first_k_dense_replace", true).value_or(1);
+                           : c.r.uint("first_k_dense_replace", true).value_or(row.first_k_dense_default);
     }
   }
   if (row.sparse_layers == SparseLayers::first_k_dense) {
@@ -719,6 +724,11 @@ void read_dims(Ctx& c) {
     case MlpWidth::ffn_dim: s.I = c.r.required({"ffn_dim"}); break;                                   // OPTConfig
     // Llama4TextDecoderLayer: Llama4TextMLP(config, intermediate_size=config.intermediate_size_mlp).
     case MlpWidth::intermediate_size_mlp: s.I = c.r.uint("intermediate_size_mlp").value_or(0); break;
+    // Cohere2MoeDecoderLayer: Cohere2MoeMLP(config, config.prefix_dense_intermediate_size), whose
+    // width falls back to intermediate_size when null.
+    case MlpWidth::prefix_dense_intermediate_size:
+      s.I = c.r.uint("prefix_dense_intermediate_size", true).value_or(s.I);
+      break;
     default: break;
   }
   // GPTBigCode: multi_query (default true) keeps one k/v head.
@@ -807,6 +817,7 @@ void read_options(Ctx& c) {
     c.max_window_layers = c.r.uint("max_window_layers", true).value_or(c.s.L);
   }
   if (row.sliding == Sliding::pattern) c.window_pattern = c.r.uint("sliding_window_pattern").value_or(row.sliding_pattern);
+  if (row.sliding == Sliding::pattern_first_full) c.window_pattern = row.sliding_pattern;  // not a config key
   if (row.sliding == Sliding::chunked) {
     // Llama4TextConfig: attention_chunk_size 8192 (null: no chunking), no_rope_layer_interval 4.
     c.window = c.r.find("attention_chunk_size") == nullptr ? 8192 : c.r.uint("attention_chunk_size", true).value_or(0);
@@ -971,6 +982,9 @@ void fill_sliding(Ctx& c) {
         case Sliding::every: sliding = L; break;
         case Sliding::alternate: sliding = (L + 1) / 2; break;  // layers 0, 2, ...
         case Sliding::pattern: sliding = L - L / c.window_pattern; break;
+        case Sliding::pattern_first_full:  // full at i % pattern == 0: ceil(L / pattern) layers
+          sliding = L - (L / c.window_pattern + (L % c.window_pattern != 0 ? 1 : 0));
+          break;
         case Sliding::from_max_window:
           if (c.qwen_sliding) sliding = c.max_window_layers < L ? L - c.max_window_layers : 0;
           break;
@@ -1076,7 +1090,7 @@ void attention(const Ctx& c, LayerGroup& g) {
     case Layout::gemma: llama_attention(g, s, AttnBias{qkv, qkv, qkv, o}, c.row.names); break;
     case Layout::starcoder2: llama_attention(g, s, AttnBias{qkv, qkv, qkv, o}); break;
   }
-  if (c.row.attention_sinks) g.other_params += s.heads;  // one learned sink logit per head
+  if (c.row.attention_sinks || c.row.sink_logits) g.other_params += s.heads;  // one learned sink logit per head
   if (!c.qk_norm_on) return;
   switch (c.row.qk_norm) {
     case QkNorm::none: break;
@@ -1352,6 +1366,25 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
 }
 }  // namespace
 
+/// The checkpoint's declared dtype: transformers 5's PretrainedConfig keeps it as `dtype` (and reads
+/// `torch_dtype` from older files); a composite config may hold it in text_config only. Other
+/// values (float64, float8 names, a non-string) give none: the default --dtype then stands.
+static std::optional<DType> declared_dtype(const nlohmann::json& config) {
+  for (const nlohmann::json* c : {&config, config.contains("text_config") ? &config["text_config"] : nullptr}) {
+    if (c == nullptr || !c->is_object()) continue;
+    for (const char* key : {"dtype", "torch_dtype"}) {
+      const auto it = c->find(key);
+      if (it == c->end() || !it->is_string()) continue;
+      const std::string& v = it->get_ref<const std::string&>();
+      if (v == "float32") return DType::fp32;
+      if (v == "float16") return DType::fp16;
+      if (v == "bfloat16") return DType::bf16;
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 ModelSpec from_config(const nlohmann::json& config, std::string_view origin, UnknownType unknown) {
   try {
     ModelSpec spec = build(config, origin, unknown);
@@ -1384,6 +1417,7 @@ ModelSpec from_config(const nlohmann::json& config, std::string_view origin, Unk
                                        l.name) == spec.quantization->skip_modules.end())
               spec.quantization->skip_modules.push_back(l.name);
     }
+    spec.stored_dtype = declared_dtype(config);
     return spec;
   } catch (const InputError& e) {
     // checked_mul/checked_add name the field "parameters": say which file is absurd.

@@ -38,7 +38,10 @@ constexpr Bound kBounds[] = {
     {"glm4-mini", 0.01, 0.01, false},
     // cohere/cohere2: logits * logit_scale is one more logits-sized tensor (was 30.53% under).
     {"cohere-mini", 0.01, 0.05, false},
-    {"cohere2-mini", 0.01, 0.03, false},
+    // cohere2-mini's median rose from 0.75% to 1.20% with session 8's prefill rule for sliding layers
+    // (DynamicSlidingWindowLayer keeps a view of the whole prompt's keys and values): its generate
+    // went from -0.4% to +2.1% while vaultgemma's, ministral's, gemma3's and gpt-oss's came closer.
+    {"cohere2-mini", 0.013, 0.03, false},
     // Multi-query falcon: SDPA's math backend materialises the scores (was 74.52% under).
     {"falcon-mq-mini", 0.05, 0.08, false},
     // new_decoder_architecture: the cache keeps every head (cache_all_heads; was 15.84% under).
@@ -135,6 +138,18 @@ constexpr Bound kBounds[] = {
     {"flexolmo-mini", 0.01, 0.05, false, 5},
     {"granitemoeshared-mini", 0.01, 0.04, false, 5},
     {"nemotron-mini", 0.01, 0.01, false, 5},
+    // Session 8, seventh run (gen_s8.py --second). Held out: ministral3 and glm4_moe_lite at full
+    // width (4 layers). Measured after their rows were written, then two rules from the source:
+    // DynamicSlidingWindowLayer keeps a view of the whole prompt's keys and values until the first
+    // decode step (engine/estimate.cpp; vaultgemma's generate was 6.63% under, ministral's 4.20%),
+    // and granite_swa's logsumexp saves the masked scores (its training was 5.34% under).
+    {"ministral-mini", 0.01, 0.02, false, 5},
+    {"solar-open-mini", 0.01, 0.01, false, 5},
+    {"vaultgemma-mini", 0.01, 0.02, false, 5},
+    {"granite-swa-mini", 0.01, 0.01, false, 5},
+    {"cohere2moe-mini", 0.01, 0.03, false, 5},
+    {"ministral3-8b-4l", 0.01, 0.01, false, 5},
+    {"glm47flash-4l", 0.01, 0.03, false, 5},
 };
 
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
@@ -142,7 +157,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = vramfit::test::read_text(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 291);
+  REQUIRE(cases.size() == 326);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -151,8 +166,8 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 272);  // the LoRA cases count trainable parameters, not checked here
-  CHECK(r.params_exact == 272);
+  CHECK(r.params_checked == 300);  // the LoRA cases count trainable parameters, not checked here
+  CHECK(r.params_exact == 300);
   CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);

@@ -75,6 +75,9 @@ enum class MlpWidth {
   /// and the shared expert are intermediate_size wide)
   intermediate_size_mlp,
   intermediate_size_or_4h,  ///< intermediate_size, 4 * hidden when null or absent (ExaoneConfig)
+  /// Cohere2MoeConfig prefix_dense_intermediate_size for the dense layers, intermediate_size when
+  /// null (intermediate_size, required, is the experts' width)
+  prefix_dense_intermediate_size,
 };
 
 /// How a MoE type's config gives its number of routed experts (none: a dense type).
@@ -143,6 +146,9 @@ enum class Sliding {
   /// attention_chunk_size (8192) tokens of cache (get_layer_types_and_kwargs gives them a
   /// DynamicSlidingWindowLayer of that size) and attend through a chunked mask beyond it.
   chunked,
+  /// Full attention on every sliding_window_pattern-th layer counting from the first (i % 4 == 0:
+  /// GraniteSWAConfig's default layer_types), sliding elsewhere.
+  pattern_first_full,
 };
 
 /// Position information.
@@ -336,6 +342,12 @@ struct Architecture {
   /// Layout::deepseek: q_lora_rank when the config has no such key, the config class's default
   /// (DeepseekV2Config / DeepseekV3Config 1536, Glm4MoeLiteConfig 768).
   std::uint64_t q_lora_default = 1536;
+  /// One learned sink logit per head (parameters), without gpt_oss's eager softmax: GraniteSWA's
+  /// eager path takes llama's fp32 softmax and rescales the output by sigmoid(logsumexp - sink).
+  bool sink_logits = false;
+  /// SparseLayers::mlp_layer_types_or_first_k: first_k_dense_replace when the config has no such
+  /// key (ExaoneMoeConfig 1; Cohere2MoeConfig pops it with 0).
+  std::uint64_t first_k_dense_default = 1;
 
   [[nodiscard]] constexpr bool moe() const noexcept { return experts != Experts::none; }
 };

@@ -303,3 +303,34 @@ TEST_CASE("llama.cpp: experts left on the host are copied into the GPU's compute
   CHECK(compute(512, 4) > compute(512, 0));
   CHECK(compute(512, 2) > compute(512, 0));
 }
+
+TEST_CASE("llama.cpp: a deepseek2 file without attn_k_b / attn_v_b caches every head's K and V", "[llamacpp]") {
+  // A small DeepSeek-V2: 2 layers, 4 heads, MLA latent 64 + rope 16, no-rope 32, V 32.
+  const nlohmann::json cfg = {{"model_type", "deepseek_v2"}, {"hidden_size", 256}, {"num_hidden_layers", 2},
+                              {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"intermediate_size", 512},
+                              {"kv_lora_rank", 64}, {"q_lora_rank", nullptr}, {"qk_rope_head_dim", 16},
+                              {"qk_nope_head_dim", 32}, {"v_head_dim", 32}, {"vocab_size", 1000},
+                              {"max_position_embeddings", 4096}, {"tie_word_embeddings", false},
+                              {"n_routed_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 64},
+                              {"n_shared_experts", 1}, {"first_k_dense_replace", 1}, {"moe_layer_freq", 1}};
+  const spec::ModelSpec m = spec::from_config(cfg, "tiny-mla");
+  auto tensors = tensors_of(m, "F16");
+  // The current converter: kv_b_proj split into attn_k_b [32, 64, 4] and attn_v_b [64, 32, 4].
+  std::size_t k_b = 0, v_b = 0, kv_b = 0;
+  for (const auto& t : tensors) {
+    if (t.name.find(".attn_k_b.") != std::string::npos && t.ne == std::vector<std::uint64_t>{32, 64, 4}) ++k_b;
+    if (t.name.find(".attn_v_b.") != std::string::npos && t.ne == std::vector<std::uint64_t>{64, 32, 4}) ++v_b;
+    if (t.name.find(".attn_kv_b.") != std::string::npos) ++kv_b;
+  }
+  CHECK(k_b == 2);
+  CHECK(v_b == 2);
+  CHECK(kv_b == 0);
+  Settings s;
+  s.ctx_size = 512;
+  // MLA: per layer and cell the latent + rope key (80) and the latent as V (64), in f16.
+  CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (80 + 64) * 2);
+  // A file converted before MLA support (one attn_kv_b): every head's K (32 + 16) and V (32).
+  for (auto& t : tensors)
+    if (const auto at = t.name.find(".attn_k_b."); at != std::string::npos) t.name.replace(at, 10, ".attn_kv_b.");
+  CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (4 * 48 + 4 * 32) * 2);
+}

@@ -737,10 +737,12 @@ TEST_CASE("config: hybrid models (state-space, linear-attention, conv layers) ar
     const auto d = diags_of(text);
     REQUIRE(d.size() == 1);
     CHECK(d[0].field == "config.json: layer_types");
-    CHECK(d[0].problem == "'linear_attention' layers (2 of 4, the first is layer 1) are not attention layers: their "
-                          "state caches and activations are not modelled, so model_type '" +
+    CHECK(d[0].problem == "'linear_attention' layers (2 of 4, the first is layer 1) are not a kind vramfit lays out "
+                          "(full, sliding or chunked attention): their caches and activations are not modelled, so "
+                          "model_type '" +
                               type + "' cannot be estimated");
-    CHECK(d[0].fix.find("hybrid models with state-space (Mamba), linear-attention or convolution layers") !=
+    CHECK(d[0].fix.find("hybrid models with state-space (Mamba), linear-attention, convolution or "
+                        "compressed/sparse-attention layers") !=
           std::string::npos);
     // Not even with the checkpoint's exact weights.
     CHECK_THROWS_AS(from_config_text(text, "config.json", UnknownType::generic), InputError);
@@ -748,7 +750,8 @@ TEST_CASE("config: hybrid models (state-space, linear-attention, conv layers) ar
   // Legacy and attention kinds lay out as before (configuration_utils remaps "attention").
   CHECK(diags_of(llama_with("layer_types", R"(["attention","full_attention"])")).empty());
   CHECK(diags_of(llama_with("layer_types", R"(["sliding_attention","chunked_attention"])")).empty());
-  for (const std::string kind : {"mamba", "conv", "hybrid", "moe"}) {
+  for (const std::string kind : {"mamba", "conv", "hybrid", "moe", "compressed_sparse_attention",
+                                 "deepseek_sparse_attention"}) {
     const auto d = diags_of(llama_with("layer_types", "[\"full_attention\",\"" + kind + "\"]"));
     REQUIRE(d.size() == 1);
     CHECK(d[0].problem.rfind("'" + kind + "' layers (1 of 2, the first is layer 1)", 0) == 0);
@@ -769,7 +772,7 @@ TEST_CASE("config: hybrid models (state-space, linear-attention, conv layers) ar
       CHECK(e.diagnostics()[0].field == "config.json: model_type");
       CHECK(e.diagnostics()[0].problem ==
             R"(model_type 'nemotron_h' is not one vramfit knows, and its "ssm_state_size", "hybrid_override_pattern" )"
-            "announce layers that are not attention (state-space, linear-attention or convolution layers): their "
+            "announce layers that are not attention (state-space, linear-attention, convolution or recurrent layers): their "
             "state caches and activations are not modelled, not even from the checkpoint's exact weights");
     }
   }

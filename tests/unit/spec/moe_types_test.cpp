@@ -235,3 +235,93 @@ TEST_CASE("minimax_m2: what transformers does not build is said", "[spec][arch]"
                       "not counted");
   CHECK(m.notes[1].starts_with("rotary_dim is not read by transformers for this model_type"));
 }
+
+TEST_CASE("session 8 MoE types: GLM-4.7-Flash, K-EXAONE's layer lists, granitemoeshared's shared MLP", "[spec][arch]") {
+  // GLM-4.7-Flash's published dimensions (Glm4MoeLiteConfig's defaults, 29,943,390,976 parameters
+  // in transformers 5.17, transformers_counts.json): 20 heads over hidden 2048 were refused as
+  // "does not divide hidden_size", though MLA sizes its heads from qk_nope/qk_rope/v_head_dim.
+  const char* flash = R"({"model_type":"glm4_moe_lite","hidden_size":2048,"intermediate_size":10240,
+    "moe_intermediate_size":1536,"num_hidden_layers":47,"num_attention_heads":20,"num_key_value_heads":20,
+    "n_shared_experts":1,"n_routed_experts":64,"num_experts_per_tok":4,"kv_lora_rank":512,"q_lora_rank":768,
+    "qk_rope_head_dim":64,"v_head_dim":256,"qk_nope_head_dim":192,"first_k_dense_replace":1,
+    "num_nextn_predict_layers":1,"vocab_size":154880,"max_position_embeddings":202752,"tie_word_embeddings":false})";
+  const ModelSpec f = from_config_text(flash, "config.json");
+  CHECK(f.params == 29943390976ULL);
+  CHECK(dense_and_sparse(f) == std::pair<std::uint64_t, std::uint64_t>{1, 46});
+  CHECK(f.head_dim == 256);
+  CHECK(f.kv_lora_rank == 512);
+  // Without q_lora_rank, Glm4MoeLiteConfig's default 768 (DeepseekV3Config's is 1536).
+  nlohmann::json nq = nlohmann::json::parse(flash);
+  nq.erase("q_lora_rank");
+  const ModelSpec fq = from_config(nq, "config.json");
+  CHECK(fq.q_lora_rank == 768);
+  CHECK(fq.params == f.params);
+  CHECK(has_note(fq, "q_lora_rank is absent: used the config class's default 768"));
+  // mlp_layer_types decides, first_k_dense_replace is not read (Glm4MoeLiteConfig).
+  nlohmann::json lt = nlohmann::json::parse(flash);
+  lt["num_hidden_layers"] = 4;
+  lt["first_k_dense_replace"] = 3;
+  CHECK(dense_and_sparse(from_config(lt, "config.json")) == std::pair<std::uint64_t, std::uint64_t>{1, 3});
+  lt["mlp_layer_types"] = {"dense", "dense", "sparse", "dense"};
+  CHECK(dense_and_sparse(from_config(lt, "config.json")) == std::pair<std::uint64_t, std::uint64_t>{3, 1});
+  lt["mlp_layer_types"] = {"dense", "sparse"};
+  auto d = diags_of(lt.dump());
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "config.json: mlp_layer_types");
+  CHECK(d[0].problem == "2 entries for num_hidden_layers 4");
+  lt["mlp_layer_types"] = {"dense", "sparse", "moe", "dense"};
+  d = diags_of(lt.dump());
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].problem == "expected \"dense\" or \"sparse\", got \"moe\"");
+
+  // exaone_moe: first_k_dense_replace (1 when absent) without mlp_layer_types.
+  const char* kex = R"({"model_type":"exaone_moe","hidden_size":256,"intermediate_size":512,"moe_intermediate_size":64,
+    "num_experts":8,"num_experts_per_tok":2,"num_shared_experts":1,"num_hidden_layers":6,"num_attention_heads":4,
+    "num_key_value_heads":2,"head_dim":64,"vocab_size":1000,"sliding_window":128,"first_k_dense_replace":2})";
+  CHECK(dense_and_sparse(from_config_text(kex, "config.json")) == std::pair<std::uint64_t, std::uint64_t>{2, 4});
+  nlohmann::json k1 = nlohmann::json::parse(kex);
+  k1.erase("first_k_dense_replace");
+  const ModelSpec e = from_config(k1, "config.json");
+  CHECK(dense_and_sparse(e) == std::pair<std::uint64_t, std::uint64_t>{1, 5});
+  CHECK(e.moe.shared_intermediate == 64);
+  CHECK(e.sliding_layers == 5);  // all but every 4th (layer 3): 6 - 6 / 4
+
+  // granitemoeshared: shared_mlp.input_linear (H -> 2 x 96) and output_linear, beside the experts.
+  const char* gms = R"({"model_type":"granitemoeshared","hidden_size":256,"intermediate_size":64,
+    "shared_intermediate_size":96,"num_local_experts":4,"num_experts_per_tok":2,"num_hidden_layers":2,
+    "num_attention_heads":4,"vocab_size":1000})";
+  const ModelSpec g = from_config_text(gms, "config.json");
+  CHECK(g.moe.shared_intermediate == 96);
+  nlohmann::json g0 = nlohmann::json::parse(gms);
+  g0["shared_intermediate_size"] = 0;
+  CHECK(g.params - from_config(g0, "config.json").params == 2 * (256 * 2 * 96 + 96 * 256));
+}
+
+TEST_CASE("transformers 5.17's newest hybrid and sparse-attention types are refused, with their headers too",
+          "[spec][arch]") {
+  // Default configs of the config classes (transformers_counts.json, probe_s8b.py on the H200): the
+  // field named is the layer kind (layer_types) or model_type with the keys of a recurrence.
+  const auto counts = nlohmann::json::parse(vramfit::test::read_text(kArch / "transformers_counts.json"));
+  const std::pair<const char*, const char*> refused[] = {
+      {"qwen4_exp_text", "config.json: model_type"},   {"deepseek_v4", "config.json: layer_types"},
+      {"hy_v4", "config.json: layer_types"},           {"axk2", "config.json: layer_types"},
+      {"inkling_text", "config.json: model_type"},     {"hrm_text", "config.json: model_type"},
+  };
+  for (const auto& [type, field] : refused) {
+    INFO(type);
+    const nlohmann::json* found = nullptr;
+    for (const auto& r : counts["results"])
+      if (r["id"] == std::string(type) + ":default") found = &r;
+    REQUIRE(found != nullptr);
+    const std::string text = (*found)["config"].dump();
+    for (const UnknownType u : {UnknownType::refuse, UnknownType::generic}) {
+      try {
+        (void)from_config_text(text, "config.json", u);
+        FAIL("estimated");
+      } catch (const InputError& e) {
+        REQUIRE(e.diagnostics().size() == 1);
+        CHECK(e.diagnostics()[0].field == field);
+      }
+    }
+  }
+}
