@@ -113,7 +113,9 @@ LossBytes fused_linear_loss(const LossInput& in) {
   const Bytes input_cast = p.residual != p.compute ? Bytes{mul(rows, h, p.compute)} : Bytes{};
   // The three steps of a chunk, each beside the chunk's logits.
   const Bytes logits_step = weight_cast + input_cast;
-  const Bytes grad_input_step = Bytes{mul(rows, h, p.compute)} + weight_cast;
+  // `grad_logits_chunk @ weight`: autocast caches this cast of a trained weight (a leaf, not a
+  // view): head_saved's autocast copy already counts it; a frozen one is cast per use.
+  const Bytes grad_input_step = Bytes{mul(rows, h, p.compute)} + (trains_head ? Bytes{} : weight_cast);
   Bytes grad_weight_step;
   if (trains_head) {
     if (p.param == kFp32 && p.compute != kFp32) grad_weight_step = input_cast;    // addmm out_dtype
