@@ -145,8 +145,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "a Hugging Face config.json, or a folder holding it (and safetensors files, read for exact sizes)",
       model_group);
   add(e, o, "--dtype", f.dtype, "DTYPE",
-      "weights dtype: fp32 fp16 bf16 fp8 int8 int4 nf4 (default bf16; nf4 for qlora; a checkpoint's "
-      "quantization_config when it has one)",
+      "weights dtype: fp32 fp16 bf16 fp8 int8 int4 nf4 (default: the dtype the config declares, as transformers 5 "
+      "loads it, else bf16; nf4 for qlora; a checkpoint's quantization_config when it has one)",
       model_group);
   const std::string quant = "Quantization";
   add(e, o, "--quant", f.quant, "SCHEME",

@@ -1366,6 +1366,25 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
 }
 }  // namespace
 
+/// The checkpoint's declared dtype: transformers 5's PretrainedConfig keeps it as `dtype` (and reads
+/// `torch_dtype` from older files); a composite config may hold it in text_config only. Other
+/// values (float64, float8 names, a non-string) give none: the default --dtype then stands.
+static std::optional<DType> declared_dtype(const nlohmann::json& config) {
+  for (const nlohmann::json* c : {&config, config.contains("text_config") ? &config["text_config"] : nullptr}) {
+    if (c == nullptr || !c->is_object()) continue;
+    for (const char* key : {"dtype", "torch_dtype"}) {
+      const auto it = c->find(key);
+      if (it == c->end() || !it->is_string()) continue;
+      const std::string& v = it->get_ref<const std::string&>();
+      if (v == "float32") return DType::fp32;
+      if (v == "float16") return DType::fp16;
+      if (v == "bfloat16") return DType::bf16;
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 ModelSpec from_config(const nlohmann::json& config, std::string_view origin, UnknownType unknown) {
   try {
     ModelSpec spec = build(config, origin, unknown);
@@ -1398,6 +1417,7 @@ ModelSpec from_config(const nlohmann::json& config, std::string_view origin, Unk
                                        l.name) == spec.quantization->skip_modules.end())
               spec.quantization->skip_modules.push_back(l.name);
     }
+    spec.stored_dtype = declared_dtype(config);
     return spec;
   } catch (const InputError& e) {
     // checked_mul/checked_add name the field "parameters": say which file is absurd.

@@ -252,6 +252,14 @@ std::optional<std::string> resolve_packing(Workload& w, const ModelSpec& m, cons
                        name_of(*q));
   }
   if (!q && !request.dtype_given && w.mode == Mode::qlora) q = default_quantization(DType::nf4);
+  // transformers 5 loads a checkpoint in the dtype its config declares (from_pretrained's
+  // dtype="auto" default, huggingface/transformers#42805): gemma-2's float32, pythia's float16.
+  if (!q && !request.dtype_given && m.stored_dtype && *m.stored_dtype != w.weights) {
+    w.weights = *m.stored_dtype;
+    note = fmt::format("weights in {0}, the dtype config.json declares: transformers 5 loads a checkpoint in its own "
+                       "dtype unless from_pretrained() is given one; --dtype bf16 estimates them in bf16",
+                       name_of(w.weights));
+  }
   if (!q && !is_float_compute(w.weights)) q = default_quantization(w.weights);
   if (q) {
     if (request.double_quant && q->method == QuantMethod::bnb_4bit) q->double_quant = true;

@@ -86,6 +86,9 @@ struct ModelSpec {
   std::uint64_t intermediate_size = 0;    ///< dense MLP width (0 when every layer is MoE)
   std::uint64_t vocab_size = 0;
   std::uint64_t max_positions = 0;
+  /// The dtype the checkpoint declares (config.json's `dtype`, or `torch_dtype` before transformers
+  /// 5), when a float type vramfit models: what from_pretrained() loads without a dtype argument.
+  std::optional<DType> stored_dtype;
   bool tied_embeddings = false;
   bool gated_mlp = true;                  ///< SwiGLU-style gate*up
   bool learned_positions = false;         ///< GPT-2 style absolute position table

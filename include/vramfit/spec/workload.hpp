@@ -210,9 +210,10 @@ struct PackingRequest {
 
 /// The one precedence rule for the weights' packing: `--quant`, else a packed `--dtype`
 /// (w.weights: its default scheme), else the checkpoint's own quantization_config or GGUF
-/// type (when no `--dtype` was given), else QLoRA's nf4 base; double quantization and the
-/// skipped modules then apply to the scheme chosen. Sets w.quant and w.weights together
-/// (set_packing). Returns the note to print when the checkpoint's packing was chosen.
+/// type (when no `--dtype` was given), else QLoRA's nf4 base, else (no `--dtype`) the float dtype
+/// the config declares (ModelSpec::stored_dtype); double quantization and the skipped modules then
+/// apply to the scheme chosen. Sets w.quant and w.weights together (set_packing). Returns the note
+/// to print when the checkpoint's packing or dtype was chosen.
 std::optional<std::string> resolve_packing(Workload& w, const ModelSpec& m, const PackingRequest& request);
 
 /// True when the weights are loaded packed as the checkpoint stores them and its tensors were

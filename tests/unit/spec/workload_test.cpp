@@ -276,3 +276,35 @@ TEST_CASE("workload: a learned position table bounds the sequence; rotary models
   w.seq = 1 << 20;
   CHECK(check(w).empty());
 }
+
+TEST_CASE("workload: without --dtype the weights take the dtype the config declares (transformers 5's dtype=auto)", "[spec]") {
+  const auto spec_with = [](const std::string& extra) {
+    return from_config_text(R"({"model_type":"llama","hidden_size":256,"intermediate_size":688,"num_hidden_layers":2,
+        "num_attention_heads":8,"vocab_size":1000)" + extra + "}", "config.json");
+  };
+  const ModelSpec f32 = spec_with(R"(,"torch_dtype":"float32")");
+  REQUIRE(f32.stored_dtype == DType::fp32);
+  // transformers 5 writes `dtype`; it wins over an older `torch_dtype` key.
+  CHECK(spec_with(R"(,"dtype":"float16","torch_dtype":"float32")").stored_dtype == DType::fp16);
+  CHECK(spec_with(R"(,"text_config":{"torch_dtype":"bfloat16"})").stored_dtype == DType::bf16);
+  // A value vramfit does not model leaves the default.
+  CHECK_FALSE(spec_with(R"(,"torch_dtype":"float64")").stored_dtype.has_value());
+  CHECK_FALSE(spec_with(R"(,"torch_dtype":7)").stored_dtype.has_value());
+
+  Workload w;  // bf16 by default
+  auto note = resolve_packing(w, f32, {std::nullopt, false, false, {}});
+  CHECK(w.weights == DType::fp32);
+  REQUIRE(note.has_value());
+  CHECK(*note ==
+        "weights in fp32, the dtype config.json declares: transformers 5 loads a checkpoint in its own dtype unless "
+        "from_pretrained() is given one; --dtype bf16 estimates them in bf16");
+  // --dtype given: it stands, no note.
+  w = Workload{};
+  CHECK_FALSE(resolve_packing(w, f32, {std::nullopt, true, false, {}}).has_value());
+  CHECK(w.weights == DType::bf16);
+  // QLoRA packs the base weights in nf4 whatever the config declares.
+  w = Workload{};
+  w.mode = Mode::qlora;
+  (void)resolve_packing(w, f32, {std::nullopt, false, false, {}});
+  CHECK(w.weights == DType::nf4);
+}
