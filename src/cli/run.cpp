@@ -279,7 +279,7 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
   add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings)", g);
   add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default 256)", g);
-  add(e, o, "--max-num-batched-tokens", s.max_num_batched_tokens, "N", "vLLM: tokens per step, sizes the profile run (default 8192)", g);
+  add(e, o, "--max-num-batched-tokens", s.max_num_batched_tokens, "N", "vLLM: tokens per step, sizes the profile run (default as vllm serve: 8192 on a card of 70 GiB or more but an A100, else 2048; V0 releases: see the README)", g);
   add(e, o, "--kv-cache-dtype", s.kv_cache_dtype, "D", "vLLM: auto or fp8 (fp8_e4m3, fp8_e5m2)", g);
   CLI::Option* ee = e->add_flag("--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs")->group(g);
   o.flag_options[e->get_name()].emplace_back("--enforce-eager", ee);
