@@ -75,11 +75,12 @@ constexpr std::array<std::pair<std::string_view, Offload>, 3> kOffload{{
     {"params", Offload::params},
 }};
 
-constexpr std::array<std::pair<std::string_view, Loss>, 4> kLoss{{
+constexpr std::array<std::pair<std::string_view, Loss>, 5> kLoss{{
     {"hf", Loss::hf},                      // transformers ForCausalLMLoss (loss_utils.py)
     {"chunked", Loss::chunked},            // torchtune CEWithChunkedOutputLoss
     {"fused-linear", Loss::fused_linear},  // Liger LigerFusedLinearCrossEntropyLoss, Unsloth
     {"liger", Loss::fused_linear},
+    {"cce", Loss::cce},                    // Apple ml-cross-entropy linear_cross_entropy (impl "cce")
 }};
 
 constexpr std::array<std::pair<std::string_view, Recipe>, 5> kRecipes{{

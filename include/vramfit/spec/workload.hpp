@@ -67,6 +67,7 @@ enum class Loss {
   hf,            ///< transformers' ForCausalLMLoss: the full logits, upcast to fp32
   chunked,       ///< torchtune's CEWithChunkedOutputLoss: 8 chunks, each upcast on its own
   fused_linear,  ///< Liger's fused linear cross-entropy: lm_head + loss per chunk, no full logits
+  cce,           ///< Apple's Cut Cross-Entropy: logits only in on-chip tiles, recomputed in backward
 };
 
 /// torch.compile of the training step (`--compile`; engine/levers.cpp has what it changes).
