@@ -190,6 +190,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--lora-dropout", f.lora_dropout, "P", "LoRA dropout probability (default 0)", work);
   add(e, o, "--lora-dtype", f.lora_dtype, "DTYPE",
       "the adapters' dtype: fp32 (peft's default) or bf16 / fp16 (peft autocast_adapter_dtype=False, torchtune)", work);
+  add(e, o, "--lora-kernels", f.lora_kernels, "KIND",
+      "peft (peft's LoRA layers, the default) or unsloth (Unsloth's fused LoRA_QKV / LoRA_W / LoRA_MLP and its "
+      "RMSNorm / RoPE kernels)",
+      work);
   add(e, o, "--grad-accum", f.grad_accum, "K", "gradient accumulation steps (default 1)", work);
   add(e, o, "--gpus", f.gpus, "N", "GPUs the job runs on (default 1)", work);
   add(e, o, "--sharding", f.sharding, "HOW",
@@ -207,7 +211,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS, kernels), when you measured it: 700MiB", work);
   const std::string levers = "Training levers";
   add(e, o, "--loss", f.loss, "KIND",
-      "hf (transformers: full fp32 logits, the default), chunked (torchtune) or fused-linear (Liger, Unsloth)",
+      "hf (transformers: full fp32 logits, the default), chunked (torchtune), fused-linear (Liger) or cce (Cut "
+      "Cross-Entropy, Unsloth)",
       levers);
   add(e, o, "--fsdp-mixed-precision", f.fsdp_mixed_precision, "DTYPE",
       "bf16 or fp16: FSDP MixedPrecisionPolicy param_dtype over fp32 sharded weights (--dtype fp32 --sharding fsdp)",
@@ -278,7 +283,7 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
   add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings)", g);
   add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default 256)", g);
-  add(e, o, "--max-num-batched-tokens", s.max_num_batched_tokens, "N", "vLLM: tokens per step, sizes the profile run (default 8192)", g);
+  add(e, o, "--max-num-batched-tokens", s.max_num_batched_tokens, "N", "vLLM: tokens per step, sizes the profile run (default as vllm serve: 8192 on a card of 70 GiB or more but an A100, else 2048; V0 releases: see the README)", g);
   add(e, o, "--kv-cache-dtype", s.kv_cache_dtype, "D", "vLLM: auto or fp8 (fp8_e4m3, fp8_e5m2)", g);
   CLI::Option* ee = e->add_flag("--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs")->group(g);
   o.flag_options[e->get_name()].emplace_back("--enforce-eager", ee);

@@ -451,6 +451,22 @@ struct VllmJob {
   std::optional<Cards> cards;
 };
 
+/// `vllm serve`'s max_num_batched_tokens when none is given (vllm/engine/arg_utils.py). V1
+/// (0.8 on; get_batch_defaults): 8192 on a card of 70 GiB or more whose name is not an A100
+/// (PR #17885: a larger budget slowed the A100 down), else 2048 (0.8 and 0.9 tested the names
+/// h100/h200 instead of the size: an 80 GiB card of another name differs there). V0
+/// (SchedulerConfig): max(max_model_len, 2048), or with chunked prefill, which V0 turns on past
+/// 32K tokens of context, 512 in 0.6 and 2048 in 0.7.
+std::uint64_t default_batched_tokens(const engine::vllm::Settings& st, std::uint64_t max_model_len,
+                                     const std::string& card_label) {
+  if (st.v0_engine) {
+    if (max_model_len > 32768) return st.release.at_least(0, 7) ? 2048 : 512;
+    return std::max<std::uint64_t>(max_model_len, 2048);
+  }
+  const bool large = st.gpu_memory.value() >= GiB(70).value() && card_label.find("a100") == std::string::npos;
+  return large ? 8192 : 2048;
+}
+
 VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& catalog, bool required) {
   VllmJob j;
   Diagnostics d;
@@ -520,6 +536,11 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
   if (j.cards) st.compute_capability = j.cards->compute_capability.front();
+  if (s.max_num_batched_tokens.empty()) {
+    const std::uint64_t len = st.max_model_len.value_or(j.model.spec.max_positions);
+    const std::string label = j.cards ? lower(j.cards->labels.front()) : std::string();
+    st.max_num_batched_tokens = default_batched_tokens(st, len, label);
+  }
   return j;
 }
 

@@ -289,3 +289,25 @@ TEST_CASE("serving: --engine vllm --no-flashinfer: the release's FlashInfer samp
   const CliResult llama = run_cli({"estimate", "--engine", "llama.cpp", "--model", "qwen3-8b", "--no-flashinfer"});
   CHECK(llama.code == 2);
 }
+
+TEST_CASE("serving: vLLM's max_num_batched_tokens defaults as vllm serve picks it, by card and release", "[cli][serving]") {
+  auto batched = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    REQUIRE(r.err.empty());
+    return parse(r)["engine"]["max_num_batched_tokens"].get<std::uint64_t>();
+  };
+  // V1 (arg_utils.py get_batch_defaults): 70 GiB or more and not an A100: 8192, else 2048.
+  CHECK(batched({"--gpu", "h100-80gb"}) == 8192);
+  CHECK(batched({"--gpu", "a100-80gb"}) == 2048);
+  CHECK(batched({"--gpu", "rtx-4090"}) == 2048);
+  CHECK(batched({"--budget", "96GiB"}) == 8192);
+  // Given, it stands.
+  CHECK(batched({"--gpu", "rtx-4090", "--max-num-batched-tokens", "4096"}) == 4096);
+  // V0: max(max_model_len, 2048); chunked prefill past 32K: 512 in 0.6, 2048 in 0.7.
+  CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "20000"}) == 20000);
+  CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "1024"}) == 2048);
+  CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "35000"}) == 512);
+  CHECK(batched({"--gpu", "h100-80gb", "--vllm-version", "0.7.3"}) == 2048);
+}
