@@ -109,7 +109,7 @@ spec::Workload workload_of(const json& c, const std::string& where) {
   // The training levers (tests/accuracy/levers/measure_levers.py).
   if (c.contains("loss") && !c["loss"].is_null()) {
     const auto l = c["loss"].is_string() ? spec::parse_loss(c["loss"].get<std::string>()) : std::nullopt;
-    if (!l) throw InputError(where + ": loss", fmt::format("unknown loss {}", json_excerpt(c["loss"])), "use hf, chunked or fused-linear");
+    if (!l) throw InputError(where + ": loss", fmt::format("unknown loss {}", json_excerpt(c["loss"])), "use hf, chunked, fused-linear or cce");
     w.loss = *l;
   }
   if (c.contains("compile") && !c["compile"].is_null()) {

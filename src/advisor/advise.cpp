@@ -278,8 +278,29 @@ Proposal propose_expandable_segments(const Context&, const spec::Workload& cur,
 constexpr std::uint64_t kLogitsPercentThreshold = 10;
 
 // Hugging Face's loss upcasts the whole logits to fp32 (3 fp32 logits-sized tensors at the
-// start of backward); Liger's fused linear cross-entropy never builds them.
-Proposal propose_fused_loss(const Context&, const spec::Workload& cur, const engine::Breakdown& est) {
+// start of backward); a chunked loss holds them a chunk at a time, Liger's fused linear
+// cross-entropy and Cut Cross-Entropy never build them. Each is re-estimated; the lowest peak
+// is proposed (on a tie the earlier row).
+struct LossChoice {
+  spec::Loss loss;
+  const char* how;
+  const char* cost;
+};
+
+constexpr std::array<LossChoice, 3> kLossChoices{{
+    {spec::Loss::cce,
+     "Cut Cross-Entropy: from cut_cross_entropy import linear_cross_entropy; loss = linear_cross_entropy("
+     "hidden_states, lm_head.weight, labels, shift=1) (Unsloth uses it)",
+     "needs the cut-cross-entropy package (Triton, Ampere or newer); same loss, about the same speed"},
+    {spec::Loss::fused_linear,
+     "Liger: apply_liger_kernel_to_<model>(fused_linear_cross_entropy=True), or TRL SFTConfig(use_liger_kernel="
+     "True)",
+     "needs the liger-kernel package; same loss, about the same speed"},
+    {spec::Loss::chunked, "torchtune: loss CEWithChunkedOutputLoss (lm_head output in 8 chunks)",
+     "no extra package; same loss, about the same speed"},
+}};
+
+Proposal propose_fused_loss(const Context& ctx, const spec::Workload& cur, const engine::Breakdown& est) {
   if (!cur.trains()) return skip("no loss is computed outside training");
   if (cur.loss != spec::Loss::hf)
     return skip(fmt::format("the loss is already {}", spec::name_of(cur.loss)));
@@ -291,15 +312,20 @@ Proposal propose_fused_loss(const Context&, const spec::Workload& cur, const eng
     return skip(fmt::format("the logits are {}% of the peak, under {}%: little for a fused loss to save", share,
                             kLogitsPercentThreshold));
   Proposal p;
+  for (const auto& c : kLossChoices) {
+    spec::Workload next = cur;
+    next.loss = c.loss;
+    engine::Breakdown b = engine::estimate(ctx.model, next);
+    if (p.estimate && b.peak_allocated >= p.estimate->peak_allocated) continue;
+    p.next = next;
+    p.estimate = std::move(b);
+    p.how = c.how;
+    p.warning = c.cost;
+  }
   p.applies = true;
-  p.next = cur;
-  p.next.loss = spec::Loss::fused_linear;
-  p.reason = fmt::format("the logits are {}% of the peak: compute lm_head and the loss chunk by chunk, never the "
-                         "full fp32 logits",
-                         share);
-  p.how = "Liger: apply_liger_kernel_to_<model>(fused_linear_cross_entropy=True), or TRL SFTConfig(use_liger_kernel="
-          "True); torchtune: loss CEWithChunkedOutputLoss (chunked, no extra package)";
-  p.warning = "needs the liger-kernel package; same loss, about the same speed";
+  p.reason = fmt::format("the logits are {}% of the peak: {} saves the most of the fused and chunked losses, never "
+                         "the full fp32 logits",
+                         share, spec::name_of(p.next.loss));
   return p;
 }
 

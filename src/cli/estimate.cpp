@@ -93,7 +93,7 @@ struct ModeFlag {
 
 bool generates(spec::Mode m) { return m == spec::Mode::generate; }
 
-constexpr std::array<ModeFlag, 16> kModeFlags{{
+constexpr std::array<ModeFlag, 17> kModeFlags{{
     // The optimizer, its step and recomputation exist only when training.
     {"--optimizer", spec::trains, "--mode train, lora and qlora"},
     {"--grad-accum", spec::trains, "--mode train, lora and qlora"},
@@ -113,6 +113,7 @@ constexpr std::array<ModeFlag, 16> kModeFlags{{
     {"--lora-targets", spec::uses_lora, "--mode lora and qlora"},
     {"--lora-dropout", spec::uses_lora, "--mode lora and qlora"},
     {"--lora-dtype", spec::uses_lora, "--mode lora and qlora"},
+    {"--lora-kernels", spec::uses_lora, "--mode lora and qlora"},
 }};
 
 std::vector<std::string> split_targets(const std::string& text) {
@@ -348,6 +349,13 @@ void parse_workload_numbers(const EstimateFlags& f, spec::Workload& w, Diagnosti
     else if (f.lora_dtype != "fp32")
       diags.add("--lora-dtype", fmt::format("unknown adapter dtype '{}'", f.lora_dtype),
                 "give fp32 (peft's default), bf16 or fp16");
+  }
+  if (f.has("--lora-kernels")) {
+    if (f.lora_kernels == "unsloth")
+      w.lora.unsloth_kernels = true;
+    else if (f.lora_kernels != "peft")
+      diags.add("--lora-kernels", fmt::format("unknown LoRA kernels '{}'", f.lora_kernels),
+                "give peft (peft's LoRA layers, the default) or unsloth (Unsloth's fused LoRA autograd functions)");
   }
   if (f.has("--lora-dropout")) {
     double p = 0;

@@ -190,6 +190,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--lora-dropout", f.lora_dropout, "P", "LoRA dropout probability (default 0)", work);
   add(e, o, "--lora-dtype", f.lora_dtype, "DTYPE",
       "the adapters' dtype: fp32 (peft's default) or bf16 / fp16 (peft autocast_adapter_dtype=False, torchtune)", work);
+  add(e, o, "--lora-kernels", f.lora_kernels, "KIND",
+      "peft (peft's LoRA layers, the default) or unsloth (Unsloth's fused LoRA_QKV / LoRA_W / LoRA_MLP and its "
+      "RMSNorm / RoPE kernels)",
+      work);
   add(e, o, "--grad-accum", f.grad_accum, "K", "gradient accumulation steps (default 1)", work);
   add(e, o, "--gpus", f.gpus, "N", "GPUs the job runs on (default 1)", work);
   add(e, o, "--sharding", f.sharding, "HOW",
@@ -207,7 +211,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS, kernels), when you measured it: 700MiB", work);
   const std::string levers = "Training levers";
   add(e, o, "--loss", f.loss, "KIND",
-      "hf (transformers: full fp32 logits, the default), chunked (torchtune) or fused-linear (Liger, Unsloth)",
+      "hf (transformers: full fp32 logits, the default), chunked (torchtune), fused-linear (Liger) or cce (Cut "
+      "Cross-Entropy, Unsloth)",
       levers);
   add(e, o, "--fsdp-mixed-precision", f.fsdp_mixed_precision, "DTYPE",
       "bf16 or fp16: FSDP MixedPrecisionPolicy param_dtype over fp32 sharded weights (--dtype fp32 --sharding fsdp)",

@@ -131,6 +131,19 @@ bool fused_gate_up(const ModelSpec& m, const spec::LayerGroup& g) {
 
 bool gpt2_style(const ModelSpec& m) { return m.learned_positions; }
 
+// Unsloth's kernels (--lora-kernels unsloth; unsloth/kernels/fast_lora.py, rms_layernorm.py,
+// rope_embedding.py). Its RMSNorm and RoPE kernels replace the model's in every layer;
+// patch_peft_model (unsloth/models/llama.py) gives a block to a fused LoRA autograd function
+// only when every projection of the block has an adapter and no bias and lora_dropout is 0
+// (LoRA_QKV: q, k and v; LoRA_W: o; LoRA_MLP: gate, up and down); otherwise peft's forward runs.
+bool unsloth(const Workload& w) { return spec::uses_lora(w.mode) && w.lora.unsloth_kernels; }
+
+bool unsloth_patched(const spec::LayerGroup& g, const Workload& w, spec::Role r, std::ptrdiff_t count) {
+  if (!unsloth(w) || w.lora.dropout > 0 || count_role(g, r) != count) return false;
+  return std::all_of(g.linears.begin(), g.linears.end(),
+                     [&](const Linear& l) { return l.role != r || (!l.bias && lora_targets(w, l)); });
+}
+
 std::uint64_t sum_params(const spec::LayerGroup& g) {
   std::uint64_t s = 0;
   for (const auto& l : g.linears) s = add(s, l.params());
@@ -222,12 +235,15 @@ struct LayerTally {
   void pos(std::uint64_t b) { s.per_token_position = add(s.per_token_position, b); }
   void attention_block();
   void mlp_block();
+  void unsloth_attention_block();
+  void unsloth_mlp_block();
 };
 
 }  // namespace
 
 // --- attention block -------------------------------------------------------------------
 void LayerTally::attention_block() {
+  if (unsloth(w)) return unsloth_attention_block();
   tok(norm_internal(m, h, r, trains));
   tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::attn_in); }));
 
@@ -336,8 +352,56 @@ void LayerTally::attention_block() {
   if (m.hidden_dropout > 0) tok(h);  // residual dropout mask (1 byte)
 }
 
+// --- Unsloth's layer (--lora-kernels unsloth) ---------------------------------------------
+// LlamaDecoderLayer_fast_forward / LlamaAttention_fast_forward (unsloth/models/llama.py) with
+// the autograd functions of unsloth/kernels, each saving only what its backward reads.
+void LayerTally::unsloth_attention_block() {
+  // Fast_RMS_Layernorm saves its 16-bit input X (the layer's input), the weight and r, one
+  // fp32 inverse RMS per row; it computes in fp32 inside the Triton kernel (no fp32 copy).
+  tok(add(mul(h, r), kFp32));
+  // LoRA_QKV saves X (the norm's output, in the compute dtype) and the adapters; Q, K and V
+  // are not saved. The adapters run as X @ A.to(dtype): no fp32 copy of X.
+  if (unsloth_patched(g, w, spec::Role::attn_in, 3))
+    tok(mul(h, c));
+  else
+    tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::attn_in); }));
+  if (m.qk_norm) tok(mul(add(qw, kvw), kFp32));  // per-head norms as the model runs them, frozen
+  // Fast_RoPE_Embedding_QK clones the strided q and k views and rotates the clones in place,
+  // saving cos and sin only; flash-attn / SDPA saves the rotated q and k, v (a view of the
+  // projection's output), its output and the fp32 logsumexp.
+  tok(add(mul(add(qw, kvw), c), mul(kvw, c)));
+  tok(add(mul(qw, c), mul(m.num_heads, kFp32)));
+  pos(packed_mask_bias(w, p));
+  // LoRA_W saves o_proj's input, attention's output reshaped (a view of what attention saved).
+  if (!unsloth_patched(g, w, spec::Role::attn_out, 1))
+    tok(consumers_saved(g, w, p, qw, c, [](const Linear& l) { return is_role(l, spec::Role::attn_out); }));
+  if (m.hidden_dropout > 0) tok(h);
+}
+
+void LayerTally::unsloth_mlp_block() {
+  // The norm: the residual after attention (a new tensor of the residual add) and r.
+  if (!m.parallel_residual) tok(add(mul(h, r), kFp32));
+  if (unsloth_patched(g, w, spec::Role::mlp_in, 2) && unsloth_patched(g, w, spec::Role::mlp_out, 1)) {
+    // LoRA_MLP saves X (the norm's output), e = X @ gate and g = X @ up; act(e) * g, down's
+    // input, is made in forward and freed, then recomputed from e and g in backward
+    // (swiglu_DWf_DW_dfg_kernel writes it and both derivatives into DW, e and g in place).
+    tok(add(mul(h, c), mul(2, m.intermediate_size, c)));
+  } else {
+    // peft's forward for the MLP: the model's act(gate) * up, peft's adapters as in mlp_block.
+    tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::mlp_in); }));
+    const bool down_adapted = std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) {
+      return is_role(l, spec::Role::mlp_out) && lora_targets(w, l);
+    });
+    tok(mul(3, m.intermediate_size, c));
+    if (down_adapted) tok(mul(m.intermediate_size, p.adapter + (w.lora.dropout > 0 ? 1 : 0)));
+  }
+  if (m.hidden_dropout > 0) tok(h);
+  tok(mul(extra_norms(m, g), add(mul(h, c), kFp32)));  // sandwich norms: Unsloth's kernel, X and r
+}
+
 // --- MLP block ---------------------------------------------------------------------------
 void LayerTally::mlp_block() {
+  if (unsloth(w) && !g.moe && m.gated_mlp) return unsloth_mlp_block();
   if (!m.parallel_residual) tok(norm_internal(m, h, r, trains));
   tok(consumers_saved(g, w, p, h, norm_out, [](const Linear& l) { return is_role(l, spec::Role::mlp_in); }));
   if (g.moe) {
@@ -425,6 +489,8 @@ LayerSaved head_saved(const ModelSpec& m, const Workload& w, const Precision& p)
   const bool trains = !frozen_base(w);
   const std::uint64_t h = m.hidden_size;
   s.per_token = norm_internal(m, h, p.residual, trains);
+  // Unsloth's final norm is its Fast_RMS_Layernorm: the last layer's output (16-bit) and r.
+  if (unsloth(w)) s.per_token = add(mul(h, p.residual), kFp32);
   if (trains) s.per_token = add(s.per_token, mul(h, p.autocast ? p.compute : p.residual));  // lm_head's input
   if (m.embedding_dropout > 0) s.per_token = add(s.per_token, h);                           // dropout mask
   // The (batch, 1, seq, seq) boolean sliding-window mask, shared by the layers, saved by SDPA.
@@ -523,7 +589,13 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
   return s;
 }
 
-std::uint64_t backward_layer_transient(const ModelSpec& m, const spec::LayerGroup& g, const Precision& p) {
+std::uint64_t backward_layer_transient(const ModelSpec& m, const spec::LayerGroup& g, const Workload& w,
+                                       const Precision& p) {
+  // LoRA_MLP's backward (unsloth/kernels/fast_lora.py): DW = dY @ down (one intermediate-sized
+  // tensor); the SwiGLU's derivatives are written into e and g in place and dX into X
+  // (matmul(..., out=X)); beside them the incoming gradient and the residual's sum of two.
+  if (unsloth_patched(g, w, spec::Role::mlp_in, 2) && unsloth_patched(g, w, spec::Role::mlp_out, 1) && !g.moe)
+    return mul(add(m.intermediate_size, mul(2, m.hidden_size)), p.compute);
   // Gradients of the MLP intermediates (act, up, gate) and of the hidden state.
   return mul(add(mul(3, mlp_width(m, g)), mul(2, m.hidden_size)), p.compute);
 }

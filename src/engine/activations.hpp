@@ -52,7 +52,7 @@ InferencePeak inference_layer_peak(const spec::ModelSpec& m, const spec::LayerGr
 
 /// Bytes per token of the largest gradient transient while backward runs through one layer.
 std::uint64_t backward_layer_transient(const spec::ModelSpec& m, const spec::LayerGroup& group,
-                                       const Precision& p);
+                                       const spec::Workload& w, const Precision& p);
 
 /// True when a LoRA adapter sits on the module `name` for this workload.
 bool lora_targets(const spec::Workload& w, const spec::Linear& l);

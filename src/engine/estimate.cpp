@@ -181,7 +181,7 @@ Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std
     s.fixed += Bytes{ls.fixed} * g.count;
     s.one_layer = std::max(s.one_layer, layer);
     s.one_layer_fixed = std::max(s.one_layer_fixed, Bytes{ls.fixed});
-    s.bwd_transient = std::max(s.bwd_transient, Bytes{mul(detail::backward_layer_transient(m, g, p), tokens)});
+    s.bwd_transient = std::max(s.bwd_transient, Bytes{mul(detail::backward_layer_transient(m, g, w, p), tokens)});
     // Checkpointing keeps each layer's input (the residual stream).
     s.ckpt_inputs += Bytes{mul(m.hidden_size, p.residual, tokens)} * g.count;
     // Selective checkpointing (engine/levers): every N-th layer, or an op-level policy.
@@ -669,6 +669,13 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
   // The parts allocated within the step, in report order, as the peak phase holds them.
   for (const auto& c : kComponents)
     if (c.per_phase) b.components.push_back({c.id, peak->part(c.id), std::string(c.description), true});
+  // --lora-dtype: peft's get_peft_model(..., autocast_adapter_dtype=False) leaves the adapters
+  // in the base weights' 16-bit dtype (the bytes above count 2 per parameter).
+  if (w.lora.half_adapters)
+    for (auto& c : b.components)
+      if (c.id == ComponentId::lora_adapters)
+        c.description = fmt::format("LoRA A and B matrices ({}, --lora-dtype: peft autocast_adapter_dtype=False)",
+                                    w.lora.half_is_fp16 ? "fp16" : "bf16");
   const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident);
   b.allocator_reserve = reserve.bytes;
   b.cuda_context = w.cuda_context.value_or(kCudaContext);

@@ -12,6 +12,9 @@
 //    fused_linear_cross_entropy.py): forward runs lm_head and the loss chunk by chunk, writes
 //    the loss gradient into the chunk's logits in place, and keeps grad_input (tokens x
 //    hidden) and grad_weight (the lm_head's shape, when it trains) for backward.
+//  - --loss cce: Apple's Cut Cross-Entropy (ml-cross-entropy, cut_cross_entropy/cce.py): no
+//    logits in global memory; forward keeps a per-token logsumexp, backward recomputes the
+//    logits tile by tile and writes the lm_head's gradients (kLossRows has each kind's bytes).
 //  - --packing: transformers' masking_utils (find_packed_sequence_indices, sdpa_mask) and
 //    PyTorch's SDPA (attention.cpp, convert_boolean_attn_mask): see packed_sdpa_mask.
 //  - --fsdp-mixed-precision: torch.distributed.fsdp MixedPrecisionPolicy (FSDP2
@@ -21,6 +24,7 @@
 #include "levers.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "checked.hpp"
 
@@ -50,14 +54,143 @@ std::uint64_t fused_linear_chunk_rows(std::uint64_t tokens, std::uint64_t h, std
   return std::min(rows, tokens);
 }
 
-LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p, std::uint64_t tokens) {
-  const Bytes lc{mul(tokens, m.vocab_size, p.compute)};  // the logits in the compute dtype
-  const Bytes l4{mul(tokens, m.vocab_size, kFp32)};      // their fp32 upcast / log-softmax
-  // Gemma-2 soft-capping: tanh's output is saved for backward.
-  const Bytes softcap = m.final_logit_softcap > 0 ? lc : Bytes{};
-  const bool upcast = p.compute != kFp32;  // `.float()` is a copy only from 16 bits
+namespace {
+
+/// What one loss kind's bytes depend on.
+struct LossInput {
+  const spec::ModelSpec& m;
+  const spec::Workload& w;
+  const Precision& p;
+  std::uint64_t tokens;
+  Bytes lc;       ///< the logits in the compute dtype
+  Bytes l4;       ///< their fp32 upcast / log-softmax
+  Bytes softcap;  ///< Gemma-2 soft-capping: tanh's output, saved for backward
+  bool upcast;    ///< `.float()` is a copy (the compute dtype is 16-bit)
+};
+
+std::uint64_t head_params(const spec::ModelSpec& m) { return m.lm_head_params ? m.lm_head_params : m.embedding_params; }
+
+LossBytes hf_loss(const LossInput& in) {
+  // Forward's end: the 16-bit logits, their fp32 copy and the saved log_softmax output.
+  // Backward: nll_loss's and log_softmax's fp32 gradients beside the saved output.
+  return {in.l4 + in.lc + in.softcap + (in.upcast ? in.l4 : Bytes{}), in.l4 * 3 + in.softcap};
+}
+
+LossBytes chunked_loss(const LossInput& in) {
+  // Every chunk's saved fp32 log_softmax output (all of them: l4), the 16-bit logits the
+  // recipe holds until the loss is computed, and the last chunk's fp32 upcast. Backward
+  // runs chunk by chunk: two fp32 gradients and the 16-bit one of one chunk.
+  const Bytes l4_chunk = Bytes{in.l4.value() / kLossChunks + (in.l4.value() % kLossChunks ? 1 : 0)};
+  const Bytes lc_chunk = Bytes{in.lc.value() / kLossChunks + (in.lc.value() % kLossChunks ? 1 : 0)};
+  return {in.l4 + in.lc + in.softcap + (in.upcast ? l4_chunk : Bytes{}), in.l4 + l4_chunk * 2 + lc_chunk + in.softcap};
+}
+
+LossBytes fused_linear_loss(const LossInput& in) {
+  // liger_kernel/ops/fused_linear_cross_entropy.py (v0.8.2), fused_linear_cross_entropy_forward:
+  // grad_input = zeros_like(_input); grad_weight = zeros_like(weight) when the lm_head trains
+  // (accum_dtype None: the weight's dtype); loss_1d fp32 and `target != ignore_index` (bool) per
+  // token. Per chunk of `rows` tokens: logits_chunk = _input_chunk @ weight.t() in the compute
+  // dtype; liger_cross_entropy_kernel upcasts in registers and writes the gradient into
+  // logits_chunk in place (nothing allocated); then
+  //   grad_input[rows] = grad_logits_chunk @ weight        (a rows x hidden temporary), and
+  //   grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()
+  // : a vocab x hidden product in the compute dtype and its fp32 copy, both alive at `.float()`.
+  // An fp32 grad_weight (fp32 weights) takes torch.addmm(..., out_dtype=float32, out=grad_weight)
+  // instead on torch >= 2.8 (#1239): nothing but the input chunk's 16-bit cast under autocast.
+  // Under autocast the fp32 weight is cast per matmul: weight.t() is a view, never cached.
+  // The gradients are returned from forward and saved for backward (ctx.save_for_backward).
+  const auto& m = in.m;
+  const Precision& p = in.p;
+  const std::uint64_t h = m.hidden_size;
+  const std::uint64_t v = m.vocab_size;
+  const std::uint64_t rows = fused_linear_chunk_rows(in.tokens, h, v);
+  const bool trains_head = in.w.mode == spec::Mode::train;
+  const Bytes grad_input{mul(in.tokens, h, p.residual)};
+  const Bytes grad_weight = trains_head ? Bytes{mul(head_params(m), p.param)} : Bytes{};
+  const Bytes per_token{mul(in.tokens, kFp32 + 1)};  // loss_1d and target_mask
+  const Bytes chunk{mul(rows, v, p.compute)};
+  const Bytes weight_cast = p.autocast ? Bytes{mul(v, h, p.compute)} : Bytes{};
+  const Bytes input_cast = p.residual != p.compute ? Bytes{mul(rows, h, p.compute)} : Bytes{};
+  // The three steps of a chunk, each beside the chunk's logits.
+  const Bytes logits_step = weight_cast + input_cast;
+  // `grad_logits_chunk @ weight`: autocast caches this cast of a trained weight (a leaf, not a
+  // view): head_saved's autocast copy already counts it; a frozen one is cast per use.
+  const Bytes grad_input_step = Bytes{mul(rows, h, p.compute)} + (trains_head ? Bytes{} : weight_cast);
+  Bytes grad_weight_step;
+  if (trains_head) {
+    if (p.param == kFp32 && p.compute != kFp32) grad_weight_step = input_cast;    // addmm out_dtype
+    else grad_weight_step = Bytes{mul(v, h, p.compute)} + (p.compute != kFp32 ? Bytes{mul(v, h, kFp32)} : Bytes{});
+  }
+  const Bytes step = std::max({logits_step, grad_input_step, grad_weight_step});
+  return {grad_input + grad_weight + per_token + chunk + step, grad_input + grad_weight};
+}
+
+LossBytes cce_loss(const LossInput& in) {
+  // Apple's ml-cross-entropy, cut_cross_entropy/cce.py (LinearCrossEntropyFunction) with
+  // linear_cross_entropy's defaults (impl "cce", shift=True as its transformers patch calls it,
+  // filter_eps "auto", accum_e_fp32 = accum_c_fp32 = False). The logits exist only as tiles in
+  // the kernels' on-chip memory. Forward: valids (the token indices with a target: nonzero,
+  // summed to int64), lse (fp32), the negated target logit (fp32), logit_avg (fp32 per vocabulary
+  // entry, for the backward's vocabulary sort); it saves e (the lm_head's input, already counted
+  // by head_saved), c (the lm_head weight), lse, targets, valids and logit_avg. Under autocast e
+  // and c are cast to 16 bits and those casts saved (the bytes head_saved counts for the lm_head's
+  // input and autocast's weight copy). Backward (cce_backward.py): argsort(logit_avg) as int32,
+  // de = zeros_like(e), dc = zeros_like(c) when the lm_head trains, both in the 16-bit dtype
+  // they were computed in, then `.to()` the original dtypes (an fp32 copy beside the 16-bit one
+  // under autocast).
+  const auto& m = in.m;
+  const Precision& p = in.p;
+  const std::uint64_t h = m.hidden_size;
+  const std::uint64_t v = m.vocab_size;
+  const bool trains_head = in.w.mode == spec::Mode::train;
+  const Bytes saved{checked_add(mul(in.tokens, kFp32 + 8), mul(v, kFp32))};  // lse, valids, logit_avg
+  const Bytes de{mul(in.tokens, h, p.compute)};
+  const Bytes dc = trains_head ? Bytes{mul(head_params(m), p.compute)} : Bytes{};
+  const Bytes de_final = p.residual != p.compute ? Bytes{mul(in.tokens, h, p.residual)} : Bytes{};
+  const Bytes dc_final = trains_head && p.param != p.compute ? Bytes{mul(head_params(m), p.param)} : Bytes{};
+  // dc is cast first, then de; each 16-bit tensor is freed when its name is rebound.
+  const Bytes grads = std::max({de + dc, de + dc + dc_final, de + (dc_final.value() ? dc_final : dc) + de_final});
   LossBytes b;
-  if (w.compile == spec::Compile::all && w.loss != spec::Loss::fused_linear) {
+  b.forward_end = saved + Bytes{mul(in.tokens, kFp32)};         // + the per-token nll
+  b.backward_start = saved + Bytes{mul(v, kFp32)} + grads;      // + vocab_ordering (int32)
+  return b;
+}
+
+/// One row per `--loss` kind (spec::Loss order): where it comes from and what it allocates.
+struct LossRow {
+  spec::Loss loss;
+  bool full_logits;        ///< builds every token's logits with torch ops (torch.compile can fuse them)
+  bool saves_head_input;   ///< the lm_head's input stays saved for backward
+  LossBytes (*bytes)(const LossInput&);
+};
+
+constexpr std::array<LossRow, 4> kLossRows{{
+    // transformers' ForCausalLMLoss (loss/loss_utils.py): `logits.float()`, cross_entropy.
+    {spec::Loss::hf, true, true, hf_loss},
+    // torchtune's CEWithChunkedOutputLoss (modules/loss/ce_chunked_output_loss.py).
+    {spec::Loss::chunked, true, true, chunked_loss},
+    // Liger's LigerFusedLinearCrossEntropyFunction: gradients computed in forward.
+    {spec::Loss::fused_linear, false, false, fused_linear_loss},
+    // Apple's Cut Cross-Entropy: saves e and c, recomputes the logits tile by tile in backward.
+    {spec::Loss::cce, false, true, cce_loss},
+}};
+
+constexpr bool rows_in_order() {
+  for (std::size_t i = 0; i < kLossRows.size(); ++i)
+    if (static_cast<std::size_t>(kLossRows[i].loss) != i) return false;
+  return true;
+}
+static_assert(rows_in_order(), "kLossRows: one row per spec::Loss, in its order");
+
+const LossRow& loss_row(spec::Loss l) { return kLossRows.at(static_cast<std::size_t>(l)); }
+
+}  // namespace
+
+LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p, std::uint64_t tokens) {
+  const Bytes lc{mul(tokens, m.vocab_size, p.compute)};
+  const Bytes l4{mul(tokens, m.vocab_size, kFp32)};
+  const Bytes softcap = m.final_logit_softcap > 0 ? lc : Bytes{};
+  if (w.compile == spec::Compile::all && loss_row(w.loss).full_logits) {
     // A compiled cross-entropy (torchtune's compile_loss; the loss inside a compiled model):
     // Inductor fuses the upcast, log_softmax and nll into reductions, and the partitioner saves
     // the 16-bit logits it was given and a per-row logsumexp instead of the fp32 log-softmax;
@@ -67,47 +200,13 @@ LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Pr
     // stay saved, and autograd runs every chunk's loss backward (created last) before the
     // lm_head chunks' matmuls, so all the chunks' gradients are alive together (measured: the
     // compiled chunked loss peaks with the compiled hf loss, within 0.5 %).
-    b.forward_end = lc + softcap;
-    b.backward_start = lc * 2 + softcap;
-    return b;
+    return {lc + softcap, lc * 2 + softcap};
   }
-  switch (w.loss) {
-    case spec::Loss::hf:
-      // Forward's end: the 16-bit logits, their fp32 copy and the saved log_softmax output.
-      // Backward: nll_loss's and log_softmax's fp32 gradients beside the saved output.
-      b.forward_end = l4 + lc + softcap + (upcast ? l4 : Bytes{});
-      b.backward_start = l4 * 3 + softcap;
-      break;
-    case spec::Loss::chunked: {
-      // Every chunk's saved fp32 log_softmax output (all of them: l4), the 16-bit logits the
-      // recipe holds until the loss is computed, and the last chunk's fp32 upcast. Backward
-      // runs chunk by chunk: two fp32 gradients and the 16-bit one of one chunk.
-      const Bytes l4_chunk = Bytes{l4.value() / kLossChunks + (l4.value() % kLossChunks ? 1 : 0)};
-      const Bytes lc_chunk = Bytes{lc.value() / kLossChunks + (lc.value() % kLossChunks ? 1 : 0)};
-      b.forward_end = l4 + lc + softcap + (upcast ? l4_chunk : Bytes{});
-      b.backward_start = l4 + l4_chunk * 2 + lc_chunk + softcap;
-      break;
-    }
-    case spec::Loss::fused_linear: {
-      // grad_input (the hidden states' shape), grad_weight (when the lm_head trains), the fp32
-      // per-token losses, and at forward's last chunk its logits and grad_input's slice.
-      const std::uint64_t h = m.hidden_size;
-      const std::uint64_t rows = fused_linear_chunk_rows(tokens, h, m.vocab_size);
-      const Bytes grad_input{mul(tokens, h, p.compute)};
-      const std::uint64_t head = m.lm_head_params ? m.lm_head_params : m.embedding_params;
-      const Bytes grad_weight = w.mode == spec::Mode::train ? Bytes{mul(head, p.param)} : Bytes{};
-      const Bytes chunk{mul(rows, m.vocab_size, p.compute)};
-      const Bytes chunk_out{mul(rows, h, p.compute)};
-      b.forward_end = grad_input + grad_weight + Bytes{mul(tokens, kFp32)} + chunk + chunk_out;
-      b.backward_start = grad_input + grad_weight;
-      break;
-    }
-  }
-  return b;
+  return loss_row(w.loss).bytes({m, w, p, tokens, lc, l4, softcap, p.compute != kFp32});
 }
 
 std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p) {
-  if (w.loss != spec::Loss::fused_linear || w.mode != spec::Mode::train) return 0;
+  if (loss_row(w.loss).saves_head_input || w.mode != spec::Mode::train) return 0;
   // head_saved's "lm_head's input" term (activations.cpp): the final norm's output.
   return mul(m.hidden_size, p.autocast ? p.compute : p.residual);
 }

@@ -15,8 +15,9 @@
 //   sequence gets its own stream of n_ctx / n_seq cells, padded to 256);
 // - compute buffers: the graph allocator's peak for a worst-case ubatch (llama-context.cpp,
 //   graph_reserve with n_tokens = n_outputs = n_ubatch and every KV cell in view): ggml-alloc
-//   simulated over each GPU's part of the graph (dense, MoE and interleaved-SWA decoders,
-//   simulated_compute), else (MLA, row split) the largest set of tensors live at once: the
+//   simulated over each GPU's part of the graph (dense, MoE and interleaved-SWA decoders, MLA's
+//   absorbed attention; simulated_compute), else (deepseek2 without MLA, row split) the
+//   largest set of tensors live at once: the
 //   attention scores (without flash attention), the FFN, or the logits on the device holding
 //   the output layer.
 #include "vramfit/engine/llamacpp.hpp"
@@ -189,6 +190,9 @@ struct Hparams {
   std::uint64_t n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
   bool qkv_bias = false;  // Q, K and V have biases (qwen2): one add each, in place
   bool fused_up = false;  // gate and up in one [n_embd, 2 n_ff] weight (phi3's, glm4's gate_up_proj)
+  // MLA's absorbed attention (deepseek2 files with attn_k_b / attn_v_b): its widths.
+  bool mla = false;
+  std::uint64_t kv_lora = 0, q_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;
   // MoE (llama-graph.cpp build_moe_ffn), as the model's builder calls it:
   std::uint64_t n_expert = 0;       // the router's rows
   bool router_bias = false;         // gpt-oss: ffn_gate_inp.bias, added in place
@@ -219,6 +223,13 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
     // MLA (deepseek2): the cache holds the compressed latent and the rope part, one "head".
     h.n_embd_k = m.kv_lora_rank + m.qk_rope_head_dim;
     h.n_embd_v = m.kv_lora_rank;
+    h.n_head_kv = 1;
+    h.mla = true;
+    h.kv_lora = m.kv_lora_rank;
+    h.q_lora = m.q_lora_rank;
+    h.qk_rope = m.qk_rope_head_dim;
+    h.qk_nope = m.qk_nope_head_dim;
+    h.v_head = m.v_head_dim;
   } else if (m.kv_lora_rank > 0) {
     // deepseek2 without MLA (a file with attn_kv_b, no attn_k_b): the latent is decompressed
     // by attn_kv_b into every head's K (no-rope part + the shared rope part) and V, and those
@@ -676,25 +687,67 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       if (h.qkv_bias) t = g.node(size, {t}, true);
       return t;
     };
-    const int q = g.node(qs, {g.view(proj(qs)), pos}, true);  // reshape, RoPE in place
-    const int k = g.node(ks, {g.view(proj(ks)), pos}, true);
-    const int v = g.view(proj(vs));
-    if (d.kv_idxs) {  // ggml_set_rows into the cache views
-      g.use_all({k, cache.k_idxs});
-      g.use_all({d.flash_attn ? v : g.view(g.view(v)), cache.v_idxs});
-    } else {
-      g.use(k);                                                    // the K store
-      g.use(d.flash_attn ? v : g.view(g.view(v)));                // the V store (transposed without FA)
-    }
-    const int qp = g.view(q);
     int o = -1;
-    if (d.flash_attn) {
-      if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, pad(ub, kKqMaskPad)), 2), {cache.mask});
-      o = g.view(g.node(os, {qp, cache.cnv}));
+    if (h.mla) {
+      // deepseek2 with MLA's absorbed attention (llama.cpp's deepseek2 builder, is_mla): Q from
+      // q_a (its norm in place) and q_b, or from wq; the latent and the rope key from
+      // wkv_a_mqa; RoPE of the rope views and the latent's norm (new tensors: their parents are
+      // views); the no-rope Q through attn_k_b [kv_lora, n_tokens, n_head]; Q = concat(that,
+      // q_pe), K = concat(latent, k_pe), V = the latent; attention of n_head heads over one
+      // K/V head of kv_lora + rope; the result through attn_v_b to v_head_dim a head.
+      const std::uint64_t nh = h.n_head, lat = h.kv_lora, rope = h.qk_rope, qk = h.qk_nope + h.qk_rope;
+      int qb = cur;
+      if (h.q_lora > 0) {
+        const std::uint64_t qa = checked_mul(checked_mul(h.q_lora, ub), f32);
+        qb = g.node(qa, {g.node(qa, {g.node(qa, {cur})}, true)}, true);  // q_a, its norm, x weight
+      }
+      const int q = g.node(checked_mul(checked_mul(checked_mul(nh, qk), ub), f32), {qb});
+      const int kvpe = g.node(checked_mul(checked_mul(lat + rope, ub), f32), {cur});
+      const int q_pe = g.node(checked_mul(checked_mul(checked_mul(nh, rope), ub), f32), {g.view(q), pos}, true);
+      const int k_pe = g.node(checked_mul(checked_mul(rope, ub), f32), {g.view(kvpe), pos}, true);
+      const std::uint64_t lsz = checked_mul(checked_mul(lat, ub), f32);
+      const int kvc = g.node(lsz, {g.node(lsz, {g.view(kvpe)}, true)}, true);  // rms_norm, x weight
+      const int qn = g.node(checked_mul(lsz, nh), {g.view(q)});                  // attn_k_b x q_nope
+      const int qcat = g.node(checked_mul(checked_mul(checked_mul(nh, lat + rope), ub), f32), {g.view(qn), q_pe});
+      const int kcat = g.node(checked_mul(checked_mul(lat + rope, ub), f32), {g.view(kvc), k_pe});
+      if (d.kv_idxs) {
+        g.use_all({kcat, cache.k_idxs});
+        g.use_all({d.flash_attn ? kvc : g.view(g.view(kvc)), cache.v_idxs});
+      } else {
+        g.use(kcat);
+        g.use(d.flash_attn ? kvc : g.view(g.view(kvc)));
+      }
+      const std::uint64_t vsz = checked_mul(checked_mul(checked_mul(nh, h.v_head), ub), f32);
+      if (d.flash_attn) {
+        if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, pad(ub, kKqMaskPad)), 2), {cache.mask});
+        const int fa = g.node(checked_mul(lsz, nh), {g.view(qcat), cache.cnv});
+        o = g.node(vsz, {g.view(g.node(vsz, {g.view(fa)}))});  // attn_v_b, permute, cont
+      } else {
+        const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(cache.cells, ub), nh), f32);
+        const int kq = g.node(kq_size, {g.node(kq_size, {g.view(qcat)}), cache.mask}, true);  // KQ, soft_max in place
+        const int kqv = g.node(checked_mul(lsz, nh), {kq});                                    // V x KQ
+        o = g.node(vsz, {g.view(g.node(vsz, {kqv}))});                                          // attn_v_b, permute, cont
+      }
     } else {
-      const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(cache.cells, ub), h.n_head), f32);
-      const int kq = g.node(kq_size, {g.node(kq_size, {qp}), cache.mask}, true);  // KQ, soft_max in place
-      o = g.node(os, {g.view(g.node(os, {kq}))});                                   // KQV, permute, cont
+      const int q = g.node(qs, {g.view(proj(qs)), pos}, true);  // reshape, RoPE in place
+      const int k = g.node(ks, {g.view(proj(ks)), pos}, true);
+      const int v = g.view(proj(vs));
+      if (d.kv_idxs) {  // ggml_set_rows into the cache views
+        g.use_all({k, cache.k_idxs});
+        g.use_all({d.flash_attn ? v : g.view(g.view(v)), cache.v_idxs});
+      } else {
+        g.use(k);                                                    // the K store
+        g.use(d.flash_attn ? v : g.view(g.view(v)));                // the V store (transposed without FA)
+      }
+      const int qp = g.view(q);
+      if (d.flash_attn) {
+        if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, pad(ub, kKqMaskPad)), 2), {cache.mask});
+        o = g.view(g.node(os, {qp, cache.cnv}));
+      } else {
+        const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(cache.cells, ub), h.n_head), f32);
+        const int kq = g.node(kq_size, {g.node(kq_size, {qp}), cache.mask}, true);  // KQ, soft_max in place
+        o = g.node(os, {g.view(g.node(os, {kq}))});                                   // KQV, permute, cont
+      }
     }
     cur = g.node(act, {o});  // the output projection
     if (last && d.last_layer) {
@@ -1130,9 +1183,10 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
   // A decoder (dense or MoE, one cache or interleaved SWA) with attention on its layers' GPUs:
   // each GPU's buffer is ggml-alloc's high-water mark over its part of the graph
   // (simulated_compute), the scheduler's n_copies of its split inputs and the copies of expert
-  // weights left in host memory included. MLA models (deepseek2's absorbed attention) and row
-  // splits keep the estimate of the largest set of tensors alive at once (compute_bytes).
-  const bool simulate = m.kv_lora_rank == 0 && s.kv_offload && eff.split_mode != SplitMode::row;
+  // weights left in host memory included; MLA's absorbed attention too. A deepseek2 file without
+  // MLA and row splits keep the estimate of the largest set of tensors alive at once
+  // (compute_bytes).
+  const bool simulate = (m.kv_lora_rank == 0 || h.mla) && s.kv_offload && eff.split_mode != SplitMode::row;
   const std::vector<bool> swa = swa_layers(m);
   bool attention_before = r.host.layers > 0;  // the host runs the first layers (partial offload)
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {

@@ -269,6 +269,7 @@ ojson workload_json(const spec::Workload& w) {
     l["targets"] = w.lora.all_linear ? ojson::array({"all-linear"}) : ojson(w.lora.targets);
     l["dropout"] = w.lora.dropout;
     l["dtype"] = !w.lora.half_adapters ? "fp32" : w.lora.half_is_fp16 ? "fp16" : "bf16";
+    l["kernels"] = w.lora.unsloth_kernels ? "unsloth" : "peft";
     j["lora"] = l;
   } else {
     j["lora"] = nullptr;

@@ -405,6 +405,21 @@ constexpr Architecture kArchitectures[] = {
      .experts = Experts::num_experts, .sparse_layers = SparseLayers::mlp_layer_types_or_first_k,
      .shared_expert = SharedExpert::n_shared, .n_shared_key = "num_shared_experts", .scaled_logits = true,
      .grouped_experts = true, .first_k_dense_default = 0},
+    // Not measured on the device yet (session 8 had no run left); their modules are those of measured
+    // rows, their default configs count what transformers 5.17 builds (transformers_counts.json).
+    // CwmConfig (facebook/cwm): LlamaConfig's keys, head_dim=128, q/k/v/o without biases, sliding
+    // layers from layer_types (default: full at i % 4 == 0, sliding_window 8192).
+    {.model_type = "cwm", .source = "cwm/modeling_cwm.py", .head_dim = 128, .qkv_bias = {}, .o_bias = {},
+     .sliding = S::pattern_first_full, .sliding_pattern = 4},
+    // MellumConfig (Mellum2-12B-A2.5B; Qwen3MoeConfig's keys): qwen3_moe's attention (q/k norms over
+    // head_dim, 128) and sparse block (num_experts fused experts of moe_intermediate_size, routing
+    // weights cast back), sliding layers only where layer_types says (default all full), sparse
+    // layers from mlp_layer_types (default all; dense ones of intermediate_size). A rotary table per
+    // layer type present (one by default).
+    {.model_type = "mellum", .source = "mellum/modeling_mellum.py", .head_dim = 128, .qk_norm = Q::head_dim,
+     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::num_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::mlp_layer_types_or_first_k,
+     .grouped_experts = true, .first_k_dense_default = 0},
     // Remote-code types (trust_remote_code; not in transformers 5.17, so counted by hand from
     // their modeling files, tests/unit/spec/config_test.cpp, not built on the device).
     // ExaoneConfig / modeling_exaone.py (LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct, EXAONE 3.5):

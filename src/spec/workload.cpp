@@ -75,11 +75,12 @@ constexpr std::array<std::pair<std::string_view, Offload>, 3> kOffload{{
     {"params", Offload::params},
 }};
 
-constexpr std::array<std::pair<std::string_view, Loss>, 4> kLoss{{
+constexpr std::array<std::pair<std::string_view, Loss>, 5> kLoss{{
     {"hf", Loss::hf},                      // transformers ForCausalLMLoss (loss_utils.py)
     {"chunked", Loss::chunked},            // torchtune CEWithChunkedOutputLoss
     {"fused-linear", Loss::fused_linear},  // Liger LigerFusedLinearCrossEntropyLoss, Unsloth
     {"liger", Loss::fused_linear},
+    {"cce", Loss::cce},                    // Apple ml-cross-entropy linear_cross_entropy (impl "cce")
 }};
 
 constexpr std::array<std::pair<std::string_view, Recipe>, 5> kRecipes{{
@@ -218,11 +219,16 @@ void apply_recipe(Workload& w, Recipe r, bool (*given)(const void* ctx, std::str
       set_loss(Loss::fused_linear);
       break;
     case Recipe::unsloth:
-      // Unsloth: use_gradient_checkpointing="unsloth" (checkpointing whose saved layer inputs
-      // are offloaded to host memory) and its fused cross-entropy (no full logits).
+      // Unsloth (unsloth 2024.12, unsloth/models/llama.py; unsloth_zoo gradient_checkpointing.py
+      // today): use_gradient_checkpointing="unsloth" (reentrant checkpointing of each decoder
+      // layer whose input is copied to host memory and back for its recompute), its fused
+      // cross-entropy (no full logits), and in the LoRA modes its fused LoRA autograd functions
+      // (patch_peft_model: LoRA_QKV, LoRA_W, LoRA_MLP) with fp32 adapters
+      // (prepare_model_for_training's float32_mixed_precision).
       set_ckpt();
       if (!given(ctx, "--activation-offload")) w.activation_offload = true;
       set_loss(Loss::fused_linear);
+      if (spec::uses_lora(w.mode) && !given(ctx, "--lora-kernels")) w.lora.unsloth_kernels = true;
       break;
   }
 }
@@ -401,6 +407,22 @@ static void validate_lora(const Workload& w, const ModelSpec& m, Diagnostics& ou
   }
   if (!(l.dropout >= 0.0 && l.dropout < 1.0)) {
     out.add("--lora-dropout", fmt::format("must be in [0, 1), got {}", l.dropout), "use 0, 0.05 or 0.1");
+  }
+  if (l.unsloth_kernels) {
+    // Unsloth patches llama-style decoders only (unsloth/models: llama, mistral, qwen2/3, gemma):
+    // RMSNorm, rotary positions, a gated dense MLP (LoRA_MLP takes gate, up and down), and its
+    // attention kernels (flash-attn or SDPA); the base weights 16-bit or 4-bit.
+    const bool moe = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerGroup& g) { return g.moe; });
+    std::string why;
+    if (m.norm != Norm::rms || m.learned_positions || !m.gated_mlp || moe)
+      why = fmt::format("Unsloth's kernels patch llama-style decoders (RMSNorm, rotary, a gated dense MLP); {} is not one",
+                        m.model_type.empty() ? std::string("this model") : m.model_type);
+    else if (w.attention == Attention::eager)
+      why = "Unsloth's attention runs flash-attn or SDPA, not eager attention";
+    else if (w.weights == DType::fp32)
+      why = "Unsloth runs its kernels on 16-bit or 4-bit base weights, not fp32 ones";
+    if (!why.empty())
+      out.add("--lora-kernels", why, "give --lora-kernels peft (peft's LoRA layers; --recipe unsloth sets unsloth)");
   }
   if (!l.all_linear) {
     const std::vector<std::string> names = linear_names(m);

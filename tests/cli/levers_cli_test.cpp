@@ -24,15 +24,18 @@ nlohmann::json json_of(const CliResult& r) {
 std::uint64_t peak(const nlohmann::json& j) { return j["peak_allocated_bytes"].get<std::uint64_t>(); }
 }  // namespace
 
-TEST_CASE("levers CLI: the loss is hf, chunked or fused-linear; training only", "[cli][levers]") {
+TEST_CASE("levers CLI: the loss is hf, chunked, fused-linear or cce; training only", "[cli][levers]") {
   const auto hf = json_of(estimate(with({"--mode", "lora", "--seq", "4096", "--json"})));
   const auto ch = json_of(estimate(with({"--mode", "lora", "--seq", "4096", "--loss", "chunked", "--json"})));
   const auto fl = json_of(estimate(with({"--mode", "lora", "--seq", "4096", "--loss", "liger", "--json"})));
+  const auto cce = json_of(estimate(with({"--mode", "lora", "--seq", "4096", "--loss", "cce", "--json"})));
   CHECK(hf["workload"]["loss"] == "hf");
   CHECK(ch["workload"]["loss"] == "chunked");
   CHECK(fl["workload"]["loss"] == "fused-linear");  // liger is an alias
+  CHECK(cce["workload"]["loss"] == "cce");
   CHECK(peak(hf) > peak(ch));
   CHECK(peak(ch) > peak(fl));
+  CHECK(peak(fl) > peak(cce));
   CHECK(json_of(estimate(with({"--json"})))["workload"]["loss"].is_null());
 
   require_usage_error(estimate(with({"--loss", "chunked"})),
@@ -40,7 +43,7 @@ TEST_CASE("levers CLI: the loss is hf, chunked or fused-linear; training only", 
                       "and qlora; drop it or change --mode)\n");
   require_usage_error(estimate(with({"--mode", "train", "--loss", "chunk"})),
                       "vramfit: error: --loss: unknown loss 'chunk' (did you mean 'chunked'? one of hf, chunked, "
-                      "fused-linear)\n");
+                      "fused-linear, cce)\n");
 }
 
 TEST_CASE("levers CLI: FSDP mixed precision over fp32 weights only", "[cli][levers]") {
@@ -185,6 +188,16 @@ TEST_CASE("levers CLI: --lora-dtype bf16 halves the adapters and drops peft's fp
     return std::uint64_t{0};
   };
   CHECK(part(bf16, "lora_adapters") * 2 == part(fp32, "lora_adapters"));
+  // The description says the dtype the bytes were counted in.
+  const auto described = [](const nlohmann::json& j) {
+    for (const auto& c : j["components"])
+      if (c["id"] == "lora_adapters") return c["description"].get<std::string>();
+    return std::string{};
+  };
+  CHECK(described(fp32) == "LoRA A and B matrices (fp32, as peft creates them)");
+  CHECK(described(bf16) == "LoRA A and B matrices (bf16, --lora-dtype: peft autocast_adapter_dtype=False)");
+  const auto fp16 = json_of(estimate(with({"--mode", "lora", "--seq", "1024", "--lora-dtype", "fp16", "--json"})));
+  CHECK(described(fp16) == "LoRA A and B matrices (fp16, --lora-dtype: peft autocast_adapter_dtype=False)");
   CHECK(part(bf16, "optimizer_state") * 2 == part(fp32, "optimizer_state"));
   CHECK(part(bf16, "activations") < part(fp32, "activations"));
   require_usage_error(estimate(with({"--mode", "lora", "--lora-dtype", "int8"})),

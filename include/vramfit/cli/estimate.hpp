@@ -42,6 +42,7 @@ struct EstimateFlags {
   std::string checkpointing_kind;          ///< `--checkpointing [full|selective|every-N]` ("" = full)
   std::string compile_kind;                ///< `--compile [all|layers]` ("" = all)
   std::string lora_dtype;                  ///< `--lora-dtype fp32|bf16|fp16`
+  std::string lora_kernels;                ///< `--lora-kernels peft|unsloth`
   std::string recipe;                      ///< `--recipe`: a stack's default levers
   std::string images, image_size;          ///< `--images N`, `--image-size WxH` (vision-language models)
   bool activation_offload = false;

@@ -67,6 +67,7 @@ enum class Loss {
   hf,            ///< transformers' ForCausalLMLoss: the full logits, upcast to fp32
   chunked,       ///< torchtune's CEWithChunkedOutputLoss: 8 chunks, each upcast on its own
   fused_linear,  ///< Liger's fused linear cross-entropy: lm_head + loss per chunk, no full logits
+  cce,           ///< Apple's Cut Cross-Entropy: logits only in on-chip tiles, recomputed in backward
 };
 
 /// torch.compile of the training step (`--compile`; engine/levers.cpp has what it changes).
@@ -86,6 +87,10 @@ struct Lora {
   /// torchtune's LoRALinear in the model's dtype); false: fp32, as peft creates them by default.
   bool half_adapters = false;
   bool half_is_fp16 = false;  ///< with half_adapters: fp16 rather than bf16 (the JSON names it)
+  /// `--lora-kernels unsloth`: Unsloth's fused LoRA autograd functions (unsloth/kernels/
+  /// fast_lora.py LoRA_QKV, LoRA_W, LoRA_MLP) and its RMSNorm / RoPE kernels replace peft's
+  /// forward in each decoder layer (engine/activations.cpp has what they save); false: peft.
+  bool unsloth_kernels = false;
 };
 
 /// A workload: the mode and every knob that changes memory.

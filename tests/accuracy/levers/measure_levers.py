@@ -9,10 +9,12 @@ Levers, per case key (absent = the plain loop of harness.py):
         "chunked"       torchtune CEWithChunkedOutputLoss: lm_head per 8 chunks of the hidden
                         states, each chunk upcast and cross-entropied on its own, logits
                         deleted before backward (as torchtune's recipes do)
-        "fused-linear"  Liger's fused linear cross-entropy algorithm in torch ops: per chunk of
-                        next_power_of_2(ceil(BT / ceil(V / H))) rows the logits, the loss and
-                        its gradient are computed in forward; grad_input and grad_weight are
-                        kept for backward (liger_kernel/ops/fused_linear_cross_entropy.py)
+        "fused-linear"  Liger's fused linear cross-entropy in torch ops allocating what Liger's
+                        code allocates (FusedLinearCE: liger_kernel/ops/fused_linear_cross_entropy.py
+                        v0.8.2; the CE kernel's in-place gradient written block by block)
+        "cce"           Apple's Cut Cross-Entropy in torch ops allocating what its kernels
+                        allocate (CutCE: cut_cross_entropy/cce.py; logits recomputed block by
+                        block in backward)
   checkpointing: true / "full"  Hugging Face gradient checkpointing, non-reentrant
         "every-N"       only layers i with i % N == 0 checkpointed (torchtune/torchtitan
                         selective layer checkpointing)
@@ -41,53 +43,205 @@ sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")) 
 import harness as H  # noqa: E402
 
 
+# Elements of one fp32 tile: where Liger's and CCE's Triton kernels keep a block of logits in
+# registers / shared memory, these stand-ins make it in global memory, at most this big (1 MiB),
+# so that what they allocate beyond the kernels' own buffers stays under 1 % of every peak.
+TILE = 1 << 18
+IGNORE = -100
+
+
+def next_power_of_2(n):
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def ce_chunk_in_place(logits, target, loss_out, n):
+    """liger_cross_entropy_kernel (liger_kernel/ops/cross_entropy.py) on one chunk of logits:
+    per row an online max / sum of exp over column blocks (fp32), the loss (lse - x_y) / n into
+    loss_out, then the gradient (softmax - onehot(y)) / n written over the logits in place, in
+    their dtype; rows whose target is ignore_index get zeros. The kernel's blocks live in
+    registers; here one block of rows x cols <= TILE elements in fp32."""
+    rows, v = logits.shape
+    cols = max(1, TILE // max(rows, 1))
+    valid = target != IGNORE
+    safe = torch.where(valid, target, torch.zeros_like(target))
+    x_y = logits.gather(1, safe[:, None]).squeeze(1).float()
+    m = torch.full((rows,), float("-inf"), dtype=torch.float32, device=logits.device)
+    d = torch.zeros(rows, dtype=torch.float32, device=logits.device)
+    for a in range(0, v, cols):
+        blk = logits[:, a:a + cols].to(torch.float32, copy=True)  # a copy even of fp32 logits
+        m_new = torch.maximum(m, blk.amax(1))
+        d = d * torch.exp(m - m_new) + blk.sub_(m_new[:, None]).exp_().sum(1)
+        m = m_new
+        del blk
+    lse = m + torch.log(d)
+    loss_out.copy_(torch.where(valid, (lse - x_y) / n, torch.zeros_like(lse)))
+    scale = valid.float() / n
+    for a in range(0, v, cols):
+        b = min(a + cols, v)
+        blk = logits[:, a:b].float()
+        blk.sub_(lse[:, None]).exp_()
+        hit = (valid & (safe >= a) & (safe < b)).float()
+        blk.scatter_add_(1, (safe - a).clamp(0, b - a - 1)[:, None], -hit[:, None])
+        blk.mul_(scale[:, None])
+        logits[:, a:b].copy_(blk)
+        del blk
+
+
 class FusedLinearCE(torch.autograd.Function):
-    """Liger's algorithm: no full logits; gradients computed chunk by chunk in forward."""
+    """LigerFusedLinearCrossEntropyFunction (liger_kernel/ops/fused_linear_cross_entropy.py,
+    v0.8.2; reduction "mean", accum_dtype None) allocating what it allocates: grad_input =
+    zeros_like(_input), grad_weight = zeros_like(weight) when the weight trains, loss_1d (fp32)
+    and target_mask (bool) per token; per chunk of next_power_of_2(ceil(BT / ceil(V / H))) rows
+    the logits in the input's dtype, the loss gradient written over them in place
+    (ce_chunk_in_place), grad_input's slice (a chunk x H product copied in), and grad_weight
+    += torch.mm(grad_logits.t(), _input_chunk).float() (a V x H product and its fp32 copy), or
+    on torch >= 2.8 with an fp32 grad_weight and 16-bit logits torch.addmm(..., out_dtype=
+    float32, out=grad_weight). The gradients are computed in forward and saved for backward."""
 
     @staticmethod
-    def forward(ctx, x, w, labels):
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, x, w, target):
         bt, h = x.shape
         v = w.shape[0]
-        inc = -(-v // h)
-        want = -(-bt // inc)
-        chunk = 1
-        while chunk < want:
-            chunk *= 2
-        grad_w = torch.zeros_like(w) if w.requires_grad else None
-        grad_x = torch.zeros_like(x)
+        chunk = next_power_of_2(-(-bt // -(-v // h)))
+        grad_input = torch.zeros_like(x)
+        grad_weight = torch.zeros_like(w) if w.requires_grad else None
         loss_1d = torch.zeros(bt, dtype=torch.float32, device=x.device)
-        n = max(int((labels != -100).sum().item()), 1)
+        target_mask = target != IGNORE
+        n = target_mask.sum().item()
+        addmm_out_dtype = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 8) \
+            and torch.cuda.get_device_capability(x.device)[0] >= 8
         for s in range(0, bt, chunk):
             e = min(s + chunk, bt)
             xc = x[s:e]
-            lab = labels[s:e]
             logits = xc @ w.t()
-            lf = logits.float()
+            ce_chunk_in_place(logits, target[s:e], loss_1d[s:e], n)
+            grad_input[s:e] = logits @ w
+            if grad_weight is not None:
+                if addmm_out_dtype and grad_weight.dtype == torch.float32 and logits.dtype in (torch.float16,
+                                                                                               torch.bfloat16):
+                    xi = xc if xc.dtype == logits.dtype else xc.to(logits.dtype)
+                    torch.addmm(grad_weight, logits.t(), xi, out_dtype=torch.float32, out=grad_weight)
+                else:
+                    grad_weight += torch.mm(logits.t(), xc).float()
             del logits
-            lse = torch.logsumexp(lf, dim=-1)
-            valid = lab != -100
-            safe = torch.where(valid, lab, torch.zeros_like(lab))
-            picked = lf.gather(1, safe[:, None]).squeeze(1)
-            loss_1d[s:e] = torch.where(valid, lse - picked, torch.zeros_like(lse))
-            lf.sub_(lse[:, None]).exp_()
-            lf[torch.arange(e - s, device=x.device), safe] -= 1.0
-            lf.mul_((valid.float() / n)[:, None])
-            g = lf.to(x.dtype)
-            del lf
-            grad_x[s:e] = g @ w
-            if grad_w is not None:
-                grad_w.addmm_(g.t(), xc)
-            del g
-        ctx.save_for_backward(grad_x, grad_w)
-        return loss_1d.sum() / n
+        loss = torch.sum(loss_1d)
+        grad_weight = grad_weight.to(w.dtype) if grad_weight is not None else None
+        ctx.save_for_backward(grad_input.detach(), grad_weight.detach() if grad_weight is not None else None)
+        return loss
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, go):
         grad_x, grad_w = ctx.saved_tensors
-        if go.item() != 1.0:
-            grad_x = grad_x * go
-            grad_w = grad_w * go if grad_w is not None else None
+        if not torch.equal(go, torch.tensor(1.0, device=go.device)):
+            grad_x.mul_(go)  # Liger's element_mul_kernel, in place
+            if grad_w is not None:
+                grad_w.mul_(go)
         return grad_x, grad_w, None
+
+
+def build_flat_valids(targets, shift):
+    """cut_cross_entropy/utils.py _build_flat_valids (shift != 0): int64 flat indices of the
+    positions whose shifted target is not ignore_index."""
+    targets = targets[..., shift:]
+    valids = (targets != IGNORE).nonzero().to(torch.int32)
+    for i in range(targets.ndim - 1):
+        valids[:, i] *= targets.stride(i)
+    return valids.sum(1)
+
+
+class CutCE(torch.autograd.Function):
+    """Apple's Cut Cross-Entropy (ml-cross-entropy, cut_cross_entropy/cce.py
+    LinearCrossEntropyFunction; linear_cross_entropy's defaults: impl "cce", filter_eps "auto",
+    accum_e_fp32 = accum_c_fp32 = False; shift=1 as its transformers patch calls it) allocating
+    what it allocates in global memory. Forward (cce_lse_forward.py, indexed_dot.py): lse (fp32
+    per valid token), logit_avg (fp32 per vocabulary entry), the negated target logit (fp32),
+    nll = neg_dot + lse, the mean; saves e, c, lse, targets, valids, logit_avg. Under autocast e
+    and c are cast first. Backward (cce_backward.py): vocab_ordering = argsort(logit_avg) as
+    int32, de = zeros_like(e), dc = zeros_like(c), the logits recomputed block by block and
+    their gradient accumulated into de and dc, then .to() the inputs' dtypes. The kernels keep
+    each logits block on chip; here one block of <= TILE elements in global memory."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, e, c, targets, valids):
+        e_info = (e.dtype, e.requires_grad)
+        c_info = (c.dtype, c.requires_grad)
+        if torch.is_autocast_enabled():
+            e = e.to(dtype=torch.get_autocast_gpu_dtype())
+            c = c.to(dtype=torch.get_autocast_gpu_dtype())
+        n, v = e.shape[0], c.shape[0]
+        b = valids.numel()
+        lse = e.new_full((b,), float("-inf"), dtype=torch.float32)
+        logit_avg = e.new_zeros((v,), dtype=torch.float32)
+        tgt, valid = CutCE.row_targets(targets, valids, n)
+        m = torch.full((n,), float("-inf"), dtype=torch.float32, device=e.device)
+        d = torch.zeros(n, dtype=torch.float32, device=e.device)
+        x_y = torch.zeros(n, dtype=torch.float32, device=e.device)
+        cols = max(1, TILE // n)
+        for a in range(0, v, cols):
+            z = min(a + cols, v)
+            blk = (e @ c[a:z].t()).float()
+            logit_avg[a:z] = torch.mv(blk.t(), valid) / b
+            hit = (tgt >= a) & (tgt < z)
+            x_y = torch.where(hit, blk.gather(1, (tgt - a).clamp(0, z - a - 1)[:, None]).squeeze(1), x_y)
+            m_new = torch.maximum(m, blk.amax(1))
+            d = d * torch.exp(m - m_new) + blk.sub_(m_new[:, None]).exp_().sum(1)
+            m = m_new
+            del blk
+        lse.copy_((m + torch.log(d))[valids])
+        neg_dot = (-x_y)[valids]
+        del m, d, x_y
+        nll = neg_dot.add_(lse)
+        ctx.save_for_backward(e, c, lse, targets, valids, logit_avg)
+        ctx.e_info, ctx.c_info = e_info, c_info
+        return nll.mean()
+
+    @staticmethod
+    def row_targets(targets, valids, n):
+        """The target of each row of e (the next token, shift=1) and a 0/1 mask of the rows in valids."""
+        tgt = torch.zeros(n, dtype=torch.long, device=targets.device)
+        tgt[:-1] = targets[1:n]
+        valid = torch.zeros(n, dtype=torch.float32, device=targets.device)
+        valid[valids] = 1.0
+        return tgt, valid
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad_out):
+        e, c, lse, targets, valids, logit_avg = ctx.saved_tensors
+        vocab_ordering = torch.argsort(logit_avg).to(torch.int32)  # noqa: F841 (the kernel's block order)
+        n, v = e.shape[0], c.shape[0]
+        de = torch.zeros_like(e) if ctx.e_info[1] else None
+        dc = torch.zeros_like(c) if ctx.c_info[1] else None
+        tgt, valid = CutCE.row_targets(targets, valids, n)
+        lse_rows = torch.zeros(n, dtype=torch.float32, device=e.device)
+        lse_rows[valids] = lse
+        scale = valid * (grad_out.float() / lse.numel())
+        cols = max(1, TILE // n)
+        for a in range(0, v, cols):
+            z = min(a + cols, v)
+            blk = (e @ c[a:z].t()).float()
+            blk.sub_(lse_rows[:, None]).exp_()
+            hit = ((tgt >= a) & (tgt < z)).float()
+            blk.scatter_add_(1, (tgt - a).clamp(0, z - a - 1)[:, None], -hit[:, None])
+            blk.mul_(scale[:, None])
+            g = blk.to(e.dtype)
+            del blk
+            if de is not None:
+                de.addmm_(g, c[a:z])
+            if dc is not None:
+                torch.mm(g.t(), e, out=dc[a:z])
+            del g
+        if dc is not None:
+            dc = dc.to(dtype=ctx.c_info[0])
+        if de is not None:
+            de = de.to(dtype=ctx.e_info[0])
+        return de, dc, None, None
 
 
 def base_causal_lm(model):
@@ -120,6 +274,16 @@ def forward_loss(model, ids, kind, pos=None, labels=None):
         return total / (labels != -100).sum()
     if kind == "fused-linear":
         return FusedLinearCE.apply(hidden.reshape(-1, hidden.shape[-1]), lm.lm_head.weight, labels.reshape(-1))
+    if kind == "cce":
+        # cut_cross_entropy/transformers/utils.py apply_lce -> linear_cross_entropy(e, c, labels,
+        # shift=True) -> cce.py cce_linear_cross_entropy: contiguous e, valids, flattened targets.
+        del labels
+        e = hidden.contiguous()
+        valids = build_flat_valids(ids, 1)
+        targets = ids.flatten()
+        if targets.data_ptr() % 16 != 0:
+            targets = F.pad(targets, (0, 1))[:-1]
+        return CutCE.apply(e.flatten(0, -2), lm.lm_head.weight, targets, valids)
     raise ValueError(f"unknown loss {kind}")
 
 

@@ -39,8 +39,9 @@ PEFT = ("PEFT docs, 'Use PEFT QLoRA and FSDP' (Llama-2-70b, 2 GPUs, FSDP FULL_SH
         "stored in bf16, LoRA r 8 all-linear, batch 2 x 2048 packed, grad accum 2, checkpointing, flash attention)")
 PEFT_URL = "https://github.com/huggingface/peft/blob/main/docs/source/accelerate/fsdp.md"
 
-UNSLOTH_MISSING = ["Unsloth's fused LoRA autograd functions (LoRA_QKV, LoRA_MLP: no fp32 input cast per adapter, "
-                   "fewer saved MLP tensors)", "Apple's Cut Cross-Entropy (no logits chunk at all)"]
+# Unsloth's fused LoRA autograd functions are `--lora-kernels unsloth` (set by `--recipe unsloth`,
+# measured with a stand-in in tests/accuracy/unsloth). What is left: Cut Cross-Entropy.
+UNSLOTH_MISSING = ["Apple's Cut Cross-Entropy (no logits chunk at all)"]
 TT3 = ["--model", "llama-3.2-3b", "--batch", "2", "--seq", "4096"]
 TT3_LORA = TT3 + ["--lora-rank", "64", "--lora-targets", "q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
                   "--optimizer", "adamw-fused", "--loss", "chunked", "--checkpointing", "--activation-offload",
@@ -50,6 +51,11 @@ TITAN8 = ["--model", "llama-3.1-8b", "--dtype", "fp32", "--mode", "train", "--ba
           "--sharding", "fsdp", "--fsdp-mixed-precision", "bf16", "--checkpointing", "selective"]
 US8 = ["--model", "llama-3.1-8b", "--mode", "qlora", "--lora-rank", "32", "--batch", "1"]
 US70 = ["--model", "llama-3.3-70b", "--mode", "qlora", "--lora-rank", "32", "--batch", "1"]
+# Unsloth's column: --recipe unsloth (unsloth 2024.12, the release of the benchmark: its offloaded
+# checkpointing "unsloth", its fused LoRA_QKV / LoRA_W / LoRA_MLP with fp32 adapters and its RMSNorm
+# and RoPE kernels, its fused cross-entropy), and --double-quant: FastLlamaModel.from_pretrained's
+# BitsAndBytesConfig sets bnb_4bit_use_double_quant=True (unsloth/models/llama.py).
+US_RECIPE = ["--recipe", "unsloth", "--double-quant"]
 PEFT70 = ["--config", "tests/accuracy/published/models/llama-2-70b.json", "--mode", "qlora", "--double-quant",
           "--lora-rank", "8", "--lora-dropout", "0.1", "--batch", "2", "--seq", "2048", "--grad-accum", "2",
           "--checkpointing", "--gpus", "2", "--sharding", "fsdp"]
@@ -99,11 +105,21 @@ CASES = [
                "checkpointing, offloading, compile",
          args=TT3_LORA + ["--mode", "lora", "--compile"],
          missing=[]),
+    # torchtune's QLoRA (torchtune/modules/peft/lora.py LoRALinear and FrozenNF4Linear over
+    # torchao's NF4Tensor, torchao/dtypes/nf4tensor.py): every decoder linear is NF4 in blocks of
+    # 64 (quantized_data n/2 bytes), its absmax scalers double-quantized to int8 (n/64 bytes) with
+    # one bf16 factor per 256 scalers and a bf16 mean; the embeddings, norms and the (tied) output
+    # stay bf16, nothing is upcast to fp32 (no peft prepare_model_for_kbit_training), and
+    # linear_nf4 dequantizes one weight to bf16 per matmul in forward and backward. That is what
+    # vramfit's qlora with --double-quant counts (bitsandbytes: the same n/2 + n/64 bytes, an fp32
+    # factor per 256 scalers and 1 KiB of code tables per linear: 0.5 MiB more for the 3B), with
+    # 16-bit non-quantized layers and one dequantized weight: the QLoRA rows lack no lever; their
+    # error is the LoRA rows' (the compiled chunked loss at backward's start).
     dict(id="torchtune/llama3.2-3b/qlora", source=TT_3B, url=TT_3B_URL, measures="active", published=4.6, unit="GiB",
          quote="| [QLoRA](...) | 4.6 | -45.71% | 8035 | -2.13% |",
          setup="3B_qlora_single_device (torchao NF4, blocks of 64, scalers quantized): as the LoRA row",
          args=TT3_LORA + ["--mode", "qlora", "--double-quant", "--compile"],
-         missing=["torchao NF4 without peft's prepare_model_for_kbit_training (embeddings and norms stay bf16)"]),
+         missing=[]),
     # torchtune, Llama 3.1 8B on a 24 GB 4090 (the A6000 rows set levers the README does not
     # name: left out). The README does not say which of torchtune's three peaks it prints
     # (active, allocated, reserved); compared with the allocated peak.
@@ -124,7 +140,7 @@ CASES = [
          args=TT8 + ["--mode", "qlora", "--double-quant", "--lora-rank", "8", "--lora-targets",
                      "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", "--optimizer", "adamw-fused",
                      "--compile", "--lora-dtype", "bf16"],
-         missing=["torchao NF4 without peft's prepare_model_for_kbit_training (embeddings and norms stay bf16)"]),
+         missing=[]),
     # torchtitan: fp32 sharded parameters, MixedPrecisionPolicy(bf16, reduce fp32), AdamW,
     # cross_entropy(pred.flatten(0, 1).float()) (train.py), "memory:" is max_reserved_gib.
     dict(id="torchtitan/llama3.1-8b/fsdp8", source=TITAN, url=TITAN_URL, measures="reserved", published=82.4, unit="GiB",
@@ -152,7 +168,7 @@ CASES = [
     dict(id="unsloth/llama3.1-8b/unsloth-80gb", source=UNSLOTH, url=UNSLOTH_URL, measures="fit", published=80, unit="GiB",
          quote="| 80 GB | 342,733 | 28,454 |",
          setup="Unsloth: 342,733 tokens on 80 GB",
-         args=US8 + ["--seq", "342733", "--recipe", "unsloth"], missing=UNSLOTH_MISSING),
+         args=US8 + ["--seq", "342733"] + US_RECIPE, missing=UNSLOTH_MISSING),
     dict(id="unsloth/llama3.3-70b/hf-fa2-80gb", source=UNSLOTH, url=UNSLOTH_URL, measures="fit", published=80, unit="GiB",
          quote="| 80 GB | 89,389 | 6,916 |  (Llama 3.3 (70B) max. context length)",
          setup="Hugging Face + FA2: 6,916 tokens on 80 GB",
@@ -160,11 +176,11 @@ CASES = [
     dict(id="unsloth/llama3.3-70b/unsloth-80gb", source=UNSLOTH, url=UNSLOTH_URL, measures="fit", published=80, unit="GiB",
          quote="| 80 GB | 89,389 | 6,916 |",
          setup="Unsloth: 89,389 tokens on 80 GB",
-         args=US70 + ["--seq", "89389", "--recipe", "unsloth"], missing=UNSLOTH_MISSING),
+         args=US70 + ["--seq", "89389"] + US_RECIPE, missing=UNSLOTH_MISSING),
     dict(id="unsloth/llama3.3-70b/unsloth-48gb", source=UNSLOTH, url=UNSLOTH_URL, measures="fit", published=48, unit="GiB",
          quote="| 48 GB | 12,106 | OOM |",
          setup="Unsloth: 12,106 tokens on 48 GB",
-         args=US70 + ["--seq", "12106", "--recipe", "unsloth"], missing=UNSLOTH_MISSING),
+         args=US70 + ["--seq", "12106"] + US_RECIPE, missing=UNSLOTH_MISSING),
     # PEFT: "memory consumed per GPU" (the device's, as a monitor shows it); GB as written.
     dict(id="peft/llama2-70b/qlora-fsdp-offload", source=PEFT, url=PEFT_URL, measures="device", published=19.6, unit="GB",
          quote="the memory consumed per GPU is **19.6 GB** while CPU RAM usage is around **107 GB**",

@@ -686,9 +686,14 @@ TEST_CASE("beyond the seed: a fused loss, selective checkpointing, activation of
   const StepResult& loss = step(a, "chunked_logits");
   REQUIRE(loss.applied);
   CHECK(loss.title == "Fused or chunked loss");
-  CHECK(loss.workload.loss == spec::Loss::fused_linear);
-  CHECK(loss.reason.find("% of the peak: compute lm_head and the loss chunk by chunk") != std::string::npos);
-  CHECK(loss.warning == "needs the liger-kernel package; same loss, about the same speed");
+  // Each fused or chunked loss re-estimated; Cut Cross-Entropy keeps the least (no logits at all).
+  CHECK(loss.workload.loss == spec::Loss::cce);
+  CHECK(loss.reason.find("% of the peak: cce saves the most of the fused and chunked losses") != std::string::npos);
+  CHECK(loss.warning == "needs the cut-cross-entropy package (Triton, Ampere or newer); same loss, about the same "
+                        "speed");
+  spec::Workload liger = loss.workload;
+  liger.loss = spec::Loss::fused_linear;
+  CHECK(engine::estimate(m, liger).device_total > loss.after);
   const StepResult& sel = step(a, "selective_checkpointing");
   REQUIRE(sel.applied);
   CHECK(sel.workload.checkpointing);
@@ -699,7 +704,7 @@ TEST_CASE("beyond the seed: a fused loss, selective checkpointing, activation of
   CHECK(off.workload.activation_offload);
   CHECK(off.after < off.before);
   const StepResult& ib = step(a, "optimizer_in_backward");
-  CHECK(ib.workload.loss == spec::Loss::fused_linear);
+  CHECK(ib.workload.loss == spec::Loss::cce);
   CHECK(a.final_workload.activation_offload);
 }
 

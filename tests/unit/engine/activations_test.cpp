@@ -102,7 +102,7 @@ TEST_CASE("head_saved, inference peaks and backward transients", "[engine][activ
   CHECK(p.attn_per_token_position == 4 * 10 + 2);
   CHECK(p.attn_per_token == (6 * 256 + 2 * 128) * 2);
 
-  CHECK(backward_layer_transient(m, m.layers.front(), precision_of(train)) == (3 * 512 + 2 * 256) * 2);
+  CHECK(backward_layer_transient(m, m.layers.front(), train, precision_of(train)) == (3 * 512 + 2 * 256) * 2);
 }
 
 TEST_CASE("lora_targets follows peft's matching", "[engine][activations]") {

@@ -2,6 +2,8 @@
 // 32000, untied lm_head) and what each changes in a whole estimate.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "../../../src/engine/levers.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
@@ -81,7 +83,7 @@ TEST_CASE("levers: LoRA on fp32 weights under autocast keeps no cast past a chec
   CHECK(phase(full, PhaseId::forward_end) + (l4 - lc) - phase(full, PhaseId::backward_start) == casts);
 }
 
-TEST_CASE("levers: loss bytes, hf / chunked / fused-linear", "[engine][levers]") {
+TEST_CASE("levers: loss bytes, hf / chunked / fused-linear / cce", "[engine][levers]") {
   const auto m = tiny();
   auto w = training(spec::Mode::train, DType::bf16);
   const Precision p = precision_of(w);
@@ -103,10 +105,39 @@ TEST_CASE("levers: loss bytes, hf / chunked / fused-linear", "[engine][levers]")
   auto fl = loss_bytes(m, w, p, tokens);
   const std::uint64_t grad_input = tokens * 256 * 2;
   const std::uint64_t grad_weight = 32000ULL * 256 * 2;
-  CHECK(fl.forward_end.value() == grad_input + grad_weight + tokens * 4 + 16 * 32000 * 2 + 16 * 256 * 2);
+  const std::uint64_t per_token = tokens * (4 + 1);  // loss_1d, target_mask
+  const std::uint64_t chunk = 16 * 32000 * 2;
+  // Liger's `grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()`: the bf16
+  // product and its fp32 copy at once.
+  CHECK(fl.forward_end.value() == grad_input + grad_weight + per_token + chunk + 32000ULL * 256 * (2 + 4));
   CHECK(fl.backward_start.value() == grad_input + grad_weight);
-  w.mode = spec::Mode::lora;  // the lm_head is frozen: no grad_weight
+  w.mode = spec::Mode::lora;  // the lm_head is frozen: no grad_weight; grad_input's slice is the temporary
+  CHECK(loss_bytes(m, w, p, tokens).forward_end.value() == grad_input + per_token + chunk + 16 * 256 * 2);
   CHECK(loss_bytes(m, w, p, tokens).backward_start.value() == grad_input);
+  // Cut Cross-Entropy: lse (fp32), valids (int64) per token and logit_avg (fp32 per vocabulary
+  // entry) saved; the per-token nll at forward's end; backward's vocab_ordering (int32) and
+  // the gradients of e and c in bf16.
+  w.mode = spec::Mode::train;
+  w.loss = spec::Loss::cce;
+  const std::uint64_t saved = tokens * (4 + 8) + 32000 * 4;
+  auto cce = loss_bytes(m, w, p, tokens);
+  CHECK(cce.forward_end.value() == saved + tokens * 4);
+  CHECK(cce.backward_start.value() == saved + 32000 * 4 + grad_input + grad_weight);
+  w.mode = spec::Mode::lora;
+  CHECK(loss_bytes(m, w, p, tokens).backward_start.value() == saved + 32000 * 4 + grad_input);
+  // fp32 weights under autocast: e and c were cast to bf16; their gradients are copied back to
+  // fp32, dc first (dc bf16 + fp32 beside de), then de (de bf16 + fp32 beside dc's fp32).
+  auto wa = training(spec::Mode::train, DType::fp32);
+  wa.autocast = DType::bf16;
+  wa.loss = spec::Loss::cce;
+  const auto a = loss_bytes(m, wa, precision_of(wa), tokens);
+  CHECK(a.backward_start.value() == saved + 32000 * 4 + std::max(grad_input + grad_weight * 3, grad_input * 3 + grad_weight * 2));
+  // The lm_head's input stays saved under cce (e), not under fused-linear.
+  CHECK(lm_head_input_not_saved(m, w, p) == 0);
+  w.mode = spec::Mode::train;
+  CHECK(lm_head_input_not_saved(m, w, p) == 0);
+  w.loss = spec::Loss::fused_linear;
+  CHECK(lm_head_input_not_saved(m, w, p) == 256 * 2);
 }
 
 TEST_CASE("levers: a fused or chunked loss lowers a logits-bound peak", "[engine][levers]") {
@@ -117,9 +148,12 @@ TEST_CASE("levers: a fused or chunked loss lowers a logits-bound peak", "[engine
   const auto ch = engine::estimate(m, w);
   w.loss = spec::Loss::fused_linear;
   const auto fl = engine::estimate(m, w);
+  w.loss = spec::Loss::cce;
+  const auto cce = engine::estimate(m, w);
   CHECK(part(hf, ComponentId::logits) == 3 * 1024ULL * 32000 * 4);
   CHECK(hf.peak_allocated > ch.peak_allocated);
   CHECK(ch.peak_allocated > fl.peak_allocated);
+  CHECK(fl.peak_allocated > cce.peak_allocated);
 }
 
 TEST_CASE("levers: FSDP mixed precision gathers 16-bit units over fp32 shards", "[engine][levers]") {
@@ -263,11 +297,14 @@ TEST_CASE("levers: a compiled cross-entropy saves the 16-bit logits, not the fp3
     CHECK(b.forward_end.value() == lc);
     CHECK(b.backward_start.value() == 2 * lc);
   }
-  // Liger's fused loss is a kernel already; compiling the layers only leaves the loss eager.
-  w.loss = spec::Loss::fused_linear;
+  // Liger's and Cut Cross-Entropy's losses are kernels already: compiling leaves them as they are.
   auto eager = w;
   eager.compile = spec::Compile::none;
-  CHECK(loss_bytes(m, w, p, tokens).forward_end == loss_bytes(m, eager, p, tokens).forward_end);
+  for (auto loss : {spec::Loss::fused_linear, spec::Loss::cce}) {
+    w.loss = eager.loss = loss;
+    CHECK(loss_bytes(m, w, p, tokens).forward_end == loss_bytes(m, eager, p, tokens).forward_end);
+    CHECK(loss_bytes(m, w, p, tokens).backward_start == loss_bytes(m, eager, p, tokens).backward_start);
+  }
   w.loss = spec::Loss::hf;
   w.compile = spec::Compile::layers;
   eager.loss = spec::Loss::hf;

@@ -329,6 +329,14 @@ TEST_CASE("llama.cpp: a deepseek2 file without attn_k_b / attn_v_b caches every 
   s.ctx_size = 512;
   // MLA: per layer and cell the latent + rope key (80) and the latent as V (64), in f16.
   CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (80 + 64) * 2);
+  // MLA's absorbed graph is simulated: without flash attention the scores of 4 heads over one
+  // latent K head, [512 cells, 512 tokens, 4] f32 (4 MiB), are alive in the compute buffer.
+  const std::uint64_t scores = 512ULL * 512 * 4 * 4;
+  const std::uint64_t no_fa = estimate(m, tensors, s).gpus.at(0).compute.value();
+  CHECK(no_fa >= scores);
+  s.flash_attn = true;  // flash_attn_ext: no scores
+  CHECK(estimate(m, tensors, s).gpus.at(0).compute.value() + scores / 2 < no_fa);
+  s.flash_attn = false;
   // A file converted before MLA support (one attn_kv_b): every head's K (32 + 16) and V (32).
   for (auto& t : tensors)
     if (const auto at = t.name.find(".attn_k_b."); at != std::string::npos) t.name.replace(at, 10, ".attn_kv_b.");

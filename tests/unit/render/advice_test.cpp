@@ -60,7 +60,7 @@ TEST_CASE("workload_json: one shape for every workload, the knobs the advisor ch
   const json j = json(workload_json(w));
   CHECK(j == json::parse(R"({"mode": "qlora", "weights": "nf4", "batch": 2, "seq": 1024, "new_tokens": null,
     "optimizer": "adamw", "autocast": "bf16", "checkpointing": true, "attention": "sdpa",
-    "lora": {"rank": 16, "targets": ["all-linear"], "dropout": 0.0, "dtype": "fp32"}, "grad_accum": 4, "gpus": 2, "nodes": 1,
+    "lora": {"rank": 16, "targets": ["all-linear"], "dropout": 0.0, "dtype": "fp32", "kernels": "peft"}, "grad_accum": 4, "gpus": 2, "nodes": 1,
     "sharding": "fsdp", "offload": "none", "master_weights": false, "kv_cache": null,
     "expandable_segments": true, "alloc_conf": "expandable_segments:True", "cuda_context": null, "checkpointing_kind": "full", "activation_offload": false,
     "optimizer_in_backward": false, "sequence_packing": false, "loss": "hf", "fsdp_mixed_precision": null,

@@ -182,7 +182,7 @@ TEST_CASE("render_estimate workload lines for generate and lora", "[render]") {
       std::string::npos);
   j = nlohmann::json::parse(render_estimate(r, Format::json));
   CHECK(j["workload"]["lora"] ==
-        nlohmann::json::parse(R"({"rank": 8, "targets": ["q_proj", "v_proj"], "dropout": 0.0, "dtype": "fp32"})"));
+        nlohmann::json::parse(R"({"rank": 8, "targets": ["q_proj", "v_proj"], "dropout": 0.0, "dtype": "fp32", "kernels": "peft"})"));
   CHECK(j["workload"]["autocast"] == "bf16");
 }
 
