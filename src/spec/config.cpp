@@ -1375,10 +1375,9 @@ static std::optional<DType> declared_dtype(const nlohmann::json& config) {
     for (const char* key : {"dtype", "torch_dtype"}) {
       const auto it = c->find(key);
       if (it == c->end() || !it->is_string()) continue;
-      const std::string& v = it->get_ref<const std::string&>();
-      if (v == "float32") return DType::fp32;
-      if (v == "float16") return DType::fp16;
-      if (v == "bfloat16") return DType::bf16;
+      // core's dtype names (float32, float16, bfloat16 and their aliases), floating 16/32-bit only.
+      const std::optional<DType> d = parse_dtype(it->get_ref<const std::string&>());
+      if (d == DType::fp32 || d == DType::fp16 || d == DType::bf16) return d;
       return std::nullopt;
     }
   }
