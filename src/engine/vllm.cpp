@@ -513,6 +513,43 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
   diags.throw_if_any();
 }
 
+/// The rows of vLLM's rotary cos/sin caches (model_executor/layers/rotary_embedding get_rope, one
+/// instance per distinct scaling, shared through _ROPE_DICT): RotaryEmbedding and llama3's
+/// max_position_embeddings; LinearScaling and DynamicNTKScaling max_position_embeddings x factor;
+/// YaRN and DeepseekScaling (DeepSeek's yarn) original_max_position_embeddings x factor;
+/// Phi3LongRoPEScaled the short and the long caches, original + max_position_embeddings.
+/// torch.arange of a fractional length has its ceiling's rows. Gemma 3 is left at
+/// max_position_embeddings: its model builds a default cache for the sliding layers and a scaled
+/// one for the global layers (gemma3.py), which its config's one rope_scaling does not say.
+std::uint64_t rope_cache_rows(const spec::ModelSpec& m) {
+  const std::uint64_t P = m.max_positions;
+  if (m.rope_scaling.empty() || m.model_type.find("gemma3") != std::string::npos) return P;
+  const auto times = [](std::uint64_t n, double f) {
+    const double r = std::ceil(static_cast<double>(n) * f);
+    return r > 0 && r < static_cast<double>(kMaxModelLen) ? static_cast<std::uint64_t>(r) : n;
+  };
+  std::uint64_t rows = 0;
+  std::vector<const spec::RopeScaling*> seen;
+  for (const spec::RopeScaling& rs : m.rope_scaling) {
+    // Per-layer-type entries that are the same scaling share one instance.
+    if (std::any_of(seen.begin(), seen.end(), [&](const spec::RopeScaling* o) {
+          return o->type == rs.type && o->factor == rs.factor && o->original_max_positions == rs.original_max_positions;
+        }))
+      continue;
+    seen.push_back(&rs);
+    const std::uint64_t original = rs.original_max_positions > 0 ? rs.original_max_positions : m.original_max_positions;
+    std::uint64_t r = P;
+    if ((rs.type == "linear" || rs.type == "dynamic") && rs.factor)
+      r = times(P, *rs.factor);
+    else if (rs.type == "yarn" && rs.factor)
+      r = times(original > 0 ? original : P, *rs.factor);
+    else if ((rs.type == "longrope" || rs.type == "su") && original > 0)
+      r = checked_add(original, P);
+    rows = checked_add(rows, r);
+  }
+  return rows;
+}
+
 /// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
 /// PP, the rotary cos/sin cache, MXFP4 experts in their kernels' layout (with a note saying which).
 Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<std::string>& notes) {
@@ -535,8 +572,11 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   // logs "Model loading took 14.9888 GiB" for 14.9575 GiB of parameters. gpt-oss asks
   // get_rope for an fp32 cache (models/gpt_oss.py OAIAttention: dtype=torch.float32; YaRN's
   // original 4096 positions x factor 32 = 131072 rows of 64): 32 MiB, not 16.
+  // The rows follow the rotary scaling (rope_cache_rows); MLA rotates only qk_rope_head_dim of
+  // a head (deepseek_v2.py: get_rope(qk_rope_head_dim, ...)).
   const std::uint64_t rope_bytes = m.model_type == "gpt_oss" ? 4 : 2;
-  if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), rope_bytes)};
+  const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim : m.head_dim;
+  if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
   const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
   w += Bytes{cdiv(mx, pp)};

@@ -499,3 +499,32 @@ TEST_CASE("vllm: a --max-model-len past the model's derived maximum is refused b
     CHECK(refusal(m, s).field == "rope_scaling.factor");
   }
 }
+
+TEST_CASE("vllm: the rotary cos/sin cache has the rows its scaling gives and MLA's rope width", "[vllm]") {
+  const Settings s = on(GiB(80));
+  const auto weights = [&](const spec::ModelSpec& m) { return estimate(m, s).weights.value(); };
+  // Qwen3-8B (head_dim 128, 40960 positions): yarn x4 over 32768 makes 131072 rows (YaRNScaling-
+  // RotaryEmbedding: original_max_position x factor), bf16.
+  const spec::ModelSpec plain = preset("qwen3-8b");
+  const spec::ModelSpec yarn = preset_with(
+      "qwen3-8b", {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}}}});
+  CHECK(weights(yarn) - weights(plain) == (131072ULL - 40960) * 128 * 2);
+  // Dynamic NTK: max_position_embeddings x factor; a fractional length has its ceiling's rows.
+  const spec::ModelSpec dyn = preset_with("qwen3-8b", {{"rope_scaling", {{"type", "dynamic"}, {"factor", 1.00001}}}});
+  CHECK(weights(dyn) - weights(plain) == 1ULL * 128 * 2);  // ceil(40960.4096) = 40961 rows
+  // Phi-3's LongRoPE keeps the short and the long caches: 4096 + 131072 rows of 96.
+  const nlohmann::json phi_long = {{"max_position_embeddings", 131072}, {"original_max_position_embeddings", 4096}};
+  nlohmann::json with_rope = phi_long;
+  with_rope["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
+  CHECK(weights(preset_with("phi-3-mini-4k", with_rope)) - weights(preset_with("phi-3-mini-4k", phi_long)) ==
+        4096ULL * 96 * 2);
+  // DeepSeek-V2-Lite (MLA): the cache rotates qk_rope_head_dim (64) of each head, its yarn rows
+  // original x factor: halving the factor takes 4096 x 20 rows of 64 off.
+  const spec::ModelSpec ds = preset("deepseek-v2-lite");
+  REQUIRE(ds.qk_rope_head_dim == 64);
+  nlohmann::json half = catalog::Catalog::embedded().preset("deepseek-v2-lite", "preset").config.at("rope_scaling");
+  half["factor"] = 20;
+  CHECK(weights(ds) - weights(preset_with("deepseek-v2-lite", {{"rope_scaling", half}})) == 4096ULL * 20 * 64 * 2);
+  // llama3 keeps max_position_embeddings: Llama 3.1 8B's 131072 x 128 x 2.
+  CHECK(weights(preset("llama-3.1-8b")) == 8030261248ULL * 2 + 131072ULL * 128 * 2);
+}
