@@ -564,8 +564,14 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
 // the bf16 gradient. The first step allocates the optimizer state per parameter; every step the
 // optimizer's temporaries (one list over the parameters, as foreach AdamW's). Replayed against the
 // recorded steps (reserved beyond the peak allocated, fresh processes): qwen2.5-1.5b bf16 b8 s2048
-// ckpt 9776 MiB measured / 10028 replayed, qwen2.5-7b bf16 b4 s2048 ckpt 17052 / 16874,
-// qwen2.5-0.5b fp32-amp b4 s1024 2981 / 3098, gpt2-medium fp32-amp b16 s1024 ckpt 3477 / 2793.
+// ckpt 9776 MiB measured / 10057 replayed, qwen2.5-7b bf16 b4 s2048 ckpt 17052 / 17037,
+// qwen2.5-0.5b fp32-amp b4 s1024 2981 / 3007, gpt2-medium fp32-amp b16 s1024 ckpt 3477 / 3363
+// (tests/accuracy/alloc_trace_test.cpp). Not reproduced: qwen2.5-0.5b fp32-amp b8 s2048 in a
+// process of its own reserved 1239 MiB; its recorded sequence replayed here reserves 10732 (a
+// fourth 9496 MiB logits segment in the second step). Which of several equal-size free blocks a
+// request takes decides it: broken by the highest address instead of the lowest, that replay gives
+// 1239 (and qwen2.5-1.5b fp32-amp 7075 instead of the measured 5466): the order of cudaMalloc's
+// addresses, which the model does not know.
 // The backward thread's cuBLAS workspace: the autograd engine runs backward on a device thread of
 // its own (torch/csrc/autograd/engine.cpp, one per CUDA device), whose cuBLAS handle has no
 // workspace yet; aten/src/ATen/cuda/CublasHandlePool.cpp keeps one per (handle, stream), allocated

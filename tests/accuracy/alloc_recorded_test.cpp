@@ -122,7 +122,9 @@ const Expected kTable[] = {
     // for qwen2.5-1.5b fp32-amp (replayed 5464: both put the backward's cuBLAS workspace in a freed
     // fp32-logits segment) and 1239 for qwen2.5-0.5b fp32-amp, whose run carved the workspace from
     // a free 56 MiB segment; the replay, whose start lacks the built model's 82 segments, takes a
-    // logits segment, so the next logits need a new 9496 MiB one (10619).
+    // logits segment, so the next logits need a new 9496 MiB one (10619; 10732 from the built
+    // model's segments, engine/reserve.cpp: with ties between equal-size free blocks broken by
+    // the highest address instead of the lowest, 1239: cudaMalloc's address order decides).
     {"expandable/qwen2.5-0.5b__train__fp32-ampbf16__adamw__b8s2048.json.gz", false, 4833, 10619},
     {"expandable/qwen2.5-1.5b__train__bf16__adamw__b4s1024.json.gz", false, 1389, 2620},
     {"expandable/qwen2.5-1.5b__train__fp32-ampbf16__adamw__b4s1024.json.gz", false, 1277, 5464},
