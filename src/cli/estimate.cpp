@@ -180,7 +180,8 @@ void parse_checkpointing(const EstimateFlags& f, spec::Workload& w, Diagnostics&
     else
       w.checkpoint_every = v;
   } else if (!k.empty() && k != "full") {
-    diags.add("--checkpointing", fmt::format("unknown checkpointing '{}'", k), fix);
+    diags.add("--checkpointing", fmt::format("unknown checkpointing '{}'", k),
+              did_you_mean_fix(k, {"full", "selective", "every-2"}, fix, fix));
   }
 }
 
@@ -194,7 +195,9 @@ void parse_compile(const EstimateFlags& f, spec::Workload& w, Diagnostics& diags
     w.compile = spec::Compile::layers;
   else
     diags.add("--compile", fmt::format("unknown compile '{}'", k),
-              "give all (the layers and the loss) or layers (the decoder layers only), e.g. --compile layers");
+              did_you_mean_fix(k, {"all", "layers"},
+                               "give all (the layers and the loss) or layers (the decoder layers only)",
+                               "give all (the layers and the loss) or layers (the decoder layers only), e.g. --compile layers"));
 }
 
 /// The workload's names: mode, dtypes, optimizer, attention, allocator, sharding and the levers.
@@ -348,14 +351,16 @@ void parse_workload_numbers(const EstimateFlags& f, spec::Workload& w, Diagnosti
     }
     else if (f.lora_dtype != "fp32")
       diags.add("--lora-dtype", fmt::format("unknown adapter dtype '{}'", f.lora_dtype),
-                "give fp32 (peft's default), bf16 or fp16");
+                did_you_mean_fix(f.lora_dtype, {"fp32", "bf16", "fp16"}, "give fp32 (peft's default), bf16 or fp16",
+                                 "give fp32 (peft's default), bf16 or fp16"));
   }
   if (f.has("--lora-kernels")) {
     if (f.lora_kernels == "unsloth")
       w.lora.unsloth_kernels = true;
     else if (f.lora_kernels != "peft")
       diags.add("--lora-kernels", fmt::format("unknown LoRA kernels '{}'", f.lora_kernels),
-                "give peft (peft's LoRA layers, the default) or unsloth (Unsloth's fused LoRA autograd functions)");
+                did_you_mean_fix(f.lora_kernels, {"peft", "unsloth"}, "",
+                                 "give peft (peft's LoRA layers, the default) or unsloth (Unsloth's fused LoRA autograd functions)"));
   }
   if (f.has("--lora-dropout")) {
     double p = 0;

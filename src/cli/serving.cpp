@@ -23,6 +23,7 @@
 #include "vramfit/engine/vllm.hpp"
 #include "vramfit/render/serving.hpp"
 #include "vramfit/spec/gguf.hpp"
+#include "common.hpp"
 #include "vramfit/spec/mmproj.hpp"
 #include "vramfit/spec/parse.hpp"
 
@@ -495,6 +496,14 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
       d.add("--kv-cache-dtype", fmt::format("unknown KV cache dtype '{}'", s.kv_cache_dtype), "one of auto, fp8, fp8_e4m3, fp8_e5m2");
   }
   st.enforce_eager = s.enforce_eager;
+  {
+    // vllm/envs.py: "1" or "true" (any case, spaces trimmed) lets a --max-model-len past the
+    // model's derived maximum through with a warning.
+    std::string allow = lower(util::env("VLLM_ALLOW_LONG_MAX_MODEL_LEN"));
+    allow.erase(0, allow.find_first_not_of(" \t\n\r"));
+    allow.erase(allow.find_last_not_of(" \t\n\r") + 1);
+    st.allow_long_max_model_len = allow == "1" || allow == "true";
+  }
   st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
   st.flashinfer = !s.no_flashinfer;
   if (!s.vllm_version.empty()) {
@@ -537,7 +546,7 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
   if (j.cards) st.compute_capability = j.cards->compute_capability.front();
   if (s.max_num_batched_tokens.empty()) {
-    const std::uint64_t len = st.max_model_len.value_or(j.model.spec.max_positions);
+    const std::uint64_t len = st.max_model_len.value_or(engine::vllm::default_max_model_len(j.model.spec, st));
     const std::string label = j.cards ? lower(j.cards->labels.front()) : std::string();
     st.max_num_batched_tokens = default_batched_tokens(st, len, label);
   }
@@ -818,10 +827,13 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     vl::Settings st = j.settings;
     std::uint64_t value = 0;
     if (what == "max-model-len") {
-      // vLLM refuses a max_model_len past the model's max_position_embeddings (ModelConfig's
-      // derived max model length) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
+      // vLLM refuses a max_model_len past the model's derived maximum (max_position_embeddings
+      // and its rotary scaling: engine::vllm::derived_max_model_len) unless
+      // VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
       value = r.largest_model_len;
-      if (j.model.spec.max_positions > 0) value = std::min<std::uint64_t>(value, j.model.spec.max_positions);
+      const vl::DerivedMaxLen most = vl::derived_max_model_len(j.model.spec);
+      if (most.tokens > 0 && !st.allow_long_max_model_len)
+        value = std::min<std::uint64_t>(value, static_cast<std::uint64_t>(std::floor(most.tokens)));
       st.max_model_len = std::max<std::uint64_t>(1, value);
     } else {
       value = static_cast<std::uint64_t>(std::floor(r.max_concurrency));

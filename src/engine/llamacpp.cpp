@@ -106,20 +106,53 @@ bool input_tensor(std::string_view name) {
 /// what --n-cpu-moe keeps on the CPU (common/arg.cpp: "blk\\.%d\\.ffn_(up|down|gate)_exps").
 bool expert_tensor(std::string_view name) { return name.find("_exps.") != std::string_view::npos; }
 
-/// Which layers use the sliding window, as llama.cpp's set_swa_pattern(n) does: with
-/// period n every n-th layer is global (gemma2: 2, gemma3: 6), else all layers slide.
-/// The model types whose sliding window llama.cpp honours with an SWA cache (llama-model.cpp
-/// sets hparams.swa_type for them: gemma2, gemma3, cohere2, gpt-oss); others (mistral v0.1,
-/// phi3: "Phi SWA is currently disabled") get a full cache on every layer.
-bool llamacpp_uses_swa(std::string_view model_type) {
-  for (const std::string_view t : {"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss"})
-    if (model_type == t) return true;
-  return false;
+/// How build_moe_ffn (llama-graph.cpp) weighs the top-k experts, as a model's builder in
+/// llama-model.cpp calls it.
+enum class Gating {
+  softmax,           ///< soft_max over all experts, the top-k probabilities used as they are
+  softmax_norm,      ///< the same, then the top-k weights renormalised (norm_w: sum_rows, div)
+  softmax_weight,    ///< LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT: soft_max of the top-k logits
+};
+
+/// What llama.cpp does its own way for a transformers model type, where it changes memory:
+/// one row per model type (the config's model_type); a type without a row has none of it.
+/// To add a model, add its row with what its llm_build_* in llama-model.cpp does.
+struct ArchRow {
+  std::string_view model_type;
+  /// load_hparams sets hparams.swa_type: the sliding layers get an SWA KV cache of the window.
+  /// Without (mistral v0.1, phi3: "Phi SWA is currently disabled") every layer keeps a full cache.
+  bool swa = false;
+  Gating gating = Gating::softmax;
+};
+constexpr ArchRow kArchRows[] = {
+    {.model_type = "gemma2", .swa = true},
+    {.model_type = "gemma3", .swa = true},
+    {.model_type = "gemma3_text", .swa = true},
+    {.model_type = "cohere2", .swa = true},
+    {.model_type = "gpt_oss", .swa = true, .gating = Gating::softmax_weight},
+    // build_moe_ffn(..., norm_w = true): llm_build_llama (mixtral), llm_build_qwen3moe, and the
+    // models whose GGUF sets expert_weights_norm (deepseek2 for V3, glm4moe, ernie4_5-moe).
+    {.model_type = "mixtral", .gating = Gating::softmax_norm},
+    {.model_type = "qwen3_moe", .gating = Gating::softmax_norm},
+    {.model_type = "deepseek_v3", .gating = Gating::softmax_norm},
+    {.model_type = "glm4_moe", .gating = Gating::softmax_norm},
+    {.model_type = "ernie4_5_moe", .gating = Gating::softmax_norm},
+};
+
+/// The model type's row; a default row (no SWA cache, plain soft_max gating) for the others.
+const ArchRow& arch_row(std::string_view model_type) {
+  static constexpr ArchRow kNone{};
+  for (const ArchRow& r : kArchRows)
+    if (r.model_type == model_type) return r;
+  return kNone;
 }
 
+/// Which layers use the sliding window, as llama.cpp's set_swa_pattern(n) does: with
+/// period n every n-th layer is global (gemma2: 2, gemma3: 6), else all layers slide; none
+/// where llama.cpp keeps no SWA cache for the type (ArchRow::swa).
 std::vector<bool> swa_layers(const spec::ModelSpec& m) {
   const std::uint64_t L = m.num_layers;
-  const std::uint64_t S = m.sliding_window == 0 || !llamacpp_uses_swa(m.model_type) ? 0 : m.sliding_layers;
+  const std::uint64_t S = m.sliding_window == 0 || !arch_row(m.model_type).swa ? 0 : m.sliding_layers;
   std::vector<bool> swa(static_cast<std::size_t>(L), false);
   if (S == 0) return swa;
   if (S >= L) return std::vector<bool>(static_cast<std::size_t>(L), true);
@@ -262,12 +295,10 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
     }
   }
   h.moe_layer.resize(static_cast<std::size_t>(m.num_layers), false);
-  // The gating llama-model.cpp passes to build_moe_ffn: gpt-oss soft-maxes the top-k logits
-  // (SOFTMAX_WEIGHT); the models whose config sets norm_topk_prob renormalise the top-k
-  // weights (llama-model.cpp: hparams.expert_weights_norm, or the builder's norm_w = true).
-  h.softmax_weight = m.model_type == "gpt_oss";
-  for (const std::string_view t : {"qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe", "ernie4_5_moe"})
-    if (m.model_type == t) h.norm_w = true;
+  // The gating llama-model.cpp passes to build_moe_ffn (the model type's ArchRow).
+  const Gating gating = arch_row(m.model_type).gating;
+  h.softmax_weight = gating == Gating::softmax_weight;
+  h.norm_w = gating == Gating::softmax_norm;
   return h;
 }
 
@@ -849,13 +880,7 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
     out.push_back(std::move(g));
   };
   const GgmlType& f32 = *spec::ggml_type_by_name("F32");
-  spec::TensorPlace place;
-  place.n_layers = m.num_layers;
-  place.has_output = !m.tied_embeddings;
-  place.gqa = m.num_kv_heads == 0 ? 1 : m.num_heads / m.num_kv_heads;
-  place.n_expert = m.moe.num_experts;
-  place.llama_70b = (m.model_type == "llama" || m.model_type == "mistral" || m.model_type == "mixtral") &&
-                    m.num_layers == 80 && m.num_heads != m.num_kv_heads;
+  spec::TensorPlace place = spec::tensor_place(m);
   const auto typed = [&](R role, std::uint64_t row) -> const GgmlType& {
     place.row = row;
     return spec::gguf_tensor_type(file_type, role, place);

@@ -72,6 +72,86 @@ std::uint64_t dtype_bytes(DType d) {
   }
 }
 
+/// The longest max_model_len vramfit takes (2^40 tokens, the config reader's bound on a length).
+constexpr std::uint64_t kMaxModelLen = 1ULL << 40;
+
+/// A derived length as Python prints it: an int, or a float once a rotary factor multiplied it.
+std::string py_number(double v, bool is_float) {
+  if (!is_float) return fmt::format("{}", static_cast<std::uint64_t>(v));
+  return v == std::floor(v) && std::fabs(v) < 1e16 ? fmt::format("{:.1f}", v) : fmt::format("{}", v);
+}
+
+/// vLLM's ValueError text for a max_model_len past the derived maximum.
+std::string long_len_message(const spec::ModelSpec& m, const Settings& s, const DerivedMaxLen& d);
+
+}  // namespace
+
+DerivedMaxLen derived_max_model_len(const spec::ModelSpec& m) {
+  // The smallest of the length keys (max_position_embeddings, n_positions, max_seq_len, ...:
+  // the one the spec read), overridden by the config's model_max_length (Command-R, Cohere2).
+  DerivedMaxLen d;
+  d.tokens = static_cast<double>(m.max_positions);
+  d.key = "max_position_embeddings";
+  if (m.model_max_length > 0) {
+    d.tokens = static_cast<double>(m.model_max_length);
+    d.key = "model_max_length";
+  }
+  if (d.tokens <= 0) d.tokens = 2048;  // no key: vLLM assumes 2048 (and warns)
+  // The rotary scalings (transformers 5: one per layer type), except gemma3's, whose
+  // max_position_embeddings (128K) is already the scaled one. llama3, longrope and su keep the
+  // length; any other type multiplies it by its factor (the last factor given; "default" has
+  // none), yarn from its original_max_position_embeddings.
+  if (m.rope_scaling.empty() || m.model_type.find("gemma3") != std::string::npos) {
+    if (m.max_positions == 0 && m.model_max_length == 0) d.tokens = 0;
+    return d;
+  }
+  d.scaled = true;
+  double factor = 1.0;
+  std::string type;
+  std::uint64_t yarn_original = 0;
+  const double base = d.tokens;
+  for (const spec::RopeScaling& rs : m.rope_scaling) {
+    if (rs.type == "su" || rs.type == "longrope" || rs.type == "llama3") continue;
+    if (rs.factor) {
+      factor = *rs.factor;
+      type = rs.type;
+    }
+    if (rs.type == "yarn") {
+      yarn_original = rs.original_max_positions > 0 ? rs.original_max_positions : m.max_positions;
+      d.tokens = static_cast<double>(yarn_original);
+    }
+  }
+  d.tokens *= factor;
+  if (yarn_original > 0)
+    d.rope = fmt::format("yarn: original_max_position_embeddings {} x factor {}", yarn_original, factor);
+  else if (factor != 1.0)
+    d.rope = fmt::format("{}: {} {} x factor {}", type, d.key, static_cast<std::uint64_t>(base), factor);
+  return d;
+}
+
+std::uint64_t default_max_model_len(const spec::ModelSpec& m, const Settings& s) {
+  const DerivedMaxLen d = derived_max_model_len(m);
+  if (d.tokens <= 0) return 2048;
+  const auto key = [](const Release& v) { return std::tuple(v.major, v.minor, v.patch); };
+  const bool longrope = std::any_of(m.rope_scaling.begin(), m.rope_scaling.end(),
+                                    [](const spec::RopeScaling& rs) { return rs.type == "longrope" || rs.type == "su"; });
+  // vllm#27431 (0.11.1): a LongRoPE model defaults to its short context, the config's
+  // original_max_position_embeddings, so that shorter requests keep the short factors.
+  if (longrope && key(s.release) >= std::tuple(0U, 11U, 1U) && m.original_max_positions > 0)
+    return m.original_max_positions;
+  return static_cast<std::uint64_t>(std::min(std::floor(d.tokens), static_cast<double>(kMaxModelLen)));
+}
+
+namespace {
+
+std::string long_len_message(const spec::ModelSpec& m, const Settings& s, const DerivedMaxLen& d) {
+  return fmt::format(
+      "User-specified max_model_len ({}) is greater than the derived max_model_len ({}={} or model_max_length={} in "
+      "model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+      s.max_model_len.value_or(0), d.key, py_number(d.tokens, d.scaled),
+      m.model_max_length > 0 ? std::to_string(m.model_max_length) : std::string("None"));
+}
+
 }  // namespace
 
 std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s) {
@@ -383,6 +463,36 @@ namespace {
 
 const auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
 
+/// vLLM's check of --max-model-len against the derived maximum (config/model.py
+/// _get_and_verify_max_len), made when the config is read, before any memory is measured:
+/// "User-specified max_model_len (N) is greater than the derived max_model_len (...)", a
+/// ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set (then a warning, in the notes).
+void check_max_model_len(const spec::ModelSpec& m, const Settings& s, Diagnostics& diags) {
+  const DerivedMaxLen d = derived_max_model_len(m);
+  if (d.scaled && !(d.tokens >= 1 && d.tokens <= static_cast<double>(kMaxModelLen))) {
+    diags.add("rope_scaling.factor",
+              fmt::format("the rotary scaling makes the model's maximum length {} ({})", d.tokens, d.rope),
+              "check rope_scaling (or rope_parameters) against the model's config.json on the Hugging Face Hub");
+    return;
+  }
+  if (!s.max_model_len || d.tokens <= 0 || static_cast<double>(*s.max_model_len) <= d.tokens ||
+      s.allow_long_max_model_len)
+    return;
+  const std::uint64_t most = static_cast<std::uint64_t>(std::floor(d.tokens));
+  diags.add("--max-model-len",
+            fmt::format("{} is more than the model's derived maximum, {}{}: vLLM refuses it before it measures any "
+                        "memory (\"{}\")",
+                        *s.max_model_len, most, d.rope.empty() ? "" : " (" + d.rope + ")", long_len_message(m, s, d)),
+            fmt::format("--max-model-len {} (or less); or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to serve it anyway (vLLM "
+                        "warns: {}){}",
+                        most,
+                        m.learned_positions ? fmt::format("positions past {} are out of the position table, a CUDA error", most)
+                                            : fmt::format("with RoPE, positions past {} give NaN", most),
+                        d.scaled || m.learned_positions ? ""
+                                                        : "; a rotary scaling the model card documents (such as Qwen's "
+                                                          "YaRN), added to config.json's rope_scaling, raises the maximum"));
+}
+
 /// The settings vLLM refuses before it starts (all named at once).
 void check_settings(const spec::ModelSpec& m, const Settings& s) {
   Diagnostics diags;
@@ -399,7 +509,45 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
   if (s.block_size == 0) diags.add("--block-size", "0 tokens", "vLLM's default is 16");
   if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
   if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
+  check_max_model_len(m, s, diags);
   diags.throw_if_any();
+}
+
+/// The rows of vLLM's rotary cos/sin caches (model_executor/layers/rotary_embedding get_rope, one
+/// instance per distinct scaling, shared through _ROPE_DICT): RotaryEmbedding and llama3's
+/// max_position_embeddings; LinearScaling and DynamicNTKScaling max_position_embeddings x factor;
+/// YaRN and DeepseekScaling (DeepSeek's yarn) original_max_position_embeddings x factor;
+/// Phi3LongRoPEScaled the short and the long caches, original + max_position_embeddings.
+/// torch.arange of a fractional length has its ceiling's rows. Gemma 3 is left at
+/// max_position_embeddings: its model builds a default cache for the sliding layers and a scaled
+/// one for the global layers (gemma3.py), which its config's one rope_scaling does not say.
+std::uint64_t rope_cache_rows(const spec::ModelSpec& m) {
+  const std::uint64_t P = m.max_positions;
+  if (m.rope_scaling.empty() || m.model_type.find("gemma3") != std::string::npos) return P;
+  const auto times = [](std::uint64_t n, double f) {
+    const double r = std::ceil(static_cast<double>(n) * f);
+    return r > 0 && r < static_cast<double>(kMaxModelLen) ? static_cast<std::uint64_t>(r) : n;
+  };
+  std::uint64_t rows = 0;
+  std::vector<const spec::RopeScaling*> seen;
+  for (const spec::RopeScaling& rs : m.rope_scaling) {
+    // Per-layer-type entries that are the same scaling share one instance.
+    if (std::any_of(seen.begin(), seen.end(), [&](const spec::RopeScaling* o) {
+          return o->type == rs.type && o->factor == rs.factor && o->original_max_positions == rs.original_max_positions;
+        }))
+      continue;
+    seen.push_back(&rs);
+    const std::uint64_t original = rs.original_max_positions > 0 ? rs.original_max_positions : m.original_max_positions;
+    std::uint64_t r = P;
+    if ((rs.type == "linear" || rs.type == "dynamic") && rs.factor)
+      r = times(P, *rs.factor);
+    else if (rs.type == "yarn" && rs.factor)
+      r = times(original > 0 ? original : P, *rs.factor);
+    else if ((rs.type == "longrope" || rs.type == "su") && original > 0)
+      r = checked_add(original, P);
+    rows = checked_add(rows, r);
+  }
+  return rows;
 }
 
 /// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
@@ -424,8 +572,11 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   // logs "Model loading took 14.9888 GiB" for 14.9575 GiB of parameters. gpt-oss asks
   // get_rope for an fp32 cache (models/gpt_oss.py OAIAttention: dtype=torch.float32; YaRN's
   // original 4096 positions x factor 32 = 131072 rows of 64): 32 MiB, not 16.
+  // The rows follow the rotary scaling (rope_cache_rows); MLA rotates only qk_rope_head_dim of
+  // a head (deepseek_v2.py: get_rope(qk_rope_head_dim, ...)).
   const std::uint64_t rope_bytes = m.model_type == "gpt_oss" ? 4 : 2;
-  if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(m.max_positions, m.head_dim), rope_bytes)};
+  const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim : m.head_dim;
+  if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
   const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
   w += Bytes{cdiv(mx, pp)};
@@ -577,8 +728,16 @@ void closing_notes(Result& r, const spec::ModelSpec& m, const Settings& s, const
 Result estimate(const spec::ModelSpec& m, const Settings& s) {
   check_settings(m, s);
   Result r;
-  r.max_model_len = s.max_model_len.value_or(m.max_positions);
+  r.max_model_len = s.max_model_len.value_or(default_max_model_len(m, s));
   if (r.max_model_len == 0) r.max_model_len = 2048;
+  if (s.max_model_len && s.allow_long_max_model_len) {
+    const DerivedMaxLen d = derived_max_model_len(m);
+    if (d.tokens > 0 && static_cast<double>(*s.max_model_len) > d.tokens)
+      r.notes.push_back(fmt::format("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: --max-model-len {} is past the model's derived "
+                                    "maximum, {}; vLLM warns and serves it (with RoPE, positions past the maximum "
+                                    "give NaN)",
+                                    *s.max_model_len, static_cast<std::uint64_t>(std::floor(d.tokens))));
+  }
   if (s.max_num_batched_tokens < r.max_model_len && s.max_num_batched_tokens < s.max_num_seqs)
     throw InputError("--max-num-batched-tokens",
                      fmt::format("{} is smaller than --max-num-seqs {}", s.max_num_batched_tokens, s.max_num_seqs),

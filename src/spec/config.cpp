@@ -778,6 +778,34 @@ void read_dims(Ctx& c) {
   }
 }
 
+/// The rotary scalings as the config writes them (`rope_parameters`, transformers 5, which may
+/// hold one per layer type; else `rope_scaling`), its top-level original_max_position_embeddings
+/// and model_max_length: what a serving engine derives its longest context from (vLLM's
+/// _get_and_verify_max_len). Kept as written; the engine decides what they mean.
+void read_rope_scaling(Ctx& c) {
+  const auto one = [&c](const json& obj, std::string prefix) {
+    Reader rope(obj, std::move(prefix), c.diags);
+    RopeScaling rs;
+    rs.type = rope.string("rope_type").value_or(rope.string("type").value_or(""));
+    if (rope.has("factor")) rs.factor = rope.number("factor", 1.0);
+    rs.original_max_positions = rope.uint("original_max_position_embeddings").value_or(0);
+    c.spec.rope_scaling.push_back(std::move(rs));
+  };
+  const json* rp = c.r.find("rope_parameters");
+  if (rp == nullptr || !rp->is_object()) rp = c.r.find("rope_scaling");
+  if (rp != nullptr && rp->is_object() && !rp->empty()) {
+    const std::string key = c.r.find("rope_parameters") == rp ? "rope_parameters" : "rope_scaling";
+    // transformers 5's per-layer-type form: {"full_attention": {...}, "sliding_attention": {...}}.
+    const bool per_layer_type = std::all_of(rp->begin(), rp->end(), [](const json& v) { return v.is_object(); });
+    if (per_layer_type)
+      for (auto it = rp->begin(); it != rp->end(); ++it) one(*it, c.r.field(key + "." + it.key() + "."));
+    else
+      one(*rp, c.r.field(key + "."));
+  }
+  c.spec.original_max_positions = c.r.uint("original_max_position_embeddings").value_or(0);
+  c.spec.model_max_length = c.r.uint("model_max_length").value_or(0);
+}
+
 /// The row's flags, activation, rotary share, windows, soft-caps and dropouts.
 void read_options(Ctx& c) {
   const Architecture& row = c.row;
@@ -805,6 +833,7 @@ void read_options(Ctx& c) {
     Reader rope(*rp, c.r.field("rope_parameters."), c.diags);
     c.rotary_fraction = rope.number("partial_rotary_factor", c.rotary_fraction);
   }
+  read_rope_scaling(c);
   if (c.rotary_fraction > 1.0) {
     c.diags.add(c.r.field("partial_rotary_factor"), fmt::format("{} is more than 1", c.rotary_fraction),
                 "the rotary share of a head is a fraction between 0 and 1");

@@ -503,18 +503,25 @@ const GgmlType& gguf_tensor_type(std::string_view file_type, TensorRole role, co
   return fallback(*t, p.row, f);
 }
 
-std::uint64_t gguf_model_bytes(const ModelSpec& m, std::string_view file_type) {
-  if (m.num_layers > kMaxLayers)
-    throw InputError("GGUF file type",
-                     fmt::format("{} layers is far more than any real model has", m.num_layers),
-                     "check num_hidden_layers");
+TensorPlace tensor_place(const ModelSpec& m) {
   TensorPlace place;
   place.n_layers = m.num_layers;
   place.has_output = !m.tied_embeddings;
   place.gqa = m.num_kv_heads == 0 ? 1 : m.num_heads / m.num_kv_heads;
   place.n_expert = m.moe.num_experts;
+  // llama-model.cpp load_hparams, LLM_ARCH_LLAMA: 80 layers are LLM_TYPE_70B with GQA (65B
+  // without). convert_hf_to_gguf.py writes llama, mistral and mixtral as the llama arch.
   place.llama_70b = (m.model_type == "llama" || m.model_type == "mistral" || m.model_type == "mixtral") &&
                     m.num_layers == 80 && m.num_heads != m.num_kv_heads;
+  return place;
+}
+
+std::uint64_t gguf_model_bytes(const ModelSpec& m, std::string_view file_type) {
+  if (m.num_layers > kMaxLayers)
+    throw InputError("GGUF file type",
+                     fmt::format("{} layers is far more than any real model has", m.num_layers),
+                     "check num_hidden_layers");
+  TensorPlace place = tensor_place(m);
 
   const std::uint64_t H = m.hidden_size;
   const auto tensor = [&](TensorRole role, std::uint64_t row, std::uint64_t rows, std::uint64_t copies) {

@@ -644,9 +644,16 @@ void apply_alloc_setting(const std::string& key, const std::string& v, const All
     std::uint64_t ignored = 0;
     r.whole(key, v, ignored);
   } else {
+    const std::string settings =
+        "the settings are expandable_segments, max_split_size_mb, roundup_power2_divisions, "
+        "garbage_collection_threshold, backend and the pinned_* ones (PyTorch refuses others too)";
     r.diags.add(r.f, fmt::format("unknown setting '{}'", text_excerpt(key)),
-                "the settings are expandable_segments, max_split_size_mb, roundup_power2_divisions, "
-                "garbage_collection_threshold, backend and the pinned_* ones (PyTorch refuses others too)");
+                did_you_mean_fix(key,
+                                 {"expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
+                                  "garbage_collection_threshold", "backend", "pinned_use_cuda_host_register",
+                                  "pinned_use_background_threads", "pinned_num_register_threads",
+                                  "release_lock_on_cudamalloc"},
+                                 settings, settings));
   }
 }
 

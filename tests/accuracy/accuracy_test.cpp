@@ -197,3 +197,41 @@ TEST_CASE("truth lines with wrong numbers are refused, naming the key", "[accura
   CHECK(error_of(R"("batch": 1, "seq": 8, "gpus": 0, "sharding": "ddp")") ==
         "t.jsonl:1: gpus: expected a positive whole number, got 0 (fix or remove the line)");
 }
+
+TEST_CASE("held-out cases measured after the calibration meet the targets", "[accuracy][heldout]") {
+  // tests/accuracy/heldout: 57 workloads drawn at random (seed in its README) over shared/truth's
+  // nine models, none of them a shared/truth case, measured as shared/truth measures (one process,
+  // the cases in measure.py's order), and again with expandable segments. No estimate constant and
+  // no calibration file reads them: they check the estimate and its upper bound from outside.
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout";
+  struct Expect {
+    const char* file;
+    std::size_t cases;
+  };
+  for (const Expect& e : {Expect{"results/heldout.jsonl", 57}, Expect{"results/heldout-exp.jsonl", 39}}) {
+    INFO(e.file);
+    const auto& l = load(e.file, dir);
+    REQUIRE(l.cases.size() == e.cases);
+    const auto r = accuracy::make_report(l.results, *accuracy::truth_device_bytes(l.text));
+    check_targets(r);
+    CHECK(r.params_exact == r.params_checked);
+    // The device total: #17's median target (2 %) is met on neither file by a small margin and
+    // its "under by more than 5 % in at most 1 %" is not (checkpointed training's reserve): the
+    // bounds below are today's figures rounded up, so that a regression fails; the README has the table.
+    CHECK(r.device.median_abs <= 0.03);
+    CHECK(r.device.unsafe_share <= 0.04);
+    std::size_t covered = 0;
+    std::size_t ok = 0;
+    for (const auto& c : l.results) {
+      if (c.truth->status != "ok") continue;
+      ++ok;
+      const std::uint64_t measured = c.truth->peak_reserved.value() + c.truth->non_torch.value();
+      if (measured <= c.estimate_device_upper.value()) ++covered;
+    }
+    const double coverage = static_cast<double>(covered) / static_cast<double>(ok);
+    INFO("upper bound covers " << covered << " of " << ok);
+    CHECK(coverage >= 0.95);
+    WARN(e.file << ": device median " << r.device.median_abs << ", under>5% " << r.device.unsafe_share
+                << ", upper covers " << covered << "/" << ok);
+  }
+}

@@ -37,6 +37,14 @@ std::vector<json> read_lines(const std::string& name) {
 spec::ModelSpec spec_of(const json& e) {
   if (e.contains("preset")) {
     const auto& p = catalog::Catalog::embedded().preset(e.at("preset").get<std::string>(), "preset");
+    // config_overrides: keys where the served checkpoint's config.json differs from the preset
+    // of its shapes (Qwen3-Coder-30B-A3B's max_position_embeddings 262144 against Qwen3-30B-A3B's
+    // 40960: vLLM refuses a max_model_len past it).
+    if (e.contains("config_overrides")) {
+      json c = p.config;
+      c.merge_patch(e.at("config_overrides"));
+      return spec::from_config(c, p.id);
+    }
     return spec::from_config(p.config, p.id);
   }
   return spec::from_config(e.at("config"), e.at("id").get<std::string>());

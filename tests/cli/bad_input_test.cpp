@@ -896,3 +896,33 @@ TEST_CASE("bad input: a config that never ends (/dev/zero) is refused before rea
                       "vramfit: error: --config: '/dev/zero' is a character device, not a file (save the input to "
                       "a regular file and give that file)\n");
 }
+
+TEST_CASE("bad input: a near miss of a closed list is named with its fix", "[bad-input]") {
+  using vramfit::test::estimate;
+  using vramfit::test::require_usage_error;
+  const std::vector<std::string> train{"--model", "smollm2-135m", "--mode", "train"};
+  const std::vector<std::string> lora{"--model", "smollm2-135m", "--mode", "lora"};
+  const auto with = [](std::vector<std::string> a, std::initializer_list<std::string> extra) {
+    a.insert(a.end(), extra);
+    return a;
+  };
+  require_usage_error(estimate(with(train, {"--checkpointing", "selectiv"})),
+                      "vramfit: error: --checkpointing: unknown checkpointing 'selectiv' (did you mean 'selective'? "
+                      "give full, selective or every-N (N a whole number >= 1), e.g. --checkpointing every-2)\n");
+  require_usage_error(estimate(with(train, {"--checkpointing", "xyz"})),
+                      "vramfit: error: --checkpointing: unknown checkpointing 'xyz' (give full, selective or every-N "
+                      "(N a whole number >= 1), e.g. --checkpointing every-2)\n");
+  require_usage_error(estimate(with(train, {"--compile", "layer"})),
+                      "vramfit: error: --compile: unknown compile 'layer' (did you mean 'layers'? give all (the layers "
+                      "and the loss) or layers (the decoder layers only))\n");
+  require_usage_error(estimate(with(lora, {"--lora-kernels", "unslot"})),
+                      "vramfit: error: --lora-kernels: unknown LoRA kernels 'unslot' (did you mean 'unsloth'?)\n");
+  require_usage_error(estimate(with(lora, {"--lora-dtype", "bf61"})),
+                      "vramfit: error: --lora-dtype: unknown adapter dtype 'bf61' (did you mean 'bf16'? give fp32 "
+                      "(peft's default), bf16 or fp16)\n");
+  require_usage_error(estimate(with(train, {"--alloc-conf", "expandable_segment:True"})),
+                      "vramfit: error: --alloc-conf: unknown setting 'expandable_segment' (did you mean "
+                      "'expandable_segments'? the settings are expandable_segments, max_split_size_mb, "
+                      "roundup_power2_divisions, garbage_collection_threshold, backend and the pinned_* ones (PyTorch "
+                      "refuses others too))\n");
+}

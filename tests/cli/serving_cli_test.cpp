@@ -1,6 +1,8 @@
 // `--engine llama.cpp|ollama|vllm` through estimate, advise and fit, run in-process.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "../unit/spec/gguf_writer.hpp"
@@ -310,4 +312,35 @@ TEST_CASE("serving: vLLM's max_num_batched_tokens defaults as vllm serve picks i
   CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "1024"}) == 2048);
   CHECK(batched({"--gpu", "rtx-4090", "--vllm-version", "0.6.4", "--max-model-len", "35000"}) == 512);
   CHECK(batched({"--gpu", "h100-80gb", "--vllm-version", "0.7.3"}) == 2048);
+}
+
+TEST_CASE("serving: --engine vllm: a --max-model-len past the model's derived maximum exits 2 with vLLM's reason", "[cli][serving]") {
+  // Qwen3-8B: max_position_embeddings 40960, no rope scaling. vLLM's ModelConfig refuses 65536
+  // before it loads anything (vllm/config/model.py _get_and_verify_max_len).
+  const CliResult r = run_cli({"estimate", "--engine", "vllm", "--model", "qwen3-8b", "--gpu", "h100-80gb",
+                               "--max-model-len", "65536"});
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("vramfit: error: --max-model-len: 65536 is more than the model's derived maximum, 40960: vLLM "
+                    "refuses it before it measures any memory (\"User-specified max_model_len (65536) is greater than "
+                    "the derived max_model_len (max_position_embeddings=40960 or model_max_length=None in model's "
+                    "config.json).",
+                    0) == 0);
+  CHECK(r.err.find("--max-model-len 40960 (or less)") != std::string::npos);
+  // advise and fit refuse it too; fit --solve max-model-len stops at the maximum where the card
+  // holds more (an H100 holds about 390K tokens of Qwen3-8B's cache).
+  CHECK(run_cli({"advise", "--engine", "vllm", "--model", "qwen3-8b", "--max-model-len", "65536"}).code == 2);
+  const CliResult fit = run_cli({"fit", "--engine", "vllm", "--model", "qwen3-8b", "--gpu", "h100-80gb", "--solve",
+                                 "max-model-len", "--json"});
+  REQUIRE(fit.code == 0);
+  CHECK(parse(fit)["value"] == 40960);
+  // VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, read as vLLM reads it: estimated, with vLLM's warning.
+  ::setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", " True ", 1);
+  const CliResult allowed = run_cli({"estimate", "--engine", "vllm", "--model", "qwen3-8b", "--gpu", "h100-80gb",
+                                     "--max-model-len", "65536", "--json"});
+  ::unsetenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
+  REQUIRE(allowed.code == 0);
+  CHECK(parse(allowed)["engine"]["max_model_len"] == 65536);
+  CHECK(allowed.out.find("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: --max-model-len 65536 is past the model's derived maximum, 40960") !=
+        std::string::npos);
 }

@@ -71,7 +71,27 @@ struct Settings {
   /// The card's CUDA compute capability x 10 (catalog::Gpu; 0 unknown, e.g. --budget): it picks
   /// the MXFP4 MoE kernels and so how the experts are laid out (see Mxfp4Backend).
   unsigned compute_capability = 0;
+  /// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (read from the environment, as vLLM reads it): a
+  /// --max-model-len past the model's derived maximum is taken with a warning, not refused.
+  bool allow_long_max_model_len = false;
 };
+
+/// The model's longest context as vLLM derives it from the config (vllm/config/model.py
+/// _get_and_verify_max_len): max_position_embeddings (model_max_length where the config has it),
+/// times the rotary scaling's factor where its type stretches the positions (yarn: from its
+/// original_max_position_embeddings; not llama3, longrope or su, whose max_position_embeddings
+/// is already the long one; never for gemma3). vLLM refuses a longer --max-model-len.
+struct DerivedMaxLen {
+  double tokens = 0;      ///< 0: the config has no length key (vLLM takes --max-model-len as given, else 2048)
+  std::string key;        ///< the key vLLM names: max_position_embeddings or model_max_length
+  bool scaled = false;    ///< a rotary scaling entry was applied (vLLM's figure is then a float)
+  std::string rope;       ///< how the scaling moved it, for the messages ("" when it did not)
+};
+DerivedMaxLen derived_max_model_len(const spec::ModelSpec& m);
+
+/// The max_model_len vLLM takes without --max-model-len: the derived maximum, or for a longrope
+/// model from 0.11.1 (vllm#27431) its original_max_position_embeddings (the short factors).
+std::uint64_t default_max_model_len(const spec::ModelSpec& m, const Settings& s);
 
 /// The kernels vLLM runs MXFP4 experts with (vllm/model_executor/layers/quantization/mxfp4.py,
 /// get_mxfp4_backend, late-2025 releases): each lays the experts out its own way.

@@ -81,6 +81,10 @@ struct TensorPlace {
   bool llama_70b = false;      ///< llama.cpp's LLM_TYPE_70B: llama arch, 80 layers, GQA
 };
 
+/// The model-wide part of a TensorPlace (layer and row left at 0): the one place the model's
+/// facts that llama-quantize reads are worked out (gguf_model_bytes, the llama.cpp engine).
+TensorPlace tensor_place(const ModelSpec& m);
+
 /// The ggml type llama-quantize gives a tensor in `file_type` (a name of gguf_file_types()
 /// whose mix_known is true). Follows llama_tensor_get_type in src/llama-quant.cpp of
 /// llama.cpp commit 007dbbf3fd17eefe9b47fee45f48f7ba5e62b714 without an imatrix or overrides.

@@ -41,6 +41,15 @@ struct Linear {
   [[nodiscard]] std::uint64_t params() const;  ///< (in*out + bias) * copies, checked
 };
 
+/// One rotary scaling of a config (`rope_scaling`, or transformers 5's `rope_parameters`, which
+/// may hold one per layer type), as written: serving engines derive the longest context from it
+/// (vLLM's _get_and_verify_max_len).
+struct RopeScaling {
+  std::string type;                          ///< `rope_type` (or the legacy `type`): yarn, linear, dynamic, llama3, longrope, ...
+  std::optional<double> factor;              ///< `factor`; absent for "default"
+  std::uint64_t original_max_positions = 0;  ///< its `original_max_position_embeddings` (yarn), 0 when absent
+};
+
 /// Layer-norm flavour.
 enum class Norm { rms, layer };
 
@@ -86,6 +95,12 @@ struct ModelSpec {
   std::uint64_t intermediate_size = 0;    ///< dense MLP width (0 when every layer is MoE)
   std::uint64_t vocab_size = 0;
   std::uint64_t max_positions = 0;
+  /// The config's rotary scalings (empty: `rope_scaling` null or absent), its top-level
+  /// `original_max_position_embeddings` (Phi-3's longrope; 0 absent) and `model_max_length`
+  /// (Command-R; 0 absent): what a serving engine's longest context is derived from.
+  std::vector<RopeScaling> rope_scaling;
+  std::uint64_t original_max_positions = 0;
+  std::uint64_t model_max_length = 0;
   /// The dtype the checkpoint declares (config.json's `dtype`, or `torch_dtype` before transformers
   /// 5), when a float type vramfit models: what from_pretrained() loads without a dtype argument.
   std::optional<DType> stored_dtype;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "vramfit/catalog/catalog.hpp"
 #include "vramfit/core/error.hpp"
@@ -373,4 +374,157 @@ TEST_CASE("vllm: MXFP4 experts in the layout of the kernels the card runs", "[vl
   const auto w90 = estimate(dense, d).weights;
   d.compute_capability = 80;
   CHECK(estimate(dense, d).weights == w90);
+}
+
+namespace {
+
+/// A preset's config.json with some keys changed, as a served checkpoint's.
+spec::ModelSpec preset_with(const std::string& id, const nlohmann::json& patch) {
+  const auto& p = catalog::Catalog::embedded().preset(id, "preset");
+  nlohmann::json c = p.config;
+  c.merge_patch(patch);
+  return spec::from_config(c, p.id);
+}
+
+/// The diagnostic estimate() throws, or an empty one.
+Diagnostic refusal(const spec::ModelSpec& m, const Settings& s) {
+  try {
+    (void)estimate(m, s);
+  } catch (const InputError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    return e.diagnostics().front();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("vllm: a --max-model-len past the model's derived maximum is refused before any memory", "[vllm]") {
+  Settings s = on(GiB(80));
+  SECTION("a plain config: max_position_embeddings") {
+    const spec::ModelSpec m = preset("qwen3-8b");  // max_position_embeddings 40960, rope_scaling null
+    const DerivedMaxLen d = derived_max_model_len(m);
+    CHECK(d.tokens == 40960);
+    CHECK(d.key == "max_position_embeddings");
+    CHECK_FALSE(d.scaled);
+    CHECK(default_max_model_len(m, s) == 40960);
+    CHECK(estimate(m, s).max_model_len == 40960);
+    s.max_model_len = 40960;
+    CHECK(refusal(m, s).field.empty());
+    s.max_model_len = 40961;
+    const Diagnostic r = refusal(m, s);
+    CHECK(r.field == "--max-model-len");
+    CHECK(r.problem ==
+          "40961 is more than the model's derived maximum, 40960: vLLM refuses it before it measures any memory "
+          "(\"User-specified max_model_len (40961) is greater than the derived max_model_len "
+          "(max_position_embeddings=40960 or model_max_length=None in model's config.json). To allow overriding this "
+          "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.\")");
+    CHECK(r.fix.rfind("--max-model-len 40960 (or less); or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", 0) == 0);
+    // VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM warns and serves it.
+    s.allow_long_max_model_len = true;
+    const Result long_ok = estimate(m, s);
+    CHECK(long_ok.max_model_len == 40961);
+    CHECK(std::any_of(long_ok.notes.begin(), long_ok.notes.end(), [](const std::string& n) {
+      return n.rfind("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: --max-model-len 40961 is past the model's derived maximum, 40960", 0) == 0;
+    }));
+  }
+  SECTION("yarn: original_max_position_embeddings x factor, in either spelling") {
+    // Qwen3's model card: rope_scaling yarn, factor 4, original 32768 for 131072 tokens.
+    const nlohmann::json yarn = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+    for (const spec::ModelSpec& m : {preset_with("qwen3-8b", {{"rope_scaling", yarn}}),
+                                     preset_with("qwen3-8b", {{"rope_parameters", yarn}})}) {
+      const DerivedMaxLen d = derived_max_model_len(m);
+      CHECK(d.tokens == 131072);
+      CHECK(d.scaled);
+      CHECK(d.rope == "yarn: original_max_position_embeddings 32768 x factor 4");
+      Settings t = s;
+      CHECK(estimate(m, t).max_model_len == 131072);  // the default
+      t.max_model_len = 131072;
+      CHECK(refusal(m, t).field.empty());
+      t.max_model_len = 131073;
+      const Diagnostic r = refusal(m, t);
+      CHECK(r.field == "--max-model-len");
+      CHECK(r.problem.rfind("131073 is more than the model's derived maximum, 131072 (yarn: "
+                            "original_max_position_embeddings 32768 x factor 4)",
+                            0) == 0);
+      CHECK(r.problem.find("(max_position_embeddings=131072.0 or model_max_length=None") != std::string::npos);
+    }
+    // DeepSeek-V2-Lite's legacy "type": yarn, 4096 x 40 = its max_position_embeddings.
+    CHECK(derived_max_model_len(preset("deepseek-v2-lite")).tokens == 163840);
+    // gpt-oss: 4096 x 32.
+    CHECK(derived_max_model_len(preset("gpt-oss-20b")).tokens == 131072);
+  }
+  SECTION("linear and dynamic multiply max_position_embeddings; llama3 and gemma3 do not") {
+    CHECK(derived_max_model_len(preset_with("qwen3-8b", {{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}})).tokens ==
+          81920);
+    CHECK(derived_max_model_len(preset_with("qwen3-8b", {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 1.5}}}})).tokens ==
+          61440);
+    const DerivedMaxLen llama3 = derived_max_model_len(preset("llama-3.1-8b"));
+    CHECK(llama3.tokens == 131072);
+    CHECK(llama3.rope.empty());
+    // Gemma 3's linear factor 8 is already in its 131072 positions.
+    const spec::ModelSpec g = preset("gemma-3-4b");
+    CHECK(derived_max_model_len(g).tokens == static_cast<double>(g.max_positions));
+  }
+  SECTION("longrope: max_position_embeddings is the long context; the default is the short one from 0.11.1") {
+    // Phi-3-mini-128k-instruct's config: 131072 positions, original 4096, rope_scaling longrope
+    // (short and long factors per rotary dimension pair).
+    const spec::ModelSpec m = preset_with(
+        "phi-3-mini-4k", {{"max_position_embeddings", 131072},
+                          {"original_max_position_embeddings", 4096},
+                          {"sliding_window", 262144},
+                          {"rope_scaling", {{"type", "longrope"}, {"long_factor", {1.0, 1.1}}, {"short_factor", {1.0, 1.0}}}}});
+    const DerivedMaxLen d = derived_max_model_len(m);
+    CHECK(d.tokens == 131072);
+    CHECK(d.rope.empty());
+    CHECK(default_max_model_len(m, s) == 4096);  // 0.27.1, after vllm#27431
+    Settings old = s;
+    old.release = *parse_release("0.11.0");
+    CHECK(default_max_model_len(m, old) == 131072);
+    s.max_model_len = 131072;
+    CHECK(refusal(m, s).field.empty());
+    s.max_model_len = 131073;
+    CHECK(refusal(m, s).problem.find("(max_position_embeddings=131072.0 or model_max_length=None") != std::string::npos);
+  }
+  SECTION("Command-R's model_max_length is the maximum") {
+    const spec::ModelSpec m = preset_with("qwen3-8b", {{"model_max_length", 131072}});
+    const DerivedMaxLen d = derived_max_model_len(m);
+    CHECK(d.tokens == 131072);
+    CHECK(d.key == "model_max_length");
+    s.max_model_len = 131073;
+    CHECK(refusal(m, s).problem.find("(model_max_length=131072 or model_max_length=131072 in") != std::string::npos);
+  }
+  SECTION("an absurd factor is named, not multiplied into a length") {
+    const spec::ModelSpec m = preset_with("qwen3-8b", {{"rope_scaling", {{"rope_type", "dynamic"}, {"factor", 1e300}}}});
+    CHECK(refusal(m, s).field == "rope_scaling.factor");
+  }
+}
+
+TEST_CASE("vllm: the rotary cos/sin cache has the rows its scaling gives and MLA's rope width", "[vllm]") {
+  const Settings s = on(GiB(80));
+  const auto weights = [&](const spec::ModelSpec& m) { return estimate(m, s).weights.value(); };
+  // Qwen3-8B (head_dim 128, 40960 positions): yarn x4 over 32768 makes 131072 rows (YaRNScaling-
+  // RotaryEmbedding: original_max_position x factor), bf16.
+  const spec::ModelSpec plain = preset("qwen3-8b");
+  const spec::ModelSpec yarn = preset_with(
+      "qwen3-8b", {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}}}});
+  CHECK(weights(yarn) - weights(plain) == (131072ULL - 40960) * 128 * 2);
+  // Dynamic NTK: max_position_embeddings x factor; a fractional length has its ceiling's rows.
+  const spec::ModelSpec dyn = preset_with("qwen3-8b", {{"rope_scaling", {{"type", "dynamic"}, {"factor", 1.00001}}}});
+  CHECK(weights(dyn) - weights(plain) == 1ULL * 128 * 2);  // ceil(40960.4096) = 40961 rows
+  // Phi-3's LongRoPE keeps the short and the long caches: 4096 + 131072 rows of 96.
+  const nlohmann::json phi_long = {{"max_position_embeddings", 131072}, {"original_max_position_embeddings", 4096}};
+  nlohmann::json with_rope = phi_long;
+  with_rope["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
+  CHECK(weights(preset_with("phi-3-mini-4k", with_rope)) - weights(preset_with("phi-3-mini-4k", phi_long)) ==
+        4096ULL * 96 * 2);
+  // DeepSeek-V2-Lite (MLA): the cache rotates qk_rope_head_dim (64) of each head, its yarn rows
+  // original x factor: halving the factor takes 4096 x 20 rows of 64 off.
+  const spec::ModelSpec ds = preset("deepseek-v2-lite");
+  REQUIRE(ds.qk_rope_head_dim == 64);
+  nlohmann::json half = catalog::Catalog::embedded().preset("deepseek-v2-lite", "preset").config.at("rope_scaling");
+  half["factor"] = 20;
+  CHECK(weights(ds) - weights(preset_with("deepseek-v2-lite", {{"rope_scaling", half}})) == 4096ULL * 20 * 64 * 2);
+  // llama3 keeps max_position_embeddings: Llama 3.1 8B's 131072 x 128 x 2.
+  CHECK(weights(preset("llama-3.1-8b")) == 8030261248ULL * 2 + 131072ULL * 128 * 2);
 }
