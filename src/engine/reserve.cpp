@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <bit>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "activations.hpp"
@@ -580,6 +583,7 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
 struct TrainSizes {
   std::uint64_t hidden = 0, q = 0, kv = 0, inter = 0, logits16 = 0, logits32 = 0;
   std::uint64_t grad = 0, state = 0, temp = 0;
+  std::uint64_t hidden32 = 0;  // a residual-stream tensor in fp32
 };
 
 // One parameter tensor, in module order, with its role.
@@ -612,6 +616,7 @@ std::optional<TrainSizes> train_sizes(const spec::ModelSpec& m, const Workload& 
   z.inter = tokens_bytes(w, m.intermediate_size);
   z.logits16 = checked_mul(checked_mul(tokens, m.vocab_size), e);
   z.logits32 = checked_mul(checked_mul(tokens, m.vocab_size), 4);
+  z.hidden32 = checked_mul(checked_mul(tokens, m.hidden_size), 4);
   z.grad = step->part(ComponentId::gradients).value() / m.params;
   z.state = step->part(ComponentId::optimizer_state).value() / m.params;
   z.temp = step->part(ComponentId::optimizer_step).value() / m.params;
@@ -646,10 +651,19 @@ class TrainingReplay {
   using H = CachingAllocator::Handle;
 
   TrainingReplay(const spec::ModelSpec& m, const Workload& w, const TrainSizes& z, const std::vector<ParamTensor>& params)
-      : m_(m), z_(z), params_(params), autocast_(precision_of(w).autocast), ckpt_(w.checkpointing), a_(alloc_conf(w)) {}
+      : m_(m), z_(z), params_(params), autocast_(precision_of(w).autocast), ckpt_(w.checkpointing), a_(alloc_conf(w)) {
+    amp_ = autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
+    // The model is built first in the same process (replay_build, as generate_reserve and
+    // forward_reserve do): the steps start from its segments, whose free bytes stay reserved
+    // unless a request fits them (one-process runs, start_reserved - start_allocated: 8 MiB for
+    // qwen2.5-1.5b bf16, 115 MiB for qwen2.5-0.5b fp32 in 82 segments).
+    replay_build(a_, m, precision_of(w));
+    a_.empty_cache();
+    a_.reset_peaks();
+  }
 
   Bytes run() {
-    for (int s = 0; s < 3; ++s) step();
+    for (int s = 0; s < 3; ++s) amp_ ? amp_step() : step();
     return Bytes{a_.peak_reserved() - a_.peak_allocated()};
   }
 
@@ -801,10 +815,233 @@ class TrainingReplay {
     optimizer_step();
   }
 
+
+  // Under autocast over fp32 weights without checkpointing, op by op as the recorded steps of
+  // qwen2.5-1.5b and qwen2.5-0.5b fp32-amp (tests/accuracy/alloc/fresh/traces_s8) allocate and free
+  // (blocks under 1 MiB left out): the residual stream and RMSNorm's tensors are fp32; each linear
+  // casts its weight and its input to 16 bits, and its matmul saves both casts until the layer's
+  // backward (not until forward ends); the rotary embeddings come out fp32 (cos and sin follow the
+  // fp32 hidden states) and SDPA saves 16-bit casts of q and k. In backward one fp32 gradient of
+  // the residual stream is accumulated in place through every layer; each weight's gradient comes
+  // out 16-bit and is cast to the fp32 .grad; each linear's input gradient is cast to fp32.
+  // The llama-family layer only: three q/k/v projections, o_proj, gate and up, down.
+  static constexpr H kNoHandle = std::numeric_limits<H>::max();
+  struct AmpLinears {
+    std::uint64_t q = 0, k = 0, v = 0, o = 0, gate = 0, up = 0, down = 0;  // parameter elements
+  };
+  struct AmpSaved {
+    H xr1, n1, qo, ko, vo, cq, ck, cv, xq, xk, xv, kc, qc, at, co, r, xr2, cg, xg, g, act, cu, xu, u, mul, cd, out;
+  };
+
+  bool amp_layers() {
+    const bool llama = !m_.learned_positions && m_.norm == spec::Norm::rms && m_.gated_mlp && !m_.qk_norm &&
+                       !m_.norm_fp32_scale && !m_.parallel_residual && m_.kv_lora_rank == 0;
+    if (!llama) return false;
+    lin_.assign(m_.num_layers, {});
+    std::vector<std::vector<std::uint64_t>> in(m_.num_layers), mlp(m_.num_layers);
+    std::vector<std::uint32_t> outs(m_.num_layers), downs(m_.num_layers);
+    for (const auto& pr : params_) {
+      if (pr.layer >= m_.num_layers) continue;
+      AmpLinears& l = lin_[pr.layer];
+      if (pr.role == spec::Role::attn_in) in[pr.layer].push_back(pr.elems);
+      else if (pr.role == spec::Role::mlp_in) mlp[pr.layer].push_back(pr.elems);
+      else if (pr.role == spec::Role::attn_out) l.o = pr.elems, ++outs[pr.layer];
+      else if (pr.role == spec::Role::mlp_out) l.down = pr.elems, ++downs[pr.layer];
+      else if (pr.role != spec::Role::other) return false;
+    }
+    for (std::uint64_t i = 0; i < m_.num_layers; ++i) {
+      if (in[i].size() != 3 || mlp[i].size() != 2 || outs[i] != 1 || downs[i] != 1) return false;
+      lin_[i].q = in[i][0], lin_[i].k = in[i][1], lin_[i].v = in[i][2], lin_[i].gate = mlp[i][0], lin_[i].up = mlp[i][1];
+    }
+    return true;
+  }
+
+  H m(std::uint64_t bytes) { return a_.malloc(bytes); }
+  void f(H h) { a_.free(h); }
+  std::uint64_t cast(std::uint64_t elems) const { return checked_mul(elems, 2); }
+
+  // RMSNorm in fp32: pow (freed after the mean), x * rsqrt (saved), weight * that (the output).
+  std::pair<H, H> amp_norm() {
+    f(m(z_.hidden32));
+    const H xr = m(z_.hidden32);
+    return {xr, m(z_.hidden32)};
+  }
+
+  // RMSNorm's backward from the gradient `gn` of its output: its temporaries, the input's
+  // gradient (kept when `keep`, else summed in place into the residual's), `input` freed.
+  H amp_norm_backward(H gn, H xr, H input, bool keep) {
+    const H a1 = m(z_.hidden32), a2 = m(z_.hidden32);
+    f(m(checked_mul(z_.hidden32, 2)));
+    f(a2), f(gn), f(xr);
+    const H b1 = m(z_.hidden32), b2 = m(z_.hidden32);
+    f(b1), f(a1);
+    if (!keep) f(b2);
+    const H c1 = m(z_.hidden32), c2 = m(z_.hidden32), c3 = m(z_.hidden32), c4 = m(z_.hidden32);
+    f(c3), f(c2), f(c1), f(input), f(c4);
+    return keep ? b2 : kNoHandle;
+  }
+
+  // q * cos, rotate_half (the negated half, the cat), its product with sin, the sum: fp32 where
+  // cos and sin are. `s16`: the 16-bit projection output's size.
+  H amp_rope(std::uint64_t s16) {
+    const H a = m(2 * s16), neg = m(s16 / 2), cat = m(s16);
+    f(neg);
+    const H b = m(2 * s16);
+    f(cat);
+    const H e = m(2 * s16);
+    f(a), f(b);
+    return e;
+  }
+
+  H amp_rope_backward(std::uint64_t s16, H g32) {
+    const H t1 = m(2 * s16), t2 = m(s16);
+    f(t1);
+    const H t3 = m(s16 / 2), res = m(s16);
+    f(t3);
+    const H t4 = m(s16);
+    f(t2), f(t4);
+    const H t5 = m(2 * s16), t6 = m(s16);
+    f(t5), f(g32), f(t6);
+    return res;
+  }
+
+  AmpSaved amp_forward(std::uint64_t l) {
+    const AmpLinears& w = lin_[l];
+    AmpSaved s{};
+    std::tie(s.xr1, s.n1) = amp_norm();
+    s.cq = m(cast(w.q)), s.xq = m(z_.hidden), s.qo = m(z_.q);
+    s.ck = m(cast(w.k)), s.xk = m(z_.hidden), s.ko = m(z_.kv);
+    s.cv = m(cast(w.v)), s.xv = m(z_.hidden), s.vo = m(z_.kv);
+    const H qe = amp_rope(z_.q), ke = amp_rope(z_.kv);
+    f(s.qo), f(s.ko);
+    s.kc = m(z_.kv), s.qc = m(z_.q), s.at = m(z_.q);
+    s.co = m(cast(w.o));
+    const H oo = m(z_.hidden);
+    f(qe), f(ke), f(s.n1);
+    s.r = m(z_.hidden32);
+    f(oo);
+    H n2;
+    std::tie(s.xr2, n2) = amp_norm();
+    s.cg = m(cast(w.gate)), s.xg = m(z_.hidden), s.g = m(z_.inter), s.act = m(z_.inter);
+    s.cu = m(cast(w.up)), s.xu = m(z_.hidden), s.u = m(z_.inter), s.mul = m(z_.inter);
+    s.cd = m(cast(w.down));
+    const H d = m(z_.hidden);
+    f(n2);
+    s.out = m(z_.hidden32);
+    f(d);
+    return s;
+  }
+
+  // The 16-bit gradient `gw` of a weight of `elems` elements cast to its fp32 .grad (kept).
+  void amp_weight_grad(H gw, std::uint64_t elems) {
+    grads_.push_back(m(checked_mul(elems, z_.grad)));
+    f(gw);
+  }
+
+  // A q/k/v projection's backward from its output's gradient `go`: the input's 16-bit gradient
+  // cast to fp32 (the first one becomes the norm's gradient, the others are summed into it).
+  void amp_in_backward(H go, bool contiguous, std::uint64_t out16, H x, H cw, std::uint64_t elems, H& gn) {
+    if (contiguous) {
+      const H c = m(out16);
+      f(go);
+      go = c;
+    }
+    const H gx = m(z_.hidden), gw = m(cast(elems));
+    f(go), f(x), f(cw);
+    const H g32 = m(z_.hidden32);
+    f(gx);
+    if (gn == kNoHandle) gn = g32;
+    else f(g32);
+    amp_weight_grad(gw, elems);
+  }
+
+  void amp_backward(std::uint64_t l) {
+    const AmpLinears& w = lin_[l];
+    AmpSaved& s = amp_saved_[l];
+    const H gd = m(z_.hidden), gwd = m(cast(w.down)), gmul = m(z_.inter);
+    f(gd), f(s.cd), f(s.mul);
+    amp_weight_grad(gwd, w.down);
+    const H gact = m(z_.inter), gup = m(z_.inter);
+    f(gmul), f(s.u), f(s.act);
+    const H gwu = m(cast(w.up)), gxu = m(z_.hidden);
+    f(gup), f(s.cu), f(s.xu);
+    const H gn2 = m(z_.hidden32);
+    f(gxu);
+    amp_weight_grad(gwu, w.up);
+    const H gg = m(z_.inter);
+    f(gact), f(s.g);
+    const H gwg = m(cast(w.gate)), gxg = m(z_.hidden);
+    f(gg), f(s.cg), f(s.xg);
+    const H t = m(z_.hidden32);
+    f(gxg), f(t);
+    amp_weight_grad(gwg, w.gate);
+    amp_norm_backward(gn2, s.xr2, s.r, false);
+    const H go = m(z_.hidden), gwo = m(cast(w.o)), gat = m(z_.q);
+    f(go), f(s.co);
+    amp_weight_grad(gwo, w.o);
+    const H gq = m(z_.q), gk = m(z_.kv), gv = m(z_.kv);
+    f(m(checked_mul(z_.q, 4)));  // SDPA's backward workspace (48.19 MiB for 12 MiB of q)
+    f(gat), f(s.kc), f(s.qc), f(s.at);
+    const H gq32 = m(checked_mul(z_.q, 2));
+    f(gq);
+    const H gk32 = m(checked_mul(z_.kv, 2));
+    f(gk);
+    const H gko = amp_rope_backward(z_.kv, gk32), gqo = amp_rope_backward(z_.q, gq32);
+    H gn1 = kNoHandle;
+    amp_in_backward(gv, false, z_.kv, s.xv, s.cv, w.v, gn1);
+    f(s.vo);
+    amp_in_backward(gko, true, z_.kv, s.xk, s.ck, w.k, gn1);
+    amp_in_backward(gqo, true, z_.q, s.xq, s.cq, w.q, gn1);
+    amp_norm_backward(gn1, s.xr1, inputs_[l], false);
+  }
+
+  // The final norm, lm_head (its weight and input cast, saved), the logits, their fp32 copy and
+  // log-softmax; the loss's backward down to the gradient of the residual stream (returned).
+  H amp_loss(H h) {
+    auto [xr, n] = amp_norm();
+    const std::uint64_t head = checked_mul(m_.vocab_size, m_.hidden_size);
+    const H cw = m(cast(head)), x = m(z_.hidden);
+    const H lg = m(z_.logits16), lf = m(z_.logits32), ls = m(z_.logits32);
+    f(lf), f(n), f(lg);
+    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
+    f(g1), f(ls);
+    const H g3 = m(z_.logits16);
+    f(g2);
+    const H gw = m(cast(head));
+    if (!workspace_) workspace_ = m(kBackwardWorkspace);
+    const H gx = m(z_.hidden);
+    f(g3), f(cw), f(x);
+    const H gn = m(z_.hidden32);
+    f(gx);
+    grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    f(gw);
+    return amp_norm_backward(gn, xr, h, true);
+  }
+
+  void amp_step() {
+    grads_.clear();
+    inputs_.clear();
+    amp_saved_.assign(m_.num_layers, {});
+    H h = m(z_.hidden32);  // the embedding's output (fp32 weights)
+    for (std::uint64_t l = 0; l < m_.num_layers; ++l) {
+      inputs_.push_back(h);
+      amp_saved_[l] = amp_forward(l);
+      h = amp_saved_[l].out;
+    }
+    const H gh = amp_loss(h);
+    for (std::uint64_t l = m_.num_layers; l-- > 0;) amp_backward(l);
+    embedding_grad(gh);
+    optimizer_step();
+  }
+
+  std::vector<AmpLinears> lin_;
+  std::vector<AmpSaved> amp_saved_;
+
   const spec::ModelSpec& m_;
   const TrainSizes& z_;
   const std::vector<ParamTensor>& params_;
   const bool autocast_, ckpt_;
+  bool amp_ = false;  // the autocast-over-fp32-weights sequence (amp_step)
   CachingAllocator a_;
   std::vector<H> state_, grads_, inputs_;
   std::vector<std::vector<H>> saved_;
@@ -815,10 +1052,11 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
   const auto z = train_sizes(m, w, phases);
   if (!z) return std::nullopt;
   const std::vector<ParamTensor> params = param_tensors(m);
-  std::vector<std::uint64_t> key{z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
+  std::vector<std::uint64_t> key{z->hidden32, z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
                                  z->state,   z->temp, precision_of(w).autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
                                  m.tied_embeddings ? 1U : 0U, m.embedding_params, m.lm_head_params, m.num_layers};
   append_conf(key, alloc_conf(w));
+  append_build(key, m, precision_of(w));
   for (const auto& pr : params) key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer});
   return memoized(std::move(key), [&] { return TrainingReplay(m, w, *z, params).run(); });
 }

@@ -72,6 +72,32 @@ std::uint64_t dtype_bytes(DType d) {
   }
 }
 
+/// What vLLM's code does its own way for a model type where it changes memory or the limits:
+/// one row per model type, a newcomer adds one; a type without a row has none of it.
+struct ModelRow {
+  std::string_view model_type;
+  /// Matched anywhere in the config's model_type, as vLLM tests it (`"gemma3" not in
+  /// hf_config.model_type`: gemma3, gemma3_text, gemma3n, ...).
+  bool substring = false;
+  /// max_position_embeddings is already the rope-scaled length (config/model.py: "Gemma3's
+  /// max_model_len (128K) is already scaled by RoPE scaling"): the factor is not applied again;
+  /// its model's two rotary caches (default for sliding, scaled for global layers) are not followed.
+  bool positions_prescaled = false;
+  /// get_rope(dtype=torch.float32): an fp32 cos/sin cache (models/gpt_oss.py OAIAttention).
+  bool rope_fp32 = false;
+};
+constexpr ModelRow kModelRows[] = {
+    {.model_type = "gemma3", .substring = true, .positions_prescaled = true},
+    {.model_type = "gpt_oss", .rope_fp32 = true},
+};
+
+const ModelRow& model_row(std::string_view model_type) {
+  static constexpr ModelRow kNone{};
+  for (const ModelRow& r : kModelRows)
+    if (r.substring ? model_type.find(r.model_type) != std::string_view::npos : model_type == r.model_type) return r;
+  return kNone;
+}
+
 /// The longest max_model_len vramfit takes (2^40 tokens, the config reader's bound on a length).
 constexpr std::uint64_t kMaxModelLen = 1ULL << 40;
 
@@ -101,7 +127,7 @@ DerivedMaxLen derived_max_model_len(const spec::ModelSpec& m) {
   // max_position_embeddings (128K) is already the scaled one. llama3, longrope and su keep the
   // length; any other type multiplies it by its factor (the last factor given; "default" has
   // none), yarn from its original_max_position_embeddings.
-  if (m.rope_scaling.empty() || m.model_type.find("gemma3") != std::string::npos) {
+  if (m.rope_scaling.empty() || model_row(m.model_type).positions_prescaled) {
     if (m.max_positions == 0 && m.model_max_length == 0) d.tokens = 0;
     return d;
   }
@@ -519,11 +545,10 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
 /// YaRN and DeepseekScaling (DeepSeek's yarn) original_max_position_embeddings x factor;
 /// Phi3LongRoPEScaled the short and the long caches, original + max_position_embeddings.
 /// torch.arange of a fractional length has its ceiling's rows. Gemma 3 is left at
-/// max_position_embeddings: its model builds a default cache for the sliding layers and a scaled
-/// one for the global layers (gemma3.py), which its config's one rope_scaling does not say.
+/// max_position_embeddings (ModelRow::positions_prescaled).
 std::uint64_t rope_cache_rows(const spec::ModelSpec& m) {
   const std::uint64_t P = m.max_positions;
-  if (m.rope_scaling.empty() || m.model_type.find("gemma3") != std::string::npos) return P;
+  if (m.rope_scaling.empty() || model_row(m.model_type).positions_prescaled) return P;
   const auto times = [](std::uint64_t n, double f) {
     const double r = std::ceil(static_cast<double>(n) * f);
     return r > 0 && r < static_cast<double>(kMaxModelLen) ? static_cast<std::uint64_t>(r) : n;
@@ -574,7 +599,7 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   // original 4096 positions x factor 32 = 131072 rows of 64): 32 MiB, not 16.
   // The rows follow the rotary scaling (rope_cache_rows); MLA rotates only qk_rope_head_dim of
   // a head (deepseek_v2.py: get_rope(qk_rope_head_dim, ...)).
-  const std::uint64_t rope_bytes = m.model_type == "gpt_oss" ? 4 : 2;
+  const std::uint64_t rope_bytes = model_row(m.model_type).rope_fp32 ? 4 : 2;
   const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim : m.head_dim;
   if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
