@@ -290,7 +290,7 @@ struct LossChoice {
 constexpr std::array<LossChoice, 3> kLossChoices{{
     {spec::Loss::cce,
      "Cut Cross-Entropy: from cut_cross_entropy import linear_cross_entropy; loss = linear_cross_entropy("
-     "hidden_states, lm_head.weight, labels, shift=1) (Unsloth uses it)",
+     "hidden_states, lm_head.weight, labels, shift=1) (Unsloth's loss up to torch 2.7)",
      "needs the cut-cross-entropy package (Triton, Ampere or newer); same loss, about the same speed"},
     {spec::Loss::fused_linear,
      "Liger: apply_liger_kernel_to_<model>(fused_linear_cross_entropy=True), or TRL SFTConfig(use_liger_kernel="

@@ -211,8 +211,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS, kernels), when you measured it: 700MiB", work);
   const std::string levers = "Training levers";
   add(e, o, "--loss", f.loss, "KIND",
-      "hf (transformers: full fp32 logits, the default), chunked (torchtune), fused-linear (Liger) or cce (Cut "
-      "Cross-Entropy, Unsloth)",
+      "hf (transformers: full fp32 logits, the default), chunked (torchtune), fused-linear (Liger), cce (Apple's Cut "
+      "Cross-Entropy) or unsloth (Unsloth's chunked fused cross-entropy)",
       levers);
   add(e, o, "--fsdp-mixed-precision", f.fsdp_mixed_precision, "DTYPE",
       "bf16 or fp16: FSDP MixedPrecisionPolicy param_dtype over fp32 sharded weights (--dtype fp32 --sharding fsdp)",

@@ -589,6 +589,72 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
   return s;
 }
 
+std::uint64_t pre_norm_saved(const ModelSpec& m, const Workload& w, const Precision& p) {
+  return norm_internal(m, m.hidden_size, p.residual, !frozen_base(w));
+}
+
+ForwardTransient forward_transient(const ModelSpec& m, const Workload& w, const Precision& p) {
+  // The forward's peak, where no logits are built (--loss fused-linear, cce, unsloth), is inside
+  // the last decoder layer or the final norm: beside every tensor autograd saved so far, tensors
+  // that Python references keep alive for a while. Measured (tests/accuracy/levers/results/
+  // loss.jsonl, peak minus what forward leaves): 8 h bytes a token in full training (bf16) and
+  // 12 h + 2 I in LoRA, at 0.99-1.01 of the sums below.
+  ForwardTransient t;
+  const std::uint64_t h = m.hidden_size;
+  const std::uint64_t r = p.residual;
+  const std::uint64_t c = p.compute;
+  const bool trains = !frozen_base(w);
+  // LlamaModel.forward's `inputs_embeds` stays referenced until the model returns (the layers'
+  // residual adds save nothing, so nothing else would keep it).
+  const std::uint64_t embeds = mul(h, r);
+  // The final norm (LlamaRMSNorm.forward): its input (the last layer's output, which the model's
+  // local still holds), `hidden_states.to(torch.float32)` (saved by pow: head_saved; the input
+  // itself when the stream is fp32), the normalised fp32 product `hidden_states * rsqrt(...)`,
+  // and `.to(input_dtype)`, saved by `self.weight * ...` only when the weight trains. Gemma's
+  // norm makes its fp32 product `* (1 + weight)` before type_as; LayerNorm's kernel saves its
+  // input and makes its output only.
+  std::uint64_t norm = embeds;
+  if (unsloth(w)) {
+    // Unsloth's Fast_RMS_Layernorm saves its 16-bit input (head_saved): no fp32 copy.
+  } else if (m.norm == spec::Norm::layer) {
+  } else {
+    if (r != kFp32) norm = add(norm, mul(h, r));  // the input (when fp32, the saved x32 itself)
+    norm = add(norm, mul(h, kFp32));              // the normalised fp32 product
+    if (!m.norm_fp32_scale && r != kFp32 && !trains) norm = add(norm, mul(h, r));  // the unsaved cast
+  }
+  t.final_norm = norm;
+  // The last layer's MLP output linear (LlamaMLP.forward: `self.down_proj(self.act_fn(
+  // self.gate_proj(x)) * self.up_proj(x))`). Alive while it runs: inputs_embeds, the layer's
+  // input (the model's loop variable), the residual after attention, the MLP's input x (the
+  // post-attention norm's output), the product (down's argument; saved only by a trained
+  // down_proj, and by nothing under checkpointing, whose layer saves only its input), under
+  // checkpointing and LoRA the adapter's cast of it (peft's local `x`), and down's output: with an
+  // adapter (peft Linear.forward) the base result, then `lora_B(lora_A(x)) * scaling` and
+  // `result + ...` in the adapter's dtype (lora_B's output is freed once scaled: a product by a
+  // number saves neither factor), 16-bit under autocast.
+  if (m.layers.empty()) return t;
+  const spec::LayerGroup& g = m.layers.back();
+  if (g.moe || m.parallel_residual || unsloth_patched(g, w, spec::Role::mlp_out, 1)) return t;
+  const std::uint64_t I = m.intermediate_size;
+  bool down_adapted = false;
+  bool has_down = false;
+  for (const auto& l : g.linears)
+    if (l.role == spec::Role::mlp_out) {
+      has_down = true;
+      down_adapted = down_adapted || lora_targets(w, l);
+    }
+  if (!has_down) return t;
+  std::uint64_t mlp = mul(4, h, r);
+  if (w.checkpointing || !trains) mlp = add(mlp, mul(I, c));  // the product, unless saved
+  const std::uint64_t adapter = p.autocast ? c : p.adapter;
+  if (w.checkpointing && down_adapted && w.lora.dropout == 0) mlp = add(mlp, mul(I, adapter));
+  mlp = add(mlp, mul(h, c));                                                  // base result
+  if (down_adapted) mlp = add(mlp, mul(2, h, adapter));                       // scaled, sum
+  t.mlp_out = mlp;
+  t.has_mlp_moment = true;
+  return t;
+}
+
 std::uint64_t backward_layer_transient(const ModelSpec& m, const spec::LayerGroup& g, const Workload& w,
                                        const Precision& p) {
   // LoRA_MLP's backward (unsloth/kernels/fast_lora.py): DW = dY @ down (one intermediate-sized

@@ -54,6 +54,22 @@ InferencePeak inference_layer_peak(const spec::ModelSpec& m, const spec::LayerGr
 std::uint64_t backward_layer_transient(const spec::ModelSpec& m, const spec::LayerGroup& group,
                                        const spec::Workload& w, const Precision& p);
 
+/// Bytes per token alive during the last decoder layer's forward and the final norm beyond what
+/// autograd keeps (training): the transients of the two moments a forward without logits peaks
+/// at (engine/activations.cpp has the tensors, from transformers 5.17 and peft 0.21).
+struct ForwardTransient {
+  std::uint64_t mlp_out = 0;     ///< at the last layer's MLP output linear (down_proj), before the head
+  std::uint64_t final_norm = 0;  ///< at the final norm, beside every saved tensor
+  bool has_mlp_moment = false;   ///< false where the layer's MLP is not modelled tensor by tensor
+};
+
+/// The last layer's and the final norm's forward transients for this workload.
+ForwardTransient forward_transient(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p);
+
+/// Bytes per token a pre-norm of the residual stream saves for its own backward in eager (its
+/// fp32 copy, and its normalised output when the weight trains; RMSNorm and LayerNorm alike).
+std::uint64_t pre_norm_saved(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p);
+
 /// True when a LoRA adapter sits on the module `name` for this workload.
 bool lora_targets(const spec::Workload& w, const spec::Linear& l);
 

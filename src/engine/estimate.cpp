@@ -351,7 +351,8 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   const Saved s = saved_terms(m, w, p, tokens);
   const auto head = detail::head_saved(m, w, p);
   // A fused linear cross-entropy runs the lm_head without autograd: its input is not saved.
-  const std::uint64_t head_per_token = head.per_token - detail::lm_head_input_not_saved(m, w, p);
+  const std::uint64_t head_per_token =
+      head.per_token - detail::lm_head_input_not_saved(m, w, p) + detail::frozen_head_input_saved(m, w, p);
   const Bytes head_saved = Bytes{mul(head_per_token, tokens)} + Bytes{mul(head.per_token_position, tokens, w.seq)};
   const Bytes head_fixed{head.fixed};
   const detail::LossBytes loss = detail::loss_bytes(m, w, p, tokens);
@@ -394,6 +395,33 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
                               : 0};
   fwd_acts += tower_saved;
   acts += tower_saved;
+
+  if (!w.activation_offload) {
+    // The forward's last decoder layer and final norm (engine/activations, forward_transient):
+    // where no logits are built, the forward peaks there, before the head and the loss. At the
+    // last layer's MLP output every saved tensor but the head's exists; at the final norm all.
+    const auto ft = detail::forward_transient(m, w, p);
+    Bytes saved = fwd_acts;
+    // The final norm's output is the lm_head's input: alive at the norm whether or not the head
+    // saves it (head_saved counts it only where it is saved).
+    const bool head_input_saved = (w.mode == Mode::train && detail::lm_head_input_not_saved(m, w, p) == 0) ||
+                                  detail::frozen_head_input_saved(m, w, p) > 0;
+    const std::uint64_t norm_out = head_input_saved ? 0 : mul(m.hidden_size, p.residual);
+    Bytes transient{mul(checked_add(ft.final_norm, norm_out), tokens)};
+    const Bytes before_head = Bytes::saturating_sub(fwd_acts, head_saved);
+    const Bytes at_mlp{mul(ft.mlp_out, tokens)};
+    if (ft.has_mlp_moment && before_head + at_mlp > saved + transient) {
+      saved = before_head;
+      transient = at_mlp;
+    }
+    Acc layer = base;
+    layer.id = PhaseId::forward_layer;
+    layer.add(ComponentId::activations, saved);
+    layer.add(ComponentId::temporaries, transient);
+    layer.add(ComponentId::autocast_cache, fwd_copies);
+    layer.add(ComponentId::gradients, held_grads);
+    phases.push_back(layer);
+  }
 
   Acc fwd = base;
   fwd.id = PhaseId::forward_end;

@@ -54,6 +54,20 @@ std::uint64_t fused_linear_chunk_rows(std::uint64_t tokens, std::uint64_t h, std
   return std::min(rows, tokens);
 }
 
+std::uint64_t unsloth_chunk_rows(std::uint64_t tokens, std::uint64_t v) {
+  // get_chunk_size: exact = tokens * v * 4 / target (fp32 logits over the 4 GiB target); one
+  // chunk when exact <= 1, else ceil(exact / 4) * 4 chunks; torch.chunk's rows per chunk.
+  if (tokens == 0) return 0;
+  constexpr std::uint64_t kTarget = 4ULL << 30;
+  const std::uint64_t logits = mul(tokens, v, kFp32);
+  std::uint64_t chunks = 1;
+  if (logits > kTarget) {
+    const std::uint64_t exact = (logits + kTarget - 1) / kTarget;  // ceil(exact)
+    chunks = (exact + 3) / 4 * 4;
+  }
+  return (tokens + chunks - 1) / chunks;
+}
+
 namespace {
 
 /// What one loss kind's bytes depend on.
@@ -156,6 +170,39 @@ LossBytes cce_loss(const LossInput& in) {
   return b;
 }
 
+LossBytes unsloth_loss(const LossInput& in) {
+  // Unsloth's UnslothFusedLoss (unsloth_zoo 2026.8.13, fused_losses/cross_entropy_loss.py), which
+  // unsloth 2026.8.19's CausalLM forward calls (models/llama.py, unsloth_fused_ce_loss; Apple's
+  // Cut Cross-Entropy is off on torch >= 2.8: unsloth_zoo/__init__.py UNSLOTH_ENABLE_CCE=0).
+  // Forward: the shifted labels (int64), grad_inputs = empty_like(hidden_states), grad_lm_head =
+  // zeros_like(lm_head.weight) when it trains; then per chunk (torch.chunk of the tokens into
+  // get_chunk_size's n_chunks: 1 when the fp32 logits fit target_gb = min(free / 2, 4 GiB), else
+  // the next multiple of 4 that keeps a chunk's fp32 logits under it; 4 GiB is taken, a GPU with
+  // 8 GiB free or more) a compiled torch.func.grad_and_value of `linear(x, W).float()` and
+  // cross_entropy: the chunk's logits and their gradient in the compute dtype (Inductor fuses the
+  // upcast, the softmax and its gradient), then the gradient's matmuls: the chunk's grad_input
+  // (copied into grad_inputs) and grad_lm_head's chunk (rows x hidden, vocab x hidden), added in
+  // place. grad_inputs and grad_lm_head are saved; backward returns `grad * scale_factor` of
+  // each: a second copy of both.
+  const auto& m = in.m;
+  const Precision& p = in.p;
+  const std::uint64_t h = m.hidden_size;
+  const std::uint64_t v = m.vocab_size;
+  const std::uint64_t rows = unsloth_chunk_rows(in.tokens, v);
+  const bool trains_head = in.w.mode == spec::Mode::train;
+  const Bytes grad_input{mul(in.tokens, h, p.residual)};
+  const Bytes grad_weight = trains_head ? Bytes{mul(head_params(m), p.param)} : Bytes{};
+  const Bytes labels{mul(in.tokens, 8)};
+  const Bytes chunk{mul(rows, v, p.compute)};
+  // Measured (tests/accuracy/levers/results/loss_unsloth.jsonl, H200, bf16): the forward peaks
+  // 2.02 chunks of 16-bit logits above what it leaves: the logits, their gradient and the chunk's
+  // grad_input; the lm_head's vocab x hidden chunk gradient comes once the logits are freed.
+  const Bytes grad_chunk{mul(rows, h, p.compute)};
+  const Bytes head_chunk = trains_head ? Bytes{mul(v, h, p.param)} : Bytes{};
+  const Bytes step = chunk + grad_chunk + std::max(chunk, head_chunk);
+  return {grad_input + grad_weight + labels + step, (grad_input + grad_weight) * 2 + labels};
+}
+
 /// One row per `--loss` kind (spec::Loss order): where it comes from and what it allocates.
 struct LossRow {
   spec::Loss loss;
@@ -164,7 +211,7 @@ struct LossRow {
   LossBytes (*bytes)(const LossInput&);
 };
 
-constexpr std::array<LossRow, 4> kLossRows{{
+constexpr std::array<LossRow, 5> kLossRows{{
     // transformers' ForCausalLMLoss (loss/loss_utils.py): `logits.float()`, cross_entropy.
     {spec::Loss::hf, true, true, hf_loss},
     // torchtune's CEWithChunkedOutputLoss (modules/loss/ce_chunked_output_loss.py).
@@ -173,6 +220,8 @@ constexpr std::array<LossRow, 4> kLossRows{{
     {spec::Loss::fused_linear, false, false, fused_linear_loss},
     // Apple's Cut Cross-Entropy: saves e and c, recomputes the logits tile by tile in backward.
     {spec::Loss::cce, false, true, cce_loss},
+    // Unsloth's UnslothFusedLoss: gradients computed in forward, chunk by chunk.
+    {spec::Loss::unsloth, false, false, unsloth_loss},
 }};
 
 constexpr bool rows_in_order() {
@@ -211,22 +260,49 @@ std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Work
   return mul(m.hidden_size, p.autocast ? p.compute : p.residual);
 }
 
+std::uint64_t frozen_head_input_saved(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p) {
+  // cce.py LinearCrossEntropyFunction.forward: ctx.save_for_backward(e, c, ...) whatever needs a
+  // gradient; head_saved counts the lm_head's input only when the lm_head trains.
+  if (w.loss != spec::Loss::cce || w.mode == spec::Mode::train || !w.trains()) return 0;
+  return mul(m.hidden_size, p.autocast ? p.compute : p.residual);
+}
+
 std::uint64_t compiled_layer_not_saved(const spec::ModelSpec& m, const spec::LayerGroup& g, const spec::Workload& w,
                                        const Precision& p) {
   if (w.compile == spec::Compile::none) return 0;
+  // Measured: the tensors autograd saves in one forward, eager beside compiled layers
+  // (tests/accuracy/levers/results/compile_probe.jsonl, a saved_tensors_hooks probe, H200, bf16,
+  // b2 x 1024): per token and layer, compiled saves 8 h + 2 I bytes less in full training and
+  // 16 h + 2 I less in LoRA on llama-3.2-1b, qwen2.5-0.5b and smollm2-360m (within 0.3 %), and
+  // the shapes say which tensors.
   std::uint64_t bytes = 0;
-  // Eager saves gate's activation output and the product (activations.cpp: 4 I for a gated
-  // MLP); compiled, the fused kernel's inputs gate and up are saved and both are recomputed.
-  // Measured on llama-3.2-1b (H200, bf16, full training): exactly 2 I per token and layer.
-  if (m.gated_mlp && !g.moe) bytes = checked_add(bytes, mul(2, m.intermediate_size, p.compute));
+  const std::uint64_t h = m.hidden_size;
+  // A pre-norm (RMSNorm: x.to(float32), pow, mean, rsqrt, mul, cast, mul by the weight) is one
+  // fused pointwise-and-reduction chain: the partitioner saves its 16-bit input and the per-token
+  // rsqrt and recomputes the fp32 copy and the normalised tensor in backward, where eager keeps
+  // both (activations.cpp, norm_internal). Two per layer (one with a parallel residual).
+  if (m.norm != spec::Norm::layer && !(spec::uses_lora(w.mode) && w.lora.unsloth_kernels)) {
+    const std::uint64_t eager = pre_norm_saved(m, w, p);
+    const std::uint64_t compiled = mul(h, p.residual);
+    if (eager > compiled) bytes = checked_add(bytes, mul(eager - compiled, m.parallel_residual ? 1 : 2));
+  }
+  // A gated MLP: eager saves gate's output (silu's input), silu's output and up's output (the
+  // product's two factors) and the product (down_proj's input, when it is saved); compiled keeps
+  // gate, up and the product and recomputes silu(gate) in backward: one intermediate less.
+  if (m.gated_mlp && !g.moe) bytes = checked_add(bytes, mul(m.intermediate_size, p.compute));
   // LoRA (peft casts each adapter's input to the fp32 adapter dtype, one cast per adapter in
-  // eager): the casts of one input are one node after CSE. Counted for the attention input (q,
-  // k, v adapters) only: the MLP pair's two casts stayed in the measurements.
+  // eager): after CSE the adapters reading one tensor share one cast (measured: q, k and v on the
+  // attention norm's output, gate and up on the MLP norm's output).
   if (spec::uses_lora(w.mode) && w.lora.dropout == 0 && !p.autocast && p.adapter != p.compute) {
-    std::uint64_t adapters = 0;
-    for (const auto& l : g.linears)
-      if (l.role == spec::Role::attn_in && lora_targets(w, l)) ++adapters;
-    if (adapters > 1) bytes = checked_add(bytes, mul(adapters - 1, m.hidden_size, p.adapter));
+    std::uint64_t attn = 0;
+    std::uint64_t mlp = 0;
+    for (const auto& l : g.linears) {
+      if (!lora_targets(w, l)) continue;
+      if (l.role == spec::Role::attn_in) ++attn;
+      if (l.role == spec::Role::mlp_in && !l.expert) ++mlp;
+    }
+    const std::uint64_t shared = (attn > 1 ? attn - 1 : 0) + (mlp > 1 ? mlp - 1 : 0);
+    bytes = checked_add(bytes, mul(shared, h, p.adapter));
   }
   return bytes;
 }

@@ -33,6 +33,10 @@ LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Pr
 /// cross-entropy does not (it computes the gradients in forward: no autograd matmul).
 std::uint64_t lm_head_input_not_saved(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p);
 
+/// Bytes per token of the lm_head's input that the loss saves although the lm_head is frozen
+/// (LoRA): Cut Cross-Entropy saves e for its backward (its 16-bit cast under autocast).
+std::uint64_t frozen_head_input_saved(const spec::ModelSpec& m, const spec::Workload& w, const Precision& p);
+
 /// Bytes per element of a parameter FSDP gathers: the MixedPrecisionPolicy's param_dtype
 /// (`--fsdp-mixed-precision`), else the stored dtype.
 std::uint64_t gathered_param_bytes(const spec::Workload& w, const Precision& p);
@@ -65,8 +69,9 @@ std::uint64_t packed_mask_bias(const spec::Workload& w, const Precision& p);
 /// (`--compile`): AOTAutograd's min-cut partitioner (torch/_functorch/partitioners.py,
 /// min_cut_rematerialization_partition) saves what is costly to recompute (matmul and attention
 /// outputs, reductions) and recomputes cheap pointwise chains in backward from it, and common
-/// subexpression elimination merges identical ops. A gated MLP keeps gate and up and recomputes
-/// act(gate) and act(gate) * up; LoRA adapters on one attention input share one fp32 cast of it.
+/// subexpression elimination merges identical ops. Each pre-norm keeps its 16-bit input instead
+/// of its fp32 copy and normalised output; a gated MLP keeps gate, up and the product and
+/// recomputes act(gate); LoRA adapters reading one tensor share one fp32 cast of it.
 /// 0 when the layer is not compiled.
 std::uint64_t compiled_layer_not_saved(const spec::ModelSpec& m, const spec::LayerGroup& g, const spec::Workload& w,
                                        const Precision& p);
@@ -77,5 +82,9 @@ inline constexpr std::uint64_t kLossChunks = 8;
 /// Rows of one chunk of Liger's fused linear cross-entropy over `tokens` rows, hidden `h`,
 /// vocabulary `v`: next_power_of_2(ceil(tokens / ceil(v / h))) (at most `tokens`).
 std::uint64_t fused_linear_chunk_rows(std::uint64_t tokens, std::uint64_t h, std::uint64_t v);
+
+/// Rows of one chunk of Unsloth's fused cross-entropy over `tokens` rows and vocabulary `v`
+/// (unsloth_zoo fused_losses/cross_entropy_loss.py, get_chunk_size with a 4 GiB target).
+std::uint64_t unsloth_chunk_rows(std::uint64_t tokens, std::uint64_t v);
 
 }  // namespace vramfit::engine::detail

@@ -75,12 +75,13 @@ constexpr std::array<std::pair<std::string_view, Offload>, 3> kOffload{{
     {"params", Offload::params},
 }};
 
-constexpr std::array<std::pair<std::string_view, Loss>, 5> kLoss{{
+constexpr std::array<std::pair<std::string_view, Loss>, 6> kLoss{{
     {"hf", Loss::hf},                      // transformers ForCausalLMLoss (loss_utils.py)
     {"chunked", Loss::chunked},            // torchtune CEWithChunkedOutputLoss
-    {"fused-linear", Loss::fused_linear},  // Liger LigerFusedLinearCrossEntropyLoss, Unsloth
+    {"fused-linear", Loss::fused_linear},  // Liger LigerFusedLinearCrossEntropyLoss
     {"liger", Loss::fused_linear},
     {"cce", Loss::cce},                    // Apple ml-cross-entropy linear_cross_entropy (impl "cce")
+    {"unsloth", Loss::unsloth},            // unsloth_zoo fused_losses UnslothFusedLoss
 }};
 
 constexpr std::array<std::pair<std::string_view, Recipe>, 5> kRecipes{{
@@ -221,13 +222,15 @@ void apply_recipe(Workload& w, Recipe r, bool (*given)(const void* ctx, std::str
     case Recipe::unsloth:
       // Unsloth (unsloth 2024.12, unsloth/models/llama.py; unsloth_zoo gradient_checkpointing.py
       // today): use_gradient_checkpointing="unsloth" (reentrant checkpointing of each decoder
-      // layer whose input is copied to host memory and back for its recompute), its fused
-      // cross-entropy (no full logits), and in the LoRA modes its fused LoRA autograd functions
-      // (patch_peft_model: LoRA_QKV, LoRA_W, LoRA_MLP) with fp32 adapters
-      // (prepare_model_for_training's float32_mixed_precision).
+      // layer whose input is copied to host memory and back for its recompute), its own chunked
+      // fused cross-entropy (unsloth 2026.8.19 models/llama.py calls unsloth_zoo 2026.8.13's
+      // unsloth_fused_ce_loss; Apple's Cut Cross-Entropy, which unsloth 2024.12 called, is off on
+      // torch >= 2.8: unsloth_zoo/__init__.py sets UNSLOTH_ENABLE_CCE=0), and in the LoRA modes
+      // its fused LoRA autograd functions (patch_peft_model: LoRA_QKV, LoRA_W, LoRA_MLP) with
+      // fp32 adapters (prepare_model_for_training's float32_mixed_precision).
       set_ckpt();
       if (!given(ctx, "--activation-offload")) w.activation_offload = true;
-      set_loss(Loss::fused_linear);
+      set_loss(Loss::unsloth);
       if (spec::uses_lora(w.mode) && !given(ctx, "--lora-kernels")) w.lora.unsloth_kernels = true;
       break;
   }

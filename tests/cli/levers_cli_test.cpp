@@ -137,7 +137,9 @@ TEST_CASE("levers CLI: a recipe sets its stack's default levers, typed flags win
   CHECK(trl["workload"]["autocast"] == "bf16");
   const auto un = json_of(estimate(with({"--mode", "lora", "--recipe", "unsloth", "--json"})));
   CHECK(un["workload"]["activation_offload"] == true);
-  CHECK(un["workload"]["loss"] == "fused-linear");
+  CHECK(un["workload"]["loss"] == "unsloth");  // unsloth_zoo's UnslothFusedLoss (Cut Cross-Entropy is off on torch >= 2.8)
+  const auto unc = json_of(estimate(with({"--mode", "lora", "--recipe", "unsloth", "--loss", "cce", "--json"})));
+  CHECK(unc["workload"]["loss"] == "cce");  // a typed flag wins
   const auto ax = json_of(estimate(with({"--mode", "lora", "--recipe", "axolotl-liger", "--json"})));
   CHECK(ax["workload"]["loss"] == "fused-linear");
   CHECK(ax["workload"]["checkpointing_kind"] == "full");

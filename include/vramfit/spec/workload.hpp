@@ -68,6 +68,7 @@ enum class Loss {
   chunked,       ///< torchtune's CEWithChunkedOutputLoss: 8 chunks, each upcast on its own
   fused_linear,  ///< Liger's fused linear cross-entropy: lm_head + loss per chunk, no full logits
   cce,           ///< Apple's Cut Cross-Entropy: logits only in on-chip tiles, recomputed in backward
+  unsloth,       ///< Unsloth's UnslothFusedLoss: lm_head + loss per chunk of at most 4 GiB of fp32 logits
 };
 
 /// torch.compile of the training step (`--compile`; engine/levers.cpp has what it changes).

@@ -37,3 +37,12 @@ for m in MODELS[:2]:
 
 json.dump(cases, open("compile_cases.json", "w"), indent=1)
 print(len(cases), "cases")
+
+# Session 9: the saved tensors of eager and compiled layers (measure_compile.py's probe_saved):
+# 3 models x (full training, LoRA) x (eager, "all") at b2 s1024, plain (no checkpointing).
+probe = [dict(case(m, mode, 2, 1024, 0, kind), probe_saved=True) for m in MODELS for mode in ("train", "lora")
+         for kind in (None, "all")]
+for c in probe:
+    c["id"] += "/probe"
+json.dump(probe, open("compile_probe_cases.json", "w"), indent=1)
+print(len(probe), "probe cases")

@@ -77,6 +77,29 @@ def forward_loss(model, lm, ids, case, fns):
     return fns["hf"](lm.lm_head(hidden), labels)
 
 
+def saved_tensors(fn):
+    """Runs fn() (one forward and its loss) with a saved-tensors hook that records every tensor
+    autograd saves (eager ops and the compiled graphs' save_for_backward alike): the bytes of
+    the distinct storages, and how many tensors of each shape and dtype. The hook returns each
+    tensor unchanged, so memory is what it is without it."""
+    seen = {}
+    kinds = {}
+
+    def pack(t):
+        try:
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+        except Exception:  # noqa: BLE001
+            pass
+        key = f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+        kinds[key] = kinds.get(key, 0) + 1
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = fn()
+    return loss, {"saved_bytes": sum(seen.values()), "saved_kinds": kinds}
+
+
 def run_train(model, case, steps=3):
     ids = H.train_inputs(model, case)
     model.train()
@@ -89,6 +112,13 @@ def run_train(model, case, steps=3):
     model, fns = prepare(model, case)
     per_step = H.run_steps(lambda: forward_loss(model, lm, ids, case, fns), opt, steps, timed=True)
     result = H.train_result(per_step, [opt], first=1)
+    if case.get("probe_saved"):
+        # After the measured steps (the graphs are compiled): one more forward, its saved tensors.
+        loss, probe = saved_tensors(lambda: forward_loss(model, lm, ids, case, fns))
+        loss.backward()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        result.update(probe)
     del opt
     breaks = 0
     try:

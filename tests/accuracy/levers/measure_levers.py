@@ -12,6 +12,8 @@ Levers, per case key (absent = the plain loop of harness.py):
         "fused-linear"  Liger's fused linear cross-entropy in torch ops allocating what Liger's
                         code allocates (FusedLinearCE: liger_kernel/ops/fused_linear_cross_entropy.py
                         v0.8.2; the CE kernel's in-place gradient written block by block)
+        "unsloth"       Unsloth's own fused cross-entropy (UnslothCE: unsloth_zoo 2026.8.13
+                        fused_losses/cross_entropy_loss.py UnslothFusedLoss, compiled per chunk)
         "cce"           Apple's Cut Cross-Entropy in torch ops allocating what its kernels
                         allocate (CutCE: cut_cross_entropy/cce.py; logits recomputed block by
                         block in backward)
@@ -32,6 +34,7 @@ Levers, per case key (absent = the plain loop of harness.py):
 Each packed case also records the first SDPA call's mask (dtype, shape) and is_causal.
 Writes harness.py's fields. Models are built from config.json with random weights.
 """
+import math
 import os
 import sys
 import time
@@ -244,6 +247,82 @@ class CutCE(torch.autograd.Function):
         return de, dc, None, None
 
 
+def unsloth_chunks(tokens, vocab):
+    """unsloth_zoo fused_losses/cross_entropy_loss.py get_chunk_size with target_gb None: the
+    target is min(half the free memory, 4) GiB of fp32 logits a chunk; one chunk when they fit,
+    else the next multiple of 4 chunks that keeps each under it."""
+    free, _ = torch.cuda.mem_get_info()
+    target = min(free / 2**30 * 0.5, 4.0)
+    exact = tokens * vocab * 4 / 2**30 / target
+    return 1 if exact <= 1.0 + 1e-9 else math.ceil(exact / 4 - 1e-9) * 4
+
+
+def unsloth_chunk_loss(x, w, labels, divisor):
+    """compute_fused_ce_loss with shift_labels False: linear, .float(), cross_entropy (sum) / n."""
+    logits = F.linear(x.to(w.dtype), w)
+    loss = F.cross_entropy(logits.float().contiguous(), labels.contiguous(), reduction="sum", ignore_index=IGNORE)
+    loss = loss / divisor
+    return loss, (loss.detach(),)
+
+
+def unsloth_accumulate(grad_inputs_j, grad_w, x_j, w, labels_j, divisor, acc):
+    """UnslothFusedLoss's accumulate_chunk: torch.func.grad_and_value of the chunk's loss in x
+    (and w when it trains), grad_lm_head.add_, the chunk's grad_input copied into grad_inputs."""
+    if grad_w is not None:
+        (gx, gw), (_, (unscaled,)) = torch.func.grad_and_value(unsloth_chunk_loss, argnums=(0, 1), has_aux=True)(
+            x_j, w, labels_j, divisor)
+        grad_w.add_(gw)
+    else:
+        (gx,), (_, (unscaled,)) = torch.func.grad_and_value(unsloth_chunk_loss, argnums=(0,), has_aux=True)(
+            x_j, w, labels_j, divisor)
+    acc.add_(unscaled)
+    grad_inputs_j[:] = gx
+
+
+# unsloth_zoo's torch_compile_options (temporary_patches/common.py): no CUDA graphs.
+UNSLOTH_COMPILED = None
+
+
+class UnslothCE(torch.autograd.Function):
+    """Unsloth's UnslothFusedLoss (unsloth_zoo 2026.8.13 fused_losses/cross_entropy_loss.py, what
+    unsloth 2026.8.19's CausalLM forward calls): the shifted labels, grad_inputs =
+    empty_like(hidden_states), grad_lm_head = zeros_like(weight) when it trains; per chunk
+    (unsloth_chunks) the compiled (dynamic, fullgraph) grad_and_value of the chunk's loss; saves
+    grad_inputs and grad_lm_head; backward returns each times the scale (out of place)."""
+
+    @staticmethod
+    def forward(ctx, hidden, w, labels):
+        global UNSLOTH_COMPILED
+        if UNSLOTH_COMPILED is None:
+            UNSLOTH_COMPILED = torch.compile(unsloth_accumulate, dynamic=True, fullgraph=True,
+                                             options={"epilogue_fusion": True, "max_autotune": False,
+                                                      "shape_padding": True, "triton.cudagraphs": False})
+        shifted = torch.empty_like(labels)
+        shifted[..., :-1] = labels[..., 1:]
+        shifted[..., -1] = IGNORE
+        shifted = shifted.view(-1)
+        divisor = (shifted != IGNORE).sum().to(torch.float32)
+        grad_inputs = torch.empty_like(hidden)
+        grad_w = torch.zeros_like(w) if w.requires_grad else None
+        bsz, qlen, hd = hidden.shape
+        acc = torch.zeros(1, device=hidden.device)[0]
+        n = unsloth_chunks(bsz * qlen, w.shape[0])
+        for gi, xs, ls in zip(torch.chunk(grad_inputs.view(-1, hd), n), torch.chunk(hidden.reshape(-1, hd), n),
+                              torch.chunk(shifted, n)):
+            UNSLOTH_COMPILED(gi, grad_w, xs, w, ls, divisor, acc)
+        ctx.save_for_backward(grad_inputs, grad_w)
+        return acc
+
+    @staticmethod
+    def backward(ctx, go):
+        grad_inputs, grad_w = ctx.saved_tensors
+        scale = go.detach().float().mean()
+        grad_inputs = grad_inputs * scale
+        if grad_w is not None:
+            grad_w = grad_w * scale
+        return grad_inputs, grad_w, None
+
+
 def base_causal_lm(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
@@ -274,6 +353,10 @@ def forward_loss(model, ids, kind, pos=None, labels=None):
         return total / (labels != -100).sum()
     if kind == "fused-linear":
         return FusedLinearCE.apply(hidden.reshape(-1, hidden.shape[-1]), lm.lm_head.weight, labels.reshape(-1))
+    if kind == "unsloth":
+        # unsloth/models/llama.py (2026.8.19): unsloth_fused_ce_loss(hidden_states, lm_head.weight,
+        # labels) on the model's output; the labels are the input ids (shifted inside).
+        return UnslothCE.apply(hidden, lm.lm_head.weight, ids)
     if kind == "cce":
         # cut_cross_entropy/transformers/utils.py apply_lce -> linear_cross_entropy(e, c, labels,
         # shift=True) -> cce.py cce_linear_cross_entropy: contiguous e, valids, flattened targets.

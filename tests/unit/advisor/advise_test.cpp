@@ -686,14 +686,15 @@ TEST_CASE("beyond the seed: a fused loss, selective checkpointing, activation of
   const StepResult& loss = step(a, "chunked_logits");
   REQUIRE(loss.applied);
   CHECK(loss.title == "Fused or chunked loss");
-  // Each fused or chunked loss re-estimated; Cut Cross-Entropy keeps the least (no logits at all).
+  // Each fused or chunked loss re-estimated; Cut Cross-Entropy and Liger's tie (neither builds the
+  // logits: both peak inside the forward, at the final norm here) and the earlier row is kept.
   CHECK(loss.workload.loss == spec::Loss::cce);
   CHECK(loss.reason.find("% of the peak: cce saves the most of the fused and chunked losses") != std::string::npos);
   CHECK(loss.warning == "needs the cut-cross-entropy package (Triton, Ampere or newer); same loss, about the same "
                         "speed");
   spec::Workload liger = loss.workload;
   liger.loss = spec::Loss::fused_linear;
-  CHECK(engine::estimate(m, liger).device_total > loss.after);
+  CHECK(engine::estimate(m, liger).device_total == loss.after);
   const StepResult& sel = step(a, "selective_checkpointing");
   REQUIRE(sel.applied);
   CHECK(sel.workload.checkpointing);
@@ -734,7 +735,7 @@ TEST_CASE("torch.compile is a step of its own, re-estimated", "[advisor][levers]
   compiled.compile = spec::Compile::all;
   CHECK(c.before == total_of(m, w));
   CHECK(c.after == total_of(m, compiled));
-  CHECK(c.before.value() - c.after.value() == 25631391744u);
+  CHECK(c.before.value() - c.after.value() == 22120759296u);
   // Only the loss left to compile: the reason says so.
   w.compile = spec::Compile::layers;
   const Advice la = advise(m, w, impossible(), test_catalog(), o);
@@ -744,7 +745,7 @@ TEST_CASE("torch.compile is a step of its own, re-estimated", "[advisor][levers]
                     "the fp32 log-softmax");
   // 8 bytes per token and vocabulary entry at backward's start (3 fp32 logits-sized tensors
   // eager, 2 16-bit ones compiled), with the allocator reserve that follows the peak.
-  CHECK(l.before.value() - l.after.value() == 9244246016u);
+  CHECK(l.before.value() - l.after.value() == 9246343168u);
   // Already compiled; inference.
   w.compile = spec::Compile::all;
   const Advice done = advise(m, w, impossible(), test_catalog(), o);

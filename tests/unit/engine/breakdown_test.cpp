@@ -77,11 +77,12 @@ TEST_CASE("breakdown: the transformers engine reports the table's components in 
   REQUIRE(b.find(ComponentId::weights) != nullptr);
   CHECK(b.find(ComponentId::weights)->description == engine::info(ComponentId::weights).description);
   CHECK(b.find(ComponentId::mmproj) == nullptr);
-  // Training without checkpointing (what is resident, `load`, is in every phase, not one of its own).
+  // Training without checkpointing (what is resident, `load`, is in every phase, not one of its own):
+  // the forward's last layer first (engine/activations, forward_transient).
   std::vector<PhaseId> phases;
   for (const auto& p : b.phases) phases.push_back(p.id);
-  CHECK(phases == std::vector<PhaseId>{PhaseId::forward_end, PhaseId::backward_start, PhaseId::backward_last_layer,
-                                       PhaseId::backward_end, PhaseId::optimizer_step});
+  CHECK(phases == std::vector<PhaseId>{PhaseId::forward_layer, PhaseId::forward_end, PhaseId::backward_start,
+                                       PhaseId::backward_last_layer, PhaseId::backward_end, PhaseId::optimizer_step});
 }
 
 TEST_CASE("engine: no rule tests a model family by name", "[engine][arch]") {

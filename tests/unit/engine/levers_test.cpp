@@ -140,6 +140,50 @@ TEST_CASE("levers: loss bytes, hf / chunked / fused-linear / cce", "[engine][lev
   CHECK(lm_head_input_not_saved(m, w, p) == 256 * 2);
 }
 
+TEST_CASE("levers: Unsloth's fused cross-entropy, chunk by chunk of at most 4 GiB of fp32 logits", "[engine][levers]") {
+  // unsloth_zoo fused_losses get_chunk_size: one chunk while tokens x vocab x 4 <= 4 GiB, else the
+  // next multiple of 4 chunks over exact = fp32 logits / 4 GiB; torch.chunk's rows.
+  CHECK(unsloth_chunk_rows(0, 32000) == 0);
+  CHECK(unsloth_chunk_rows(1024, 32000) == 1024);
+  CHECK(unsloth_chunk_rows(8192, 128256) == 8192);      // 4.20e9 bytes <= 4 GiB (4.29e9): one chunk
+  CHECK(unsloth_chunk_rows(16384, 128256) == 4096);     // exact 1.96: 4 chunks
+  CHECK(unsloth_chunk_rows(8192, 151936) == 2048);      // exact 1.16: 4 chunks
+  CHECK(unsloth_chunk_rows(131072, 128256) == 8192);    // exact 15.7: 16 chunks
+  CHECK(unsloth_chunk_rows(131073, 128256) == 8193);    // torch.chunk rounds the rows up
+  const auto m = tiny();
+  auto w = training(spec::Mode::train, DType::bf16);
+  w.loss = spec::Loss::unsloth;
+  const Precision p = precision_of(w);
+  const std::uint64_t tokens = 1024;
+  const std::uint64_t grad_input = tokens * 256 * 2;
+  const std::uint64_t grad_weight = 32000ULL * 256 * 2;
+  const std::uint64_t labels = tokens * 8;
+  const std::uint64_t chunk = tokens * 32000 * 2;  // one chunk: the whole logits
+  // The chunk's logits, their gradient and grad_input's chunk; the vocab x hidden gradient comes
+  // after the logits are freed (measured: 2.02 logits chunks above what forward leaves).
+  auto b = loss_bytes(m, w, p, tokens);
+  CHECK(b.forward_end.value() == grad_input + grad_weight + labels + 2 * chunk + tokens * 256 * 2);
+  CHECK(b.backward_start.value() == 2 * (grad_input + grad_weight) + labels);
+  w.mode = spec::Mode::lora;
+  b = loss_bytes(m, w, p, tokens);
+  CHECK(b.forward_end.value() == grad_input + labels + 2 * chunk + tokens * 256 * 2);
+  CHECK(b.backward_start.value() == 2 * grad_input + labels);
+  CHECK(lm_head_input_not_saved(m, w, p) == 0);  // frozen lm_head: nothing to take off
+  w.mode = spec::Mode::train;
+  CHECK(lm_head_input_not_saved(m, w, p) == 256 * 2);
+}
+
+TEST_CASE("levers: Cut Cross-Entropy saves the lm_head's input even when the lm_head is frozen", "[engine][levers]") {
+  const auto m = tiny();
+  auto w = training(spec::Mode::lora, DType::bf16);
+  const Precision p = precision_of(w);
+  CHECK(frozen_head_input_saved(m, w, p) == 0);  // hf: the frozen lm_head's matmul saves no input
+  w.loss = spec::Loss::cce;
+  CHECK(frozen_head_input_saved(m, w, p) == 256 * 2);
+  w.mode = spec::Mode::train;  // head_saved counts it already
+  CHECK(frozen_head_input_saved(m, w, p) == 0);
+}
+
 TEST_CASE("levers: a fused or chunked loss lowers a logits-bound peak", "[engine][levers]") {
   const auto m = tiny();
   auto w = training(spec::Mode::lora, DType::bf16);
@@ -153,7 +197,41 @@ TEST_CASE("levers: a fused or chunked loss lowers a logits-bound peak", "[engine
   CHECK(part(hf, ComponentId::logits) == 3 * 1024ULL * 32000 * 4);
   CHECK(hf.peak_allocated > ch.peak_allocated);
   CHECK(ch.peak_allocated > fl.peak_allocated);
-  CHECK(fl.peak_allocated > cce.peak_allocated);
+  // Neither builds the logits: both peak inside the last layer's forward, at down_proj's LoRA
+  // adapter, before the head (measured: the same peak to the byte, results/loss.jsonl).
+  CHECK(fl.peak_phase == PhaseId::forward_layer);
+  CHECK(cce.peak_phase == PhaseId::forward_layer);
+  CHECK(fl.peak_allocated == cce.peak_allocated);
+}
+
+TEST_CASE("levers: the forward's transients at the last layer and the final norm", "[engine][levers]") {
+  const auto m = tiny();  // hidden 256, intermediate 512, bf16
+  auto w = training(spec::Mode::train, DType::bf16);
+  auto t = forward_transient(m, w, precision_of(w));
+  // Full training: inputs_embeds, the norm's input and its fp32 normalised product (the cast is
+  // saved): 8 h. At down_proj: inputs_embeds, the layer's input, the residual, the MLP's input and
+  // down's output (the product is saved): 5 x 2 h.
+  CHECK(t.final_norm == 2 * 256 + 2 * 256 + 4 * 256);
+  CHECK(t.has_mlp_moment);
+  CHECK(t.mlp_out == 4 * 2 * 256 + 2 * 256);
+  // LoRA (fp32 adapters): the norm's unsaved cast too; at down_proj the product (not saved by the
+  // frozen down_proj), the base result, the scaled lora_B output and the sum in fp32: 18 h + 2 I.
+  w.mode = spec::Mode::lora;
+  t = forward_transient(m, w, precision_of(w));
+  CHECK(t.final_norm == 2 * 256 + 2 * 256 + 4 * 256 + 2 * 256);
+  CHECK(t.mlp_out == 4 * 2 * 256 + 512 * 2 + 256 * 2 + 2 * 256 * 4);
+  // Checkpointed: the layer saved nothing, so down's fp32 cast of the product is alive too.
+  w.checkpointing = true;
+  CHECK(forward_transient(m, w, precision_of(w)).mlp_out == 4 * 2 * 256 + 512 * 2 + 512 * 4 + 256 * 2 + 2 * 256 * 4);
+  // Whole estimate, LoRA with Cut Cross-Entropy: the forward_layer phase is the activations saved
+  // before the head plus the down_proj moment's bytes.
+  w.checkpointing = false;
+  w.loss = spec::Loss::cce;
+  const auto b = engine::estimate(m, w);
+  CHECK(b.peak_phase == PhaseId::forward_layer);
+  const auto* tmp = b.find(ComponentId::temporaries);
+  REQUIRE(tmp != nullptr);
+  CHECK(tmp->bytes.value() == 1024ULL * (4 * 2 * 256 + 512 * 2 + 256 * 2 + 2 * 256 * 4));
 }
 
 TEST_CASE("levers: FSDP mixed precision gathers 16-bit units over fp32 shards", "[engine][levers]") {
@@ -311,23 +389,28 @@ TEST_CASE("levers: a compiled cross-entropy saves the 16-bit logits, not the fp3
   CHECK(loss_bytes(m, w, p, tokens).backward_start == loss_bytes(m, eager, p, tokens).backward_start);
 }
 
-TEST_CASE("levers: a compiled layer recomputes its gated MLP's activation and product", "[engine][levers]") {
+TEST_CASE("levers: a compiled layer keeps its norms' inputs, recomputes act(gate), shares LoRA casts", "[engine][levers]") {
   const auto m = tiny();  // intermediate 512, hidden 256
   auto w = training(spec::Mode::train, DType::bf16);
   const Precision p = precision_of(w);
   const auto& g = m.layers.front();
   CHECK(compiled_layer_not_saved(m, g, w, p) == 0);  // not compiled
   w.compile = spec::Compile::layers;
-  CHECK(compiled_layer_not_saved(m, g, w, p) == 2 * 512 * 2);
-  // LoRA on all linears: q, k, v share one fp32 cast of the attention input.
+  // Full training: each of the 2 norms saves its 16-bit input (512) instead of its fp32 copy and
+  // normalised output (1024 + 512), and act(gate) (512 x 2) is recomputed: 8 h + 2 I.
+  CHECK(compiled_layer_not_saved(m, g, w, p) == 2 * (1536 - 512) + 512 * 2);
+  CHECK(compiled_layer_not_saved(m, g, w, p) == 8 * 256 + 2 * 512);
+  // LoRA on all linears (frozen norms: the fp32 copy only, 1024): q, k, v share one fp32 cast of
+  // the attention input, gate and up one of the MLP input: 16 h + 2 I, as measured.
   w.mode = spec::Mode::lora;
   const Precision pl = precision_of(w);
-  CHECK(compiled_layer_not_saved(m, g, w, pl) == 2 * 512 * 2 + 2 * 256 * 4);
-  // Whole estimates: 2 x 1024 tokens x 2 layers x 2048 bytes fewer saved at forward's end.
+  CHECK(compiled_layer_not_saved(m, g, w, pl) == 2 * (1024 - 512) + 512 * 2 + 3 * 256 * 4);
+  CHECK(compiled_layer_not_saved(m, g, w, pl) == 16 * 256 + 2 * 512);
+  // Whole estimates: 2 x 512 tokens x 2 layers x 3072 bytes fewer saved at forward's end.
   w.mode = spec::Mode::train;
   w.compile = spec::Compile::none;
   const auto eager = engine::estimate(m, w);
   w.compile = spec::Compile::layers;
   const auto compiled = engine::estimate(m, w);
-  CHECK(phase(eager, PhaseId::forward_end) - phase(compiled, PhaseId::forward_end) == 1024ULL * 2 * 2048);
+  CHECK(phase(eager, PhaseId::forward_end) - phase(compiled, PhaseId::forward_end) == 1024ULL * 2 * 3072);
 }
