@@ -623,6 +623,11 @@ ForwardTransient forward_transient(const ModelSpec& m, const Workload& w, const 
     if (!m.norm_fp32_scale && r != kFp32 && !trains) norm = add(norm, mul(h, r));  // the unsaved cast
   }
   t.final_norm = norm;
+  // Its backward, right after the loss's (autograd through LlamaRMSNorm): mul's gradient of the
+  // fp32 copy (grad * rsqrt) waits for pow's while mean's backward expands its gradient and pow's
+  // makes `x.pow(1)`, `2 * ...` and the product: four fp32 hidden-sized tensors at once. (Gemma's
+  // norm runs the same chain; LayerNorm's and Unsloth's kernels write one gradient.)
+  if (!unsloth(w) && m.norm != spec::Norm::layer) t.norm_backward = mul(4, h, kFp32);
   // The last layer's MLP output linear (LlamaMLP.forward: `self.down_proj(self.act_fn(
   // self.gate_proj(x)) * self.up_proj(x))`). Alive while it runs: inputs_embeds, the layer's
   // input (the model's loop variable), the residual after attention, the MLP's input x (the

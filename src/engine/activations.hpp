@@ -61,6 +61,7 @@ struct ForwardTransient {
   std::uint64_t mlp_out = 0;     ///< at the last layer's MLP output linear (down_proj), before the head
   std::uint64_t final_norm = 0;  ///< at the final norm, beside every saved tensor
   bool has_mlp_moment = false;   ///< false where the layer's MLP is not modelled tensor by tensor
+  std::uint64_t norm_backward = 0;  ///< the final norm's backward: its fp32 temporaries, per token
 };
 
 /// The last layer's and the final norm's forward transients for this workload.

@@ -396,6 +396,10 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   fwd_acts += tower_saved;
   acts += tower_saved;
 
+  // Whether head_saved counts the lm_head's input (the final norm's output), and its bytes.
+  const bool head_input_saved = (w.mode == Mode::train && detail::lm_head_input_not_saved(m, w, p) == 0) ||
+                                detail::frozen_head_input_saved(m, w, p) > 0;
+  const Bytes head_input{head_input_saved ? mul(m.hidden_size, p.autocast ? p.compute : p.residual, tokens) : 0};
   if (!w.activation_offload) {
     // The forward's last decoder layer and final norm (engine/activations, forward_transient):
     // where no logits are built, the forward peaks there, before the head and the loss. At the
@@ -404,8 +408,6 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
     Bytes saved = fwd_acts;
     // The final norm's output is the lm_head's input: alive at the norm whether or not the head
     // saves it (head_saved counts it only where it is saved).
-    const bool head_input_saved = (w.mode == Mode::train && detail::lm_head_input_not_saved(m, w, p) == 0) ||
-                                  detail::frozen_head_input_saved(m, w, p) > 0;
     const std::uint64_t norm_out = head_input_saved ? 0 : mul(m.hidden_size, p.residual);
     Bytes transient{mul(checked_add(ft.final_norm, norm_out), tokens)};
     const Bytes before_head = Bytes::saturating_sub(fwd_acts, head_saved);
@@ -435,8 +437,23 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
   bstart.id = PhaseId::backward_start;
   bstart.add(ComponentId::activations, acts);
   bstart.add(ComponentId::autocast_cache, kept_copies);
-  bstart.add(ComponentId::logits, loss.backward_start);
   bstart.add(ComponentId::gradients, held_grads);
+  // The final norm's backward follows the loss's: every saved tensor but the lm_head's input
+  // (freed with the loss's or the lm_head's backward), the lm_head's gradient (accumulated, or for
+  // tied weights waiting for the embedding's), the norm's fp32 temporaries; the loss's own tensors
+  // are freed. Where the loss builds no logits it is the larger (measured, results/loss.jsonl,
+  // full training with cce: 14 h a token above the loss's backward).
+  const Bytes head_grad{w.mode == Mode::train ? mul(m.lm_head_params ? m.lm_head_params : m.embedding_params, p.param) : 0};
+  const Bytes norm_bwd{w.activation_offload ? 0 : mul(detail::forward_transient(m, w, p).norm_backward, tokens)};
+  if (head_grad + norm_bwd > loss.backward_start + std::min(head_input, acts)) {
+    bstart.parts = base.parts;  // rebuilt without the lm_head's input
+    bstart.add(ComponentId::activations, acts - std::min(head_input, acts));
+    bstart.add(ComponentId::autocast_cache, kept_copies);
+    bstart.add(ComponentId::gradients, held_grads + head_grad);
+    bstart.add(ComponentId::temporaries, norm_bwd);
+  } else {
+    bstart.add(ComponentId::logits, loss.backward_start);
+  }
   phases.push_back(bstart);
 
   if (w.checkpointing) {

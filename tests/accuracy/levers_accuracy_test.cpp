@@ -275,7 +275,9 @@ TEST_CASE("compile lever (--compile) meets the plain loop's bounds on the H200",
   WARN(table);
   CHECK(by_kind.size() == 4);  // all, eager, layers, model
   CHECK(by_kind.at("all").size() == 27);
-  CHECK(accuracy::stats(by_kind.at("all")).median_abs <= 0.02);
+  // Session 9 (the layers' saved tensors from compile_probe.jsonl): all 0.55 %, layers 0.68 %.
+  CHECK(accuracy::stats(by_kind.at("all")).median_abs <= 0.01);
+  CHECK(accuracy::stats(by_kind.at("layers")).median_abs <= 0.01);
   CHECK(accuracy::stats(by_kind.at("eager")).median_abs <= 0.01);
 }
 

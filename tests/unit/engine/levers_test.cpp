@@ -220,6 +220,8 @@ TEST_CASE("levers: the forward's transients at the last layer and the final norm
   t = forward_transient(m, w, precision_of(w));
   CHECK(t.final_norm == 2 * 256 + 2 * 256 + 4 * 256 + 2 * 256);
   CHECK(t.mlp_out == 4 * 2 * 256 + 512 * 2 + 256 * 2 + 2 * 256 * 4);
+  // The final norm's backward: four fp32 hidden-sized tensors at pow's backward.
+  CHECK(t.norm_backward == 4 * 256 * 4);
   // Checkpointed: the layer saved nothing, so down's fp32 cast of the product is alive too.
   w.checkpointing = true;
   CHECK(forward_transient(m, w, precision_of(w)).mlp_out == 4 * 2 * 256 + 512 * 2 + 512 * 4 + 256 * 2 + 2 * 256 * 4);
@@ -232,6 +234,15 @@ TEST_CASE("levers: the forward's transients at the last layer and the final norm
   const auto* tmp = b.find(ComponentId::temporaries);
   REQUIRE(tmp != nullptr);
   CHECK(tmp->bytes.value() == 1024ULL * (4 * 2 * 256 + 512 * 2 + 256 * 2 + 2 * 256 * 4));
+  // Full training with Cut Cross-Entropy: backward's start is the final norm's backward (the
+  // loss's tensors and the lm_head's input freed; the lm_head's gradient and the norm's fp32
+  // temporaries beside every other saved tensor), not the loss's own backward.
+  auto f = training(spec::Mode::train, DType::bf16);
+  f.loss = spec::Loss::cce;
+  const auto fb = engine::estimate(m, f);
+  const std::int64_t loss_fwd = 1024 * (4 + 8) + 32000 * 4 + 1024 * 4;  // lse, valids, logit_avg, nll
+  CHECK(static_cast<std::int64_t>(phase(fb, PhaseId::backward_start)) - static_cast<std::int64_t>(phase(fb, PhaseId::forward_end)) ==
+        -loss_fwd - 1024 * 256 * 2 + 32000 * 256 * 2 + 1024 * 4 * 256 * 4);
 }
 
 TEST_CASE("levers: FSDP mixed precision gathers 16-bit units over fp32 shards", "[engine][levers]") {
