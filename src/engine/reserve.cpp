@@ -830,19 +830,23 @@ class TrainingReplay {
   // fp32 hidden states) and SDPA saves 16-bit casts of q and k. In backward one fp32 gradient of
   // the residual stream is accumulated in place through every layer; each weight's gradient comes
   // out 16-bit and is cast to the fp32 .grad; each linear's input gradient is cast to fp32.
-  // The llama-family layer only: three q/k/v projections, o_proj, gate and up, down.
+  // The llama-family layer (three q/k/v projections, o_proj, gate and up, down) and GPT-2's
+  // (gpt2_forward / gpt2_backward below); other layers keep step().
   static constexpr H kNoHandle = std::numeric_limits<H>::max();
   struct AmpLinears {
     std::uint64_t q = 0, k = 0, v = 0, o = 0, gate = 0, up = 0, down = 0;  // parameter elements
   };
   struct AmpSaved {
     H xr1, n1, qo, ko, vo, cq, ck, cv, xq, xk, xv, kc, qc, at, co, r, xr2, cg, xg, g, act, cu, xu, u, mul, cd, out;
+    H mask1, drop1, half, x32, th, one, xd, mask2;  // GPT-2's layer
   };
 
   bool amp_layers() {
     const bool llama = !m_.learned_positions && m_.norm == spec::Norm::rms && m_.gated_mlp && !m_.qk_norm &&
                        !m_.norm_fp32_scale && !m_.parallel_residual && m_.kv_lora_rank == 0;
-    if (!llama) return false;
+    gpt2_ = m_.learned_positions && m_.norm == spec::Norm::layer && !m_.gated_mlp &&
+            m_.activation == spec::Activation::gelu_tanh_python && !m_.parallel_residual;
+    if (!llama && !gpt2_) return false;
     lin_.assign(m_.num_layers, {});
     std::vector<std::vector<std::uint64_t>> in(m_.num_layers), mlp(m_.num_layers);
     std::vector<std::uint32_t> outs(m_.num_layers), downs(m_.num_layers);
@@ -856,6 +860,11 @@ class TrainingReplay {
       else if (pr.role != spec::Role::other) return false;
     }
     for (std::uint64_t i = 0; i < m_.num_layers; ++i) {
+      if (gpt2_) {  // c_attn, attn.c_proj, c_fc, mlp.c_proj
+        if (in[i].size() != 1 || mlp[i].size() != 1 || outs[i] != 1 || downs[i] != 1) return false;
+        lin_[i].q = in[i][0], lin_[i].up = mlp[i][0];
+        continue;
+      }
       if (in[i].size() != 3 || mlp[i].size() != 2 || outs[i] != 1 || downs[i] != 1) return false;
       lin_[i].q = in[i][0], lin_[i].k = in[i][1], lin_[i].v = in[i][2], lin_[i].gate = mlp[i][0], lin_[i].up = mlp[i][1];
     }
@@ -938,6 +947,121 @@ class TrainingReplay {
     return s;
   }
 
+  // GPT-2's layer under autocast over fp32 weights, as the recorded gpt2-medium fp32-amp b8 s1024
+  // steps allocate (traces_s8/default): LayerNorm in fp32, the fused c_attn (its weight and input
+  // cast, its 16-bit output saved as SDPA's q, k, v), c_proj, the residual dropout (a 1-byte mask
+  // and its output), gelu_new's chain (0.5 x in 16 bits, then x cast to fp32 for pow and every
+  // later term fp32: the fp32 x, tanh and 1 + tanh saved), the MLP's c_proj on a 16-bit cast of
+  // the fp32 activation. Backward: the bias gradients' reductions are transients of 64 and 132 MiB
+  // there, counted as one and two intermediate-sized 16-bit blocks.
+  std::uint64_t dropout_mask() const { return m_.hidden_dropout > 0 ? z_.hidden32 / 4 : 0; }
+
+  AmpSaved gpt2_forward(std::uint64_t l) {
+    const AmpLinears& w = lin_[l];
+    const std::uint64_t qkv = checked_add(z_.q, checked_mul(z_.kv, 2)), i32 = checked_mul(z_.inter, 2);
+    AmpSaved s{};
+    const H ln1 = m(z_.hidden32);
+    s.cq = m(cast(w.q)), s.xq = m(z_.hidden), s.qo = m(qkv);
+    s.at = m(z_.q);
+    s.co = m(cast(w.o));
+    const H po = m(z_.hidden);
+    s.mask1 = m(dropout_mask());
+    s.drop1 = dropout_mask() > 0 ? m(z_.hidden) : po;
+    if (dropout_mask() > 0) f(po);
+    s.r = m(z_.hidden32);
+    f(ln1);
+    const H ln2 = m(z_.hidden32);
+    s.cu = m(cast(w.up)), s.xu = m(z_.hidden);
+    const H fc = m(z_.inter);
+    s.half = m(z_.inter), s.x32 = m(i32);
+    const H p = m(i32), c = m(i32);
+    f(p);
+    const H sum = m(i32);
+    f(c);
+    const H sc = m(i32);
+    f(sum);
+    s.th = m(i32);
+    f(sc);
+    s.one = m(i32);
+    const H act = m(i32);
+    f(fc);
+    s.cd = m(cast(w.down)), s.xd = m(z_.inter);
+    const H po2 = m(z_.hidden);
+    f(act);
+    s.mask2 = m(dropout_mask());
+    const H drop2 = dropout_mask() > 0 ? m(z_.hidden) : po2;
+    if (dropout_mask() > 0) f(po2);
+    s.out = m(z_.hidden32);
+    f(ln2), f(s.drop1), f(drop2);
+    return s;
+  }
+
+  // The gradient of a dropout's output from the fp32 residual gradient: its 16-bit cast, times the mask.
+  H gpt2_dropout_backward(H mask) {
+    const H g16 = m(z_.hidden);
+    if (dropout_mask() == 0) return g16;
+    const H gd = m(z_.hidden);
+    f(g16), f(mask);
+    return gd;
+  }
+
+  void gpt2_backward(std::uint64_t l) {
+    const AmpLinears& w = lin_[l];
+    AmpSaved& s = amp_saved_[l];
+    const std::uint64_t qkv = checked_add(z_.q, checked_mul(z_.kv, 2)), i32 = checked_mul(z_.inter, 2);
+    H g = gpt2_dropout_backward(s.mask2);
+    const H gx4 = m(z_.inter), gw4 = m(cast(w.down));
+    f(m(z_.inter));
+    f(g), f(s.xd), f(s.cd);
+    const H g32 = m(i32);
+    f(gx4);
+    amp_weight_grad(gw4, w.down);
+    // gelu_new's backward
+    const H t1 = m(i32), t2 = m(i32), gh1 = m(z_.inter);
+    f(t2), f(g32), f(s.one), f(s.half);
+    const H t3 = m(i32);
+    f(t1), f(s.th);
+    const H t4 = m(i32);
+    f(t3);
+    const H gx = m(z_.inter), t5 = m(i32);
+    f(t4);
+    const H t6 = m(i32), t7 = m(i32), t8 = m(i32);
+    f(t7), f(t6), f(t5), f(s.x32);
+    const H t9 = m(z_.inter);
+    f(t8), f(t9);
+    const H t10 = m(z_.inter);
+    f(gh1), f(t10);
+    // c_fc
+    const H gx3 = m(z_.hidden), gw3 = m(cast(w.up));
+    f(m(checked_mul(z_.inter, 2)));
+    f(gx), f(s.xu), f(s.cu);
+    const H gn2 = m(z_.hidden32);
+    f(gx3);
+    amp_weight_grad(gw3, w.up);
+    const H gi2 = m(z_.hidden32);
+    f(gn2), f(s.r), f(gi2);  // ln_2's backward, summed into the residual's gradient
+    // attention's c_proj and SDPA
+    g = gpt2_dropout_backward(s.mask1);
+    const H gx2 = m(z_.hidden), gw2 = m(cast(w.o));
+    f(m(z_.inter));
+    f(g), f(s.co);
+    amp_weight_grad(gw2, w.o);
+    const H gq = m(z_.q), gk = m(z_.kv), gv = m(z_.kv);
+    f(m(checked_mul(z_.q, 2)));
+    f(gx2), f(s.qo), f(s.at);
+    const H gqkv = m(qkv);
+    f(gq), f(gk), f(gv);
+    // c_attn
+    const H gx1 = m(z_.hidden), gw1 = m(cast(w.q));
+    f(m(checked_mul(z_.inter, 2)));
+    f(gqkv), f(s.xq), f(s.cq);
+    const H gn1 = m(z_.hidden32);
+    f(gx1);
+    amp_weight_grad(gw1, w.q);
+    const H gi1 = m(z_.hidden32);
+    f(gn1), f(inputs_[l]), f(gi1);
+  }
+
   // The 16-bit gradient `gw` of a weight of `elems` elements cast to its fp32 .grad (kept).
   void amp_weight_grad(H gw, std::uint64_t elems) {
     grads_.push_back(m(checked_mul(elems, z_.grad)));
@@ -1004,7 +1128,9 @@ class TrainingReplay {
   // The final norm, lm_head (its weight and input cast, saved), the logits, their fp32 copy and
   // log-softmax; the loss's backward down to the gradient of the residual stream (returned).
   H amp_loss(H h) {
-    auto [xr, n] = amp_norm();
+    H xr = kNoHandle, n;
+    if (gpt2_) n = m(z_.hidden32);  // LayerNorm's output (its mean and rstd are small)
+    else std::tie(xr, n) = amp_norm();
     const std::uint64_t head = checked_mul(m_.vocab_size, m_.hidden_size);
     const H cw = m(cast(head)), x = m(z_.hidden);
     const H lg = m(z_.logits16), lf = m(z_.logits32), ls = m(z_.logits32);
@@ -1021,7 +1147,10 @@ class TrainingReplay {
     f(gx);
     grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
     f(gw);
-    return amp_norm_backward(gn, xr, h, true);
+    if (!gpt2_) return amp_norm_backward(gn, xr, h, true);
+    const H gi = m(z_.hidden32);
+    f(gn), f(h);
+    return gi;
   }
 
   void amp_step() {
@@ -1031,11 +1160,11 @@ class TrainingReplay {
     H h = m(z_.hidden32);  // the embedding's output (fp32 weights)
     for (std::uint64_t l = 0; l < m_.num_layers; ++l) {
       inputs_.push_back(h);
-      amp_saved_[l] = amp_forward(l);
+      amp_saved_[l] = gpt2_ ? gpt2_forward(l) : amp_forward(l);
       h = amp_saved_[l].out;
     }
     const H gh = amp_loss(h);
-    for (std::uint64_t l = m_.num_layers; l-- > 0;) amp_backward(l);
+    for (std::uint64_t l = m_.num_layers; l-- > 0;) gpt2_ ? gpt2_backward(l) : amp_backward(l);
     embedding_grad(gh);
     optimizer_step();
   }
@@ -1048,6 +1177,7 @@ class TrainingReplay {
   const std::vector<ParamTensor>& params_;
   const bool autocast_, ckpt_;
   bool amp_ = false;  // the autocast-over-fp32-weights sequence (amp_step)
+  bool gpt2_ = false;  // ... with GPT-2's layer
   CachingAllocator a_;
   std::vector<H> state_, grads_, inputs_;
   std::vector<std::vector<H>> saved_;

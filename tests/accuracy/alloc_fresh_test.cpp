@@ -50,7 +50,7 @@ const std::vector<Expected> kOneProcess = {
     {"qwen2.5-0.5b/lora/bf16/adamw/r16-q+v/b4s1024", 1116, -9},  // measured reserve 1416 MiB
     {"smollm2-360m/lora/bf16/adamw/r16-q+k+v+o-drop0.05/b4s1024", 766, -49},  // measured reserve 1267 MiB
     {"gpt2/train/bf16/adamw/b8s1024/ckpt", 575, 25},  // measured reserve 560 MiB
-    {"gpt2-medium/train/fp32-ampbf16/adamw/b8s1024", 2671, 52},  // measured reserve 1379 MiB
+    {"gpt2-medium/train/fp32-ampbf16/adamw/b8s1024", 1573, 13},  // measured reserve 1379 MiB
     {"gpt2/lora/bf16/adamw/r16-all-linear/b4s1024/ckpt", 540, 30},  // measured reserve 572 MiB
     {"gpt2-medium/generate/bf16/b32s256n256", 2996, 42},  // measured reserve 2992 MiB
     {"smollm2-135m/train/fp32-ampbf16/adamw/b8s2048/ckpt", 1096, 10},  // measured reserve 1112 MiB
@@ -149,7 +149,8 @@ TEST_CASE("the estimate against one process per case on the H200", "[accuracy][a
   // weights op by op: median 2.15 %, p90 14.22 % (the reserve's summed error over the 18 training
   // rows and 3 expandable rows 17250 -> 15146 MiB; the median rises with the build's free bytes,
   // which add 10-200 MiB to cases whose one-process context is already 170-250 MiB below the estimate's).
-  CHECK(std::fabs(median - 0.0242) < 0.0005);
+  // GPT-2's layer replayed too (gpt2-medium fp32-amp b8 s1024 2671 -> 1573 MiB): median 2.42 -> 2.22 %.
+  CHECK(std::fabs(median - 0.0222) < 0.0005);
   CHECK(std::fabs(p90 - 0.1557) < 0.0005);
   CHECK(under == 1);  // smollm2-135m LoRA (-8.1 %): LoRA is not replayed
 }
