@@ -4,7 +4,11 @@ dtype, optimizer, checkpointing and LoRA settings (seed 20261204), dropping any 
 GPT-2 models keep prompt + new tokens within their 1024 learned positions.
 
   python3 gen.py ../../../../shared/truth/cases.json > cases.json
+  python3 gen.py ../h200/cases.json --seed 2026120402 --config-dir models-arch \
+      --small gemma-2-2b,phi-3-mini-4k,pythia-410m,qwen3-0.6b,olmoe-1b-7b,gpt2-large --big mistral-7b-v0.3 > cases-arch.json
+(the second set: the architectures of tests/accuracy/h200/models, LoRA on all-linear)
 """
+import argparse
 import json
 import random
 import sys
@@ -29,10 +33,18 @@ def case_id(c):
 
 
 def main():
-    random.seed(20261204)
-    truth = {c["id"] for c in json.load(open(sys.argv[1]))}
-    small = ["gpt2", "gpt2-medium", "smollm2-135m", "smollm2-360m", "qwen2.5-0.5b", "llama-3.2-1b", "qwen2.5-1.5b"]
-    big = ["qwen2.5-7b", "llama-3.1-8b"]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("truth_cases")
+    ap.add_argument("--seed", type=int, default=20261204)
+    ap.add_argument("--config-dir", default="models")
+    ap.add_argument("--small", default="gpt2,gpt2-medium,smollm2-135m,smollm2-360m,qwen2.5-0.5b,llama-3.2-1b,qwen2.5-1.5b")
+    ap.add_argument("--big", default="qwen2.5-7b,llama-3.1-8b")
+    args = ap.parse_args()
+    random.seed(args.seed)
+    truth = {c["id"] for c in json.load(open(args.truth_cases))}
+    small = args.small.split(",")
+    big = args.big.split(",")
+    named_targets = all(m.startswith(("gpt2", "smollm2", "qwen2.5", "llama")) for m in small + big)
     cases = []
 
     def add(c):
@@ -43,7 +55,7 @@ def main():
             cases.append(c)
 
     def base(m, mode):
-        return dict(model=m, config=f"models/{m}.json", mode=mode, weights_dtype="bf16", autocast=None,
+        return dict(model=m, config=f"{args.config_dir}/{m}.json", mode=mode, weights_dtype="bf16", autocast=None,
                     optimizer=None, batch=1, seq=512, new_tokens=0, checkpointing=False, attn="sdpa", lora=None)
 
     for m in small + big:
@@ -51,7 +63,7 @@ def main():
             c = base(m, "forward")
             c["batch"] = random.choice([1, 2, 3, 6, 12])
             c["seq"] = random.choice([384, 768, 1536, 3072])
-            if m in ("gpt2", "gpt2-medium"):
+            if m.startswith("gpt2"):
                 c["seq"] = min(c["seq"], 1024)
             c["weights_dtype"] = random.choice(["bf16", "bf16", "fp32"])
             c["attn"] = random.choice(["sdpa", "sdpa", "eager"])
@@ -66,7 +78,7 @@ def main():
             c = base(m, "train")
             c["batch"] = random.choice([1, 2, 3, 6])
             c["seq"] = random.choice([256, 640, 1024, 1536])
-            if m in ("gpt2", "gpt2-medium"):
+            if m.startswith("gpt2"):
                 c["seq"] = min(c["seq"], 1024)
             v = random.choice(["bf16", "fp32", "amp"])
             if v != "bf16":
@@ -80,11 +92,13 @@ def main():
         c = base(m, "lora")
         c["batch"] = random.choice([1, 2, 4])
         c["seq"] = random.choice([512, 1024, 2048])
-        if m in ("gpt2", "gpt2-medium"):
+        if m.startswith("gpt2"):
             c["seq"] = min(c["seq"], 1024)
             tg = random.choice([["c_attn"], "all-linear"])
         else:
             tg = random.choice([["q_proj", "v_proj"], "all-linear"])
+        if not named_targets:
+            tg = "all-linear"
         c["lora"] = dict(r=random.choice([8, 16, 64]), targets=tg, dropout=0.05)
         c["optimizer"] = "adamw"
         c["checkpointing"] = random.random() < 0.5
