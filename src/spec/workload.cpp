@@ -427,6 +427,17 @@ static void validate_lora(const Workload& w, const ModelSpec& m, Diagnostics& ou
     if (!why.empty())
       out.add("--lora-kernels", why, "give --lora-kernels peft (peft's LoRA layers; --recipe unsloth sets unsloth)");
   }
+  if (l.all_linear && l.dropout > 0.0 && !l.unsloth_kernels &&
+      std::any_of(m.layers.begin(), m.layers.end(), [](const LayerGroup& g) { return g.moe; })) {
+    // transformers 5 keeps MoE experts as fused 3-D parameters; peft's all-linear adapts them
+    // through lora.ParamWrapper, whose constructor raises "lora.ParamWrapper does not work with
+    // lora_dropout != 0." (peft/tuners/lora/layer.py, 0.17 to 0.21): the job never starts.
+    out.add("--lora-dropout",
+            fmt::format("{} with all-linear on this MoE model: peft adapts its fused experts through "
+                        "lora.ParamWrapper, which refuses a dropout other than 0",
+                        l.dropout),
+            "give --lora-dropout 0, or name the attention modules in --lora-targets (e.g. q_proj,v_proj)");
+  }
   if (!l.all_linear) {
     const std::vector<std::string> names = linear_names(m);
     const std::string list = joined(names);

@@ -926,3 +926,19 @@ TEST_CASE("bad input: a near miss of a closed list is named with its fix", "[bad
                       "roundup_power2_divisions, garbage_collection_threshold, backend and the pinned_* ones (PyTorch "
                       "refuses others too))\n");
 }
+
+TEST_CASE("bad input: LoRA dropout on an MoE's fused experts is refused as peft refuses it", "[bad-input]") {
+  // peft 0.21 lora.ParamWrapper (all-linear over transformers 5's fused experts) raises
+  // "lora.ParamWrapper does not work with lora_dropout != 0." (measured: olmoe-1b-7b, heldout-arch).
+  using vramfit::test::estimate;
+  const std::string olmoe = std::string(VRAMFIT_SOURCE_DIR) + "/tests/accuracy/h200/models/olmoe-1b-7b.json";
+  vramfit::test::require_usage_error(
+      estimate({"--config", olmoe, "--mode", "lora", "--lora-dropout", "0.05"}),
+      "vramfit: error: --lora-dropout: 0.05 with all-linear on this MoE model: peft adapts its fused experts "
+      "through lora.ParamWrapper, which refuses a dropout other than 0 (give --lora-dropout 0, or name the "
+      "attention modules in --lora-targets (e.g. q_proj,v_proj))\n");
+  CHECK(estimate({"--config", olmoe, "--mode", "lora", "--lora-dropout", "0.05", "--lora-targets",
+                  "q_proj,v_proj"}).code == 0);
+  CHECK(estimate({"--config", olmoe, "--mode", "lora", "--lora-dropout", "0"}).code == 0);
+  CHECK(estimate({"--model", "smollm2-135m", "--mode", "lora", "--lora-dropout", "0.05"}).code == 0);
+}
