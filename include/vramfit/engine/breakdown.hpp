@@ -88,7 +88,7 @@ enum class PhaseId : std::uint8_t {
   load,                 ///< what is resident before the step: weights, adapters, workspaces, state
   vision_tower,         ///< --images: the vision tower's forward, before the language model
   forward_logits,       ///< inference: the logits of every position
-  forward_layer,        ///< inference: one layer's MLP intermediates
+  forward_layer,        ///< one layer's forward transients: inference's MLP intermediates; training's last layer and final norm when the loss builds no logits
   forward_attention,    ///< inference, eager attention: one layer's scores
   prefill,              ///< generate: the prompt's cache, one layer's intermediates, last logits
   prefill_attention,    ///< generate, eager attention: the prompt's scores
