@@ -366,6 +366,11 @@ constexpr Architecture kArchitectures[] = {
     // (apply_rotary_pos_emb slices and concatenates: rotary_cat), q/k/v/o biases with attention_bias.
     {.model_type = "nemotron", .source = "nemotron/modeling_nemotron.py", .rotary_fraction = 0.5,
      .ungated_mlp = true, .activation = A::relu2, .norm = N::layer, .rotary_cat = true},
+    // Jais2Config (JAIS 2): nn.LayerNorm (weight and bias) before attention and MLP and at the end,
+    // an ungated MLP (up_proj, down_proj with mlp_bias) of relu2, q/k/v/o biases with attention_bias,
+    // head_dim (hidden / heads when null), full rotary; lm_head untied by default.
+    {.model_type = "jais2", .source = "jais2/modeling_jais2.py", .ungated_mlp = true, .activation = A::relu2,
+     .norm = N::layer},
     // MinistralConfig (Ministral-8B-2410): Mistral's layers with head_dim (hidden / heads when
     // null); layer_types (sliding_attention on every layer when sliding_window is set, 4096).
     {.model_type = "ministral", .source = "ministral/modeling_ministral.py", .sliding = S::every},
@@ -391,6 +396,14 @@ constexpr Architecture kArchitectures[] = {
     // unused rotary_emb: 2 tables with one layer_rope_theta.
     {.model_type = "granite_swa", .source = "granite_swa/modeling_granite_swa.py", .tied_default = true,
      .rotary_tables = 2, .sliding = S::pattern_first_full, .sliding_pattern = 4, .scaled_logits = true,
+     .eager_only = true, .sink_logits = true},
+    // GraniteMoeSWAConfig: granite_swa's attention (per-head sinks, eager only, the logsumexp of the
+    // scores, every 4th layer full from i % 4 == 0, per-theta rotary modules) with granitemoe's
+    // fused experts (num_local_experts, router without bias) and granitemoeshared's optional
+    // shared_mlp (shared_intermediate_size, 0: none); logits / logits_scaling; untied by default.
+    {.model_type = "granitemoe_swa", .source = "granitemoe_swa/modeling_granitemoe_swa.py", .rotary_tables = 2,
+     .sliding = S::pattern_first_full, .sliding_pattern = 4, .experts = Experts::num_local_experts,
+     .shared_expert = SharedExpert::shared_intermediate_size, .scaled_logits = true, .grouped_experts = true,
      .eager_only = true, .sink_logits = true},
     // Cohere2MoeConfig (Command A+ 05-2026): cohere2's parallel layer (one norm: Cohere2MoeLayerNorm,
     // weight only, or an RMSNorm of the same size when rms_norm_eps is set), head_dim=128, tied,
