@@ -612,7 +612,10 @@ void check_serving_flags(const EstimateFlags& f, const ServingFlags& s) {
   std::optional<Engine> e;
   if (f.has("--engine") && s.engine != "transformers") {
     e = parse_engine(s.engine);
-    if (!e) d.add("--engine", fmt::format("unknown engine '{}'", s.engine), "one of transformers, llama.cpp, ollama, vllm");
+    if (!e)
+      d.add("--engine", fmt::format("unknown engine '{}'", s.engine),
+            did_you_mean_fix(s.engine, {"transformers", "llama.cpp", "ollama", "vllm"},
+                             "one of transformers, llama.cpp, ollama, vllm", "one of transformers, llama.cpp, ollama, vllm"));
   }
   for (const FlagRow& row : kFlags) {
     if (!f.has(std::string(row.flag))) continue;

@@ -154,7 +154,10 @@ TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
                       "vramfit: error: --mode: does not apply to --engine vllm (vLLM's own flags: --max-model-len, "
                       "--max-num-seqs, --tensor-parallel-size)\n");
   require_usage_error(run_cli({"estimate", "--engine", "llamacpp2", "--model", "llama-3.1-8b"}),
-                      "vramfit: error: --engine: unknown engine 'llamacpp2' (one of transformers, llama.cpp, ollama, "
+                      "vramfit: error: --engine: unknown engine 'llamacpp2' (did you mean 'llama.cpp'? one of "
+                      "transformers, llama.cpp, ollama, vllm)\n");
+  require_usage_error(run_cli({"estimate", "--engine", "xyz", "--model", "llama-3.1-8b"}),
+                      "vramfit: error: --engine: unknown engine 'xyz' (one of transformers, llama.cpp, ollama, "
                       "vllm)\n");
   const CliResult v = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--cache-type-v", "q4_0"});
   CHECK(v.code == 2);
