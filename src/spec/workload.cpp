@@ -411,11 +411,11 @@ static void validate_lora(const Workload& w, const ModelSpec& m, Diagnostics& ou
   if (!(l.dropout >= 0.0 && l.dropout < 1.0)) {
     out.add("--lora-dropout", fmt::format("must be in [0, 1), got {}", l.dropout), "use 0, 0.05 or 0.1");
   }
+  const bool moe = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerGroup& g) { return g.moe; });
   if (l.unsloth_kernels) {
     // Unsloth patches llama-style decoders only (unsloth/models: llama, mistral, qwen2/3, gemma):
     // RMSNorm, rotary positions, a gated dense MLP (LoRA_MLP takes gate, up and down), and its
     // attention kernels (flash-attn or SDPA); the base weights 16-bit or 4-bit.
-    const bool moe = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerGroup& g) { return g.moe; });
     std::string why;
     if (m.norm != Norm::rms || m.learned_positions || !m.gated_mlp || moe)
       why = fmt::format("Unsloth's kernels patch llama-style decoders (RMSNorm, rotary, a gated dense MLP); {} is not one",
@@ -427,8 +427,7 @@ static void validate_lora(const Workload& w, const ModelSpec& m, Diagnostics& ou
     if (!why.empty())
       out.add("--lora-kernels", why, "give --lora-kernels peft (peft's LoRA layers; --recipe unsloth sets unsloth)");
   }
-  if (l.all_linear && l.dropout > 0.0 && !l.unsloth_kernels &&
-      std::any_of(m.layers.begin(), m.layers.end(), [](const LayerGroup& g) { return g.moe; })) {
+  if (l.all_linear && l.dropout > 0.0 && !l.unsloth_kernels && moe) {
     // transformers 5 keeps MoE experts as fused 3-D parameters; peft's all-linear adapts them
     // through lora.ParamWrapper, whose constructor raises "lora.ParamWrapper does not work with
     // lora_dropout != 0." (peft/tuners/lora/layer.py, 0.17 to 0.21): the job never starts.
