@@ -22,6 +22,7 @@
 #include "vramfit/engine/llamacpp.hpp"
 #include "vramfit/engine/vllm.hpp"
 #include "vramfit/render/serving.hpp"
+#include "vramfit/spec/hybrid.hpp"
 #include "vramfit/spec/gguf.hpp"
 #include "common.hpp"
 #include "vramfit/spec/mmproj.hpp"
@@ -165,6 +166,7 @@ Model load_model(const EstimateFlags& f, CatalogSource& catalog) {
       m.spec = load_config(f.config, "--config");
     }
   }
+  spec::refuse_linear_attention(m.spec, "--engine");  // hybrids: no serving engine's state cache is modelled
   return m;
 }
 

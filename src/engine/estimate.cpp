@@ -36,6 +36,7 @@
 #include "levers.hpp"
 #include "phase.hpp"
 #include "reserve.hpp"
+#include "state_cache.hpp"
 #include "weights.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/constants.hpp"
@@ -226,8 +227,10 @@ constexpr std::uint64_t kQuantCacheResidual = 128;
 
 KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std::uint64_t positions,
                  std::uint64_t residual_tokens, bool prefill = false) {
-  const std::uint64_t sliding = std::min(m.sliding_layers, m.num_layers);
-  const std::uint64_t full = m.num_layers - sliding;
+  // Linear-attention layers (hybrids) keep states instead (detail::linear_state_cache).
+  const std::uint64_t attn = detail::attention_layers(m);
+  const std::uint64_t sliding = std::min(m.sliding_layers, attn);
+  const std::uint64_t full = attn - sliding;
   // Sliding-window layers keep at most the window, once decoding: at the prefill,
   // DynamicSlidingWindowLayer.update (transformers 5.17 cache_utils.py) keeps
   // `full_key_states[:, :, -self.sliding_window + 1:, :]`, a view of the whole prompt's keys (and
@@ -250,7 +253,7 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
     kv.cache = Bytes{elems};
   } else {
     const std::uint64_t residual = std::min(residual_tokens, positions);
-    const std::uint64_t quantized = elems - std::min(elems, mul(kv_elems_per_token(m, m.num_layers), w.batch, residual));
+    const std::uint64_t quantized = elems - std::min(elems, mul(kv_elems_per_token(m, attn), w.batch, residual));
     kv.cache = bytes_of_bits(quantized, bits_of(store)) +
                Bytes{mul((quantized + kQuantCacheGroup - 1) / kQuantCacheGroup, 2 * p.compute)} +
                Bytes{mul(elems - quantized, p.compute)};
@@ -258,7 +261,7 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
     return kv;
   }
   // torch.cat in DynamicCache.update copies one layer's keys (then values) per step.
-  kv.step_temp = Bytes{kv.cache.value() / std::max<std::uint64_t>(2 * m.num_layers, 1)};
+  kv.step_temp = Bytes{kv.cache.value() / std::max<std::uint64_t>(2 * attn, 1)};
   return kv;
 }
 
@@ -303,7 +306,8 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
     phases.push_back(logits);
     Acc layer = base;
     layer.id = PhaseId::forward_layer;
-    layer.add(ComponentId::activations, Bytes{mul(tokens, mlp)});
+    // A hybrid's linear-attention layer, when its chunked forward needs more than the MLP.
+    layer.add(ComponentId::activations, std::max(Bytes{mul(tokens, mlp)}, detail::linear_attention_forward(m, w.batch, w.seq, p)));
     phases.push_back(layer);
     if (attn_pos > 0) {
       Acc a = base;
@@ -320,9 +324,12 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
   const Bytes last_logits{mul(w.batch, m.vocab_size, p.compute + 4)};
   Acc prefill = base;
   prefill.id = PhaseId::prefill;
-  const KvCache prompt_cache = kv_cache(m, w, p, w.seq, 0, /*prefill=*/true);
+  KvCache prompt_cache = kv_cache(m, w, p, w.seq, 0, /*prefill=*/true);
+  // A hybrid's linear-attention layers cache their conv and recurrent states beside the keys and values.
+  const Bytes states = detail::linear_state_cache(m, w.batch, p);
+  prompt_cache.cache += states;
   prefill.add(ComponentId::kv_cache, prompt_cache.cache);
-  prefill.add(ComponentId::activations, Bytes{mul(tokens, mlp)});
+  prefill.add(ComponentId::activations, std::max(Bytes{mul(tokens, mlp)}, detail::linear_attention_forward(m, w.batch, w.seq, p)));
   prefill.add(ComponentId::logits, last_logits);
   phases.push_back(prefill);
   if (attn_pos > 0) {
@@ -336,8 +343,8 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
   decode.id = PhaseId::decode;
   const std::uint64_t positions = checked_add(w.seq, w.new_tokens);
   const KvCache cache = kv_cache(m, w, p, positions, std::min(w.new_tokens, kQuantCacheResidual));
-  decode.add(ComponentId::kv_cache, cache.cache);
-  decode.add(ComponentId::temporaries, cache.step_temp);
+  decode.add(ComponentId::kv_cache, cache.cache + states);
+  decode.add(ComponentId::temporaries, std::max(cache.step_temp, detail::linear_attention_decode(m, w.batch, p)));
   decode.add(ComponentId::logits, last_logits);
   phases.push_back(decode);
   shard(phases, m, w, p);
@@ -841,6 +848,7 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
   if (w.quant.method != spec::QuantMethod::none && w.weights != spec::packed_dtype(w.quant))
     throw std::logic_error(fmt::format("engine::estimate: weights {} disagree with the scheme {} (use spec::set_packing)",
                                        vramfit::name_of(w.weights), spec::name_of(w.quant)));
+  detail::refuse_linear_attention_training(m, w);
   const Precision p = detail::precision_of(w);
   std::vector<std::string> notes;
   Acc base;

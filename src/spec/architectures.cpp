@@ -458,6 +458,19 @@ constexpr Architecture kArchitectures[] = {
      .positions = Positions::learned, .mlp_width = W::n_inner, .activation = A::gelu_pytorch_tanh,
      .activation_key = "activation_function", .norm = N::layer, .dropout = kGpt2Dropouts,
      .causal_mask_buffer = true},
+    // Qwen3NextConfig (Qwen3-Next-80B-A3B): a hybrid (linear_mixer: spec/hybrid.cpp lays out its
+    // Qwen3NextGatedDeltaNet layers, the "linear_attention" entries of layer_types, by default all but
+    // every full_attention_interval-th); Qwen3NextAttention on the others: head_dim=256, q_norm/k_norm over
+    // head_dim, a gated q_proj, partial_rotary_factor 0.25, attention_bias=False. Qwen3NextRMSNorm scales
+    // by (1 + weight) in fp32. qwen2_moe's sparse block (num_experts fused experts of
+    // moe_intermediate_size, decoder_sparse_step and mlp_only_layers; num_experts 0: dense layers of
+    // intermediate_size) with its sigmoid-gated shared expert (shared_expert_intermediate_size).
+    // Qwen3NextTopKRouter casts its fp32 top-k weights back to the logits' dtype (not fp32_routing_weights).
+    {.model_type = "qwen3_next", .source = "qwen3_next/modeling_qwen3_next.py", .head_dim = 256,
+     .qk_norm = Q::head_dim, .rotary_fraction = 0.25, .mlp_width = W::intermediate_size_if_dense, .norm = N::rms_fp32,
+     .experts = Experts::num_experts_or_dense, .expert_width = ExpertWidth::moe_intermediate_size,
+     .sparse_layers = SparseLayers::step, .shared_expert = SharedExpert::gated, .grouped_experts = true,
+     .linear_mixer = LinearMixer::gated_delta_net},
 };
 
 /// Encoders and encoder-decoders: their configs look enough like a decoder's to be laid out as

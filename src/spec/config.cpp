@@ -23,6 +23,7 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/json.hpp"
 #include "vramfit/spec/architectures.hpp"
+#include "vramfit/spec/hybrid.hpp"
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "vramfit/spec/quant.hpp"
@@ -501,9 +502,9 @@ void refuse_not_decoders(const json& config, const std::string& org, const std::
 /// What a hybrid model's refusal tells the user to do.
 constexpr std::string_view kHybridFix =
     "vramfit lays out full, sliding and chunked attention layers only: hybrid models with state-space (Mamba), "
-    "linear-attention, convolution or compressed/sparse-attention layers (qwen3_next, qwen3_5, lfm2, falcon_h1, "
-    "granitemoehybrid, bamba, jamba, nemotron_h, zamba2, mamba, minimax, deepseek_v4) are not supported yet; see "
-    "the README's list of supported model types";
+    "linear-attention, convolution or compressed/sparse-attention layers (qwen3_5, lfm2, falcon_h1, "
+    "granitemoehybrid, bamba, jamba, nemotron_h, zamba2, mamba, minimax, deepseek_v4) are not supported yet (qwen3_next's "
+    "Gated DeltaNet is, for inference and generate); see the README's list of supported model types";
 
 /// Layers that are not attention have caches (SSM and conv states, not keys and values) and
 /// activations no row models: refused by name, whatever the model_type (a row that reads
@@ -1369,7 +1370,9 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   spec.model_type = root.model_type;
   refuse_not_decoders(config, org, root.model_type, diags);
   const Architecture* found = find_architecture(root.model_type);
-  refuse_other_layers(*root.obj, org, root.prefix, root.model_type, found != nullptr, diags);
+  // A row with a LinearMixer lays out its "linear_attention" layers (spec/hybrid.cpp checks its layer_types).
+  if (found == nullptr || found->linear_mixer == LinearMixer::none)
+    refuse_other_layers(*root.obj, org, root.prefix, root.model_type, found != nullptr, diags);
   fill_nested_defaults(found, spec, root, root.obj != &config);
   const Architecture& row =
       found != nullptr ? *found : unknown_row(config, *root.obj, org, root.model_type, unknown, diags, spec);
@@ -1388,6 +1391,8 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   lay_out_layers(c, buffers);
   embeddings_and_buffers(c, buffers);
   finish(c);
+  lay_out_linear_attention(*root.obj, root.prefix, row, spec, diags);
+  diags.throw_if_any();
 
   spec.params = count_params(spec);
   diags.throw_if_any();

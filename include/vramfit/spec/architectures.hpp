@@ -191,6 +191,14 @@ struct NestedDefaults {
   std::span<const std::pair<std::string_view, std::uint64_t>> values = {};
 };
 
+/// Token mixers other than attention that a row lays out (src/spec/hybrid.cpp).
+enum class LinearMixer {
+  none,             ///< every layer is attention
+  /// Qwen3NextGatedDeltaNet on the "linear_attention" entries of layer_types (default: all but every
+  /// full_attention_interval-th, 4), Qwen3NextAttention (a gated q_proj of twice the heads) on the others.
+  gated_delta_net,
+};
+
 /// One model type: how a config of that `model_type` is laid out, and the defaults of its
 /// config class (configuration_<type>.py) that decide its size. Fields left out take the
 /// Llama values (LlamaConfig / modeling_llama.py), so a row names only where a type differs.
@@ -348,6 +356,11 @@ struct Architecture {
   /// SparseLayers::mlp_layer_types_or_first_k: first_k_dense_replace when the config has no such
   /// key (ExaoneMoeConfig 1; Cohere2MoeConfig pops it with 0).
   std::uint64_t first_k_dense_default = 1;
+
+  // --- fields added in session 10 (hybrid) ------------------------------------------------------
+  /// Linear-attention layers beside attention (src/spec/hybrid.cpp lays them out); the row's
+  /// layer_types may then list "linear_attention".
+  LinearMixer linear_mixer = LinearMixer::none;
 
   [[nodiscard]] constexpr bool moe() const noexcept { return experts != Experts::none; }
 };

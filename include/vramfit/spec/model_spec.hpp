@@ -74,6 +74,25 @@ struct LayerGroup {
   std::vector<Linear> linears;            ///< in forward order
   std::uint64_t norm_params = 0;          ///< weights (+ biases) of the layer's norms
   std::uint64_t other_params = 0;         ///< anything else (router weights are linears)
+  /// The layer's token mixer is linear attention (a Gated DeltaNet: ModelSpec::linear_attention),
+  /// not attention: it caches states, not keys and values.
+  bool linear_attention = false;
+};
+
+/// The linear-attention layers of a hybrid model (qwen3_next's Qwen3NextGatedDeltaNet), from
+/// the config's linear_* keys; `layers` 0: every layer is attention. The engine sizes their
+/// conv and recurrent states and their chunked forward from these (src/engine/state_cache.cpp).
+struct LinearAttention {
+  std::uint64_t layers = 0;          ///< decoder layers that are linear attention
+  std::uint64_t key_heads = 0;       ///< linear_num_key_heads
+  std::uint64_t value_heads = 0;     ///< linear_num_value_heads (q and k are repeated to these)
+  std::uint64_t key_head_dim = 0;    ///< linear_key_head_dim
+  std::uint64_t value_head_dim = 0;  ///< linear_value_head_dim
+  std::uint64_t conv_kernel = 0;     ///< linear_conv_kernel_dim
+  /// Channels of the depthwise causal conv: q, k and v (2 key_heads x key_head_dim + value_heads x value_head_dim).
+  [[nodiscard]] std::uint64_t conv_dim() const noexcept {
+    return 2 * key_heads * key_head_dim + value_heads * value_head_dim;
+  }
 };
 
 /// Everything the engine needs to know about a model: its shapes, derived from a config,
@@ -137,6 +156,8 @@ struct ModelSpec {
   double embedding_dropout = 0;
 
   std::vector<LayerGroup> layers;         ///< decoder layers, in order of appearance
+  /// Linear-attention layers (hybrid models); their number is not in the KV cache's layers.
+  LinearAttention linear_attention;
   std::uint64_t embedding_params = 0;     ///< token (+ position) embeddings
   std::uint64_t lm_head_params = 0;       ///< 0 when tied
   std::uint64_t final_norm_params = 0;
