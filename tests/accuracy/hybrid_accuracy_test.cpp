@@ -28,10 +28,13 @@ struct HybridBound {
 // 32000: its forward peaks in the Gated DeltaNet. qwen3next-b: the 80B's linear-attention sizes,
 // vocab 151936: its forwards peak at the logits, its generates in the Gated DeltaNet. qwen3next-c:
 // heads of 64, no repeat, dense MLP: its forwards peak at the logits.
+// All over: most of it is the engine's fixed 66 MiB cuBLAS workspace (these models showed 36 MiB);
+// the peak minus what was resident is within 1 % on 10 of 11 cases, 6.3 % over on c's generate
+// (its last linear layer peaks before the last full layer's keys and values exist).
 constexpr HybridBound kBounds[] = {
-    {"qwen3next-a", 0.01, 0.02},
-    {"qwen3next-b", 0.01, 0.01},
-    {"qwen3next-c", 0.01, 0.07},
+    {"qwen3next-a", 0.031, 0.036},
+    {"qwen3next-b", 0.008, 0.009},
+    {"qwen3next-c", 0.036, 0.054},
 };
 
 }  // namespace

@@ -37,6 +37,7 @@ std::string small_with(const std::string& key, const std::string& value) {
   nlohmann::json j = nlohmann::json::parse(next80b());
   j["num_hidden_layers"] = 4;
   j["num_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
   j[key] = nlohmann::json::parse(value);
   return j.dump();
 }
