@@ -1073,15 +1073,7 @@ class TrainingReplay {
     f(t8), f(t9);
     const H t10 = m(z_.inter);
     f(gh1), f(t10);
-    // c_fc
-    const H gx3 = m(z_.hidden), gw3 = m(cast(w.up));
-    f(m(checked_mul(z_.inter, 2)));
-    f(gx), f(s.xu), f(s.cu);
-    const H gn2 = m(z_.hidden32);
-    f(gx3);
-    amp_weight_grad(gw3, w.up);
-    const H gi2 = m(z_.hidden32);
-    f(gn2), f(s.r), f(gi2);  // ln_2's backward, summed into the residual's gradient
+    gpt2_norm_linear_backward(gx, s.xu, s.cu, w.up, s.r);  // c_fc, then ln_2
     // attention's c_proj and SDPA
     g = gpt2_dropout_backward(s.mask1);
     const H gx2 = m(z_.hidden), gw2 = m(cast(w.o));
@@ -1093,15 +1085,24 @@ class TrainingReplay {
     f(gx2), f(s.qo), f(s.at);
     const H gqkv = m(qkv);
     f(gq), f(gk), f(gv);
-    // c_attn
-    const H gx1 = m(z_.hidden), gw1 = m(cast(w.q));
+    gpt2_norm_linear_backward(gqkv, s.xq, s.cq, w.q, inputs_[l]);  // c_attn, then ln_1
+  }
+
+  // The backward of a linear fed by a LayerNorm (c_fc after ln_2, c_attn after ln_1), as recorded:
+  // the input's and the weight's 16-bit gradients, a transient of 2 x intermediate bytes (the bias
+  // gradient's reduction), then the output gradient `go` and the saved casts of the input `x` and
+  // weight `cw` freed; the input gradient cast to fp32 and the 16-bit one freed; the weight's .grad
+  // (amp_weight_grad); the LayerNorm's fp32 input gradient, summed into the residual's gradient,
+  // and what the norm saved (`saved`: the residual stream's tensor) freed.
+  void gpt2_norm_linear_backward(H go, H x, H cw, std::uint64_t elems, H saved) {
+    const H gx = m(z_.hidden), gw = m(cast(elems));
     f(m(checked_mul(z_.inter, 2)));
-    f(gqkv), f(s.xq), f(s.cq);
-    const H gn1 = m(z_.hidden32);
-    f(gx1);
-    amp_weight_grad(gw1, w.q);
-    const H gi1 = m(z_.hidden32);
-    f(gn1), f(inputs_[l]), f(gi1);
+    f(go), f(x), f(cw);
+    const H gn = m(z_.hidden32);
+    f(gx);
+    amp_weight_grad(gw, elems);
+    const H gi = m(z_.hidden32);
+    f(gn), f(saved), f(gi);
   }
 
   // The 16-bit gradient `gw` of a weight of `elems` elements cast to its fp32 .grad (kept).
