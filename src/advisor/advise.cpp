@@ -736,7 +736,7 @@ spec::Workload on_gpus(const spec::Workload& workload, std::uint64_t count) {
 std::vector<catalog::Tier> candidate_tiers(const catalog::Catalog& catalog,
                                            const std::optional<std::string>& provider) {
   std::vector<catalog::Tier> out;
-  if (provider) {
+  if (provider && *provider != catalog::kAllProviders) {
     std::vector<std::string> known;
     for (const auto& t : catalog.tiers()) {
       if (t.provider == *provider) out.push_back(t);
@@ -746,7 +746,8 @@ std::vector<catalog::Tier> candidate_tiers(const catalog::Catalog& catalog,
       throw InputError("--provider", fmt::format("unknown provider '{}'", *provider),
                        did_you_mean_fix(*provider, known, "",
                                         known.empty() ? "the catalog lists no provider"
-                                                      : "known providers: " + joined(known)));
+                                                      : fmt::format("known providers: {}; '{}' searches every tier and GPU",
+                                                                    joined(known), catalog::kAllProviders)));
     }
   } else {
     out = catalog.tiers();
@@ -778,8 +779,12 @@ Advice advise(const spec::ModelSpec& model, const spec::Workload& workload, cons
   check_budget(budget);
   const Rules rules = resolve_rules(options);
   // Validate --provider before the walk so bad input fails fast.
+  // Without --provider, the catalog's default provider (the seed guide's GPU Cloud: its cards
+  // are what the guide offers when the fixes are not enough); `--provider all` searches everything.
+  std::optional<std::string> provider = options.provider;
+  if (!provider && !catalog.default_provider().empty()) provider = catalog.default_provider();
   std::vector<catalog::Tier> tiers;
-  if (options.tiers) tiers = candidate_tiers(catalog, options.provider);
+  if (options.tiers) tiers = candidate_tiers(catalog, provider);
 
   WalkResult r = walk(model, workload, budget, rules);
   Advice a;
@@ -791,7 +796,7 @@ Advice advise(const spec::ModelSpec& model, const spec::Workload& workload, cons
   a.final_workload = std::move(r.final_workload);
   a.final_estimate = std::move(r.final_estimate);
   a.larger_batch = r.larger_batch;
-  a.provider = options.provider;
+  if (provider != catalog::kAllProviders) a.provider = provider;
   if (!options.tiers) return a;
 
   a.tiers_considered = tiers.size();

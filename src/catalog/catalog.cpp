@@ -115,7 +115,7 @@ json parse_json(const std::string& file, const std::string& text) {
 }
 
 void parse_gpus(const std::string& file, const std::string& text, std::vector<Gpu>& gpus,
-                std::vector<Tier>& tiers) {
+                std::vector<Tier>& tiers, std::string& default_provider) {
   const json doc = parse_json(file, text);
   const Reader top(doc, file, "");
   const json& gpu_list = top.array("gpus");
@@ -143,6 +143,9 @@ void parse_gpus(const std::string& file, const std::string& text, std::vector<Gp
     check_id(p, "id", provider);
     if (!provider_ids.insert(provider).second)
       p.fail("id", fmt::format("duplicate provider id '{}'", text_excerpt(provider)));
+    if (provider == kAllProviders)
+      p.fail("id", fmt::format("'{}' is reserved ('--provider {}' searches every tier and GPU)", kAllProviders,
+                               kAllProviders));
     (void)p.string("name");
     const std::string source = p.string("source");
     const json& tier_list = p.array("tiers");
@@ -160,6 +163,12 @@ void parse_gpus(const std::string& file, const std::string& text, std::vector<Gp
       tier.source = source;
       tiers.push_back(std::move(tier));
     }
+  }
+  // Optional: the provider the advisor's tier search defaults to.
+  if (doc.contains("default_provider") && !doc["default_provider"].is_null()) {
+    default_provider = top.string("default_provider");
+    if (provider_ids.count(default_provider) == 0)
+      top.fail("default_provider", fmt::format("names no provider of 'providers' ('{}')", text_excerpt(default_provider)));
   }
 }
 
@@ -214,7 +223,7 @@ Catalog Catalog::parse(const std::map<std::string, std::string>& files) {
   if (gpus == files.end())
     throw InputError("gpus.json", "missing from the catalog",
                      "the data folder needs gpus.json and models/*.json");
-  parse_gpus(gpus->first, gpus->second, c.gpus_, c.tiers_);
+  parse_gpus(gpus->first, gpus->second, c.gpus_, c.tiers_, c.default_provider_);
 
   constexpr std::string_view kModels = "models/";
   constexpr std::string_view kJson = ".json";

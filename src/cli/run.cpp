@@ -345,7 +345,7 @@ void add_commands(CLI::App& app, Options& o) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Advice");
   a->add_option("--provider", o.advise.provider,
-                "look for tiers of this cloud provider only (see 'vramfit gpus')")
+                "look for tiers of this provider only (default: the catalog's default_provider, gpu-cloud, the seed guide's; 'all': every provider tier and catalog GPU at 1, 2, 4, 8 cards; see 'vramfit gpus')")
       ->type_name("ID")
       ->group("Advice");
   add_json(a, o, fmt::format("print JSON (schema_version {}) on stdout", render::kSchemaVersion));

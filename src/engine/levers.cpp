@@ -90,13 +90,50 @@ LossBytes hf_loss(const LossInput& in) {
   return {in.l4 + in.lc + in.softcap + (in.upcast ? in.l4 : Bytes{}), in.l4 * 3 + in.softcap};
 }
 
+Bytes ceil_chunk(Bytes b) { return Bytes{b.value() / kLossChunks + (b.value() % kLossChunks ? 1 : 0)}; }
+
+void chunked_head_backward(LossBytes& out, const LossInput& in, Bytes lc_chunk) {
+  // Full training: once every chunk's loss backward has run, the lm_head matmuls' backward
+  // nodes run, the last chunk's first. Each makes its chunk's vocab x hidden weight gradient in
+  // the matmul's dtype (mm_mat2_backward: a transposed view of the product), frees its chunk's
+  // logits gradient, and autograd's InputBuffer (torch/csrc/autograd/input_buffer.cpp,
+  // accumulate) adds the gradient to the earlier chunks': the first sum out of place (the buffer
+  // holds a view whose base shares its storage: can_accumulate_inplace is false), the later
+  // ones in place into that fresh sum. The moments: the first product beside every chunk's
+  // gradient, the second beside 7 of 8, the first sum (three vocab x hidden tensors) beside 6
+  // of 8 (measured, tests/accuracy/levers/results/chunked_probe.jsonl: 3 x V x h and 6 chunks
+  // at the backward's peak on llama-3.2-1b, qwen2.5-0.5b and smollm2-360m, eager and compiled).
+  if (in.w.mode != spec::Mode::train) return;  // a frozen lm_head: its input's gradient only
+  const Bytes vh{mul(head_params(in.m), in.p.compute)};
+  const Bytes chunk = std::min(lc_chunk, in.lc);
+  struct Moment {
+    Bytes logits, gradients, temporaries;
+  };
+  const std::array<Moment, 3> moments{{{in.lc, Bytes{}, vh},
+                                       {in.lc - chunk, vh, vh},
+                                       {Bytes::saturating_sub(in.lc, chunk * 2), vh, vh * 2}}};
+  const auto total = [](const Moment& x) { return x.logits + x.gradients + x.temporaries; };
+  const Moment* top = &moments[0];
+  for (const auto& x : moments)
+    if (total(x) > total(*top)) top = &x;
+  out.head_logits = top->logits;
+  out.head_gradients = top->gradients;
+  out.head_temporaries = top->temporaries;
+  out.head_grad_summed = kLossChunks > 1;
+}
+
 LossBytes chunked_loss(const LossInput& in) {
-  // Every chunk's saved fp32 log_softmax output (all of them: l4), the 16-bit logits the
-  // recipe holds until the loss is computed, and the last chunk's fp32 upcast. Backward
-  // runs chunk by chunk: two fp32 gradients and the 16-bit one of one chunk.
-  const Bytes l4_chunk = Bytes{in.l4.value() / kLossChunks + (in.l4.value() % kLossChunks ? 1 : 0)};
-  const Bytes lc_chunk = Bytes{in.lc.value() / kLossChunks + (in.lc.value() % kLossChunks ? 1 : 0)};
-  return {in.l4 + in.lc + in.softcap + (in.upcast ? l4_chunk : Bytes{}), in.l4 + l4_chunk * 2 + lc_chunk + in.softcap};
+  // Forward: every chunk's saved fp32 log_softmax output (all of them: l4), the 16-bit logits
+  // the recipe holds until the loss is computed, and the last chunk's fp32 upcast. Backward
+  // runs every chunk's loss backward first (autograd's ready queue takes the node created last:
+  // the losses' nodes come after the 8 lm_head matmuls'): at the first, nll_loss's and
+  // log_softmax's fp32 gradients beside every saved output; each chunk then frees its saved
+  // output and leaves its 16-bit gradient (measured: 2 fp32 chunks above backward's start).
+  const Bytes l4_chunk = ceil_chunk(in.l4);
+  const Bytes lc_chunk = ceil_chunk(in.lc);
+  LossBytes out{in.l4 + in.lc + in.softcap + (in.upcast ? l4_chunk : Bytes{}), in.l4 + l4_chunk * 2 + in.softcap};
+  chunked_head_backward(out, in, lc_chunk);
+  return out;
 }
 
 LossBytes fused_linear_loss(const LossInput& in) {
@@ -245,11 +282,16 @@ LossBytes loss_bytes(const spec::ModelSpec& m, const spec::Workload& w, const Pr
     // the 16-bit logits it was given and a per-row logsumexp instead of the fp32 log-softmax;
     // backward recomputes exp(x - lse) and writes the gradient in the logits' dtype. Measured
     // (tests/accuracy/levers/results/compile.jsonl, checkpointed LoRA): forward's end holds
-    // one 16-bit logits tensor, backward's start two. Chunked, the same: every chunk's logits
-    // stay saved, and autograd runs every chunk's loss backward (created last) before the
-    // lm_head chunks' matmuls, so all the chunks' gradients are alive together (measured: the
-    // compiled chunked loss peaks with the compiled hf loss, within 0.5 %).
-    return {lc + softcap, lc * 2 + softcap};
+    // one 16-bit logits tensor, backward's start two.
+    if (w.loss != spec::Loss::chunked) return {lc + softcap, lc * 2 + softcap};
+    // Chunked: every chunk's 16-bit logits stay saved; each chunk's compiled backward (all of
+    // them before the lm_head's, as in eager) writes the chunk's 16-bit gradient, then frees
+    // what it saved: one chunk above backward's start (measured, results/chunked.jsonl, LoRA on
+    // the 3 models), then the lm_head's backward as in eager.
+    const Bytes lc_chunk = ceil_chunk(lc);
+    LossBytes out{lc + softcap, lc + lc_chunk + softcap};
+    chunked_head_backward(out, {m, w, p, tokens, lc, l4, softcap, p.compute != kFp32}, lc_chunk);
+    return out;
   }
   return loss_row(w.loss).bytes({m, w, p, tokens, lc, l4, softcap, p.compute != kFp32});
 }

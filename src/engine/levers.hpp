@@ -24,6 +24,17 @@ bool autocast_caches_weights(const spec::Workload& w);
 struct LossBytes {
   Bytes forward_end;
   Bytes backward_start;
+  /// A loss that runs the trained lm_head once per chunk (torchtune's): the moment of its
+  /// backward where the chunks' vocab x hidden weight gradients are summed (chunked_head_backward
+  /// in levers.cpp): the chunks' logits gradients still waiting (`logits`), autograd's
+  /// accumulated gradient (`gradients`) and the new product and the sum (`temporaries`). All 0
+  /// otherwise.
+  Bytes head_logits{};
+  Bytes head_gradients{};
+  Bytes head_temporaries{};
+  /// The lm_head's gradient reaches its AccumulateGrad as a sum autograd made (a fresh tensor):
+  /// a tied embedding's gradient is then added to it in place.
+  bool head_grad_summed = false;
 };
 
 /// The loss's bytes for `tokens` tokens under the workload's `--loss`.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "vramfit/catalog/catalog.hpp"
 #include "vramfit/core/text.hpp"
 #include "vramfit/render/format.hpp"
 
@@ -149,8 +150,11 @@ std::string advice_text(const Advice& a) {
   if (a.tiers_considered > 0) {
     out += fmt::format("\nGPU tiers ({} considered{}, smallest total memory first):\n", a.tiers_considered,
                        a.provider ? ", provider " + *a.provider : "");
-    out += "  as given:    " + (a.tier_unchanged ? tier_line(*a.tier_unchanged) : "no tier fits") + "\n";
-    std::string fixed = "no tier fits";
+    const std::string none = a.provider ? fmt::format("no tier of {} fits ('--provider {}' searches every tier and GPU)",
+                                                      *a.provider, catalog::kAllProviders)
+                                        : std::string("no tier fits");
+    out += "  as given:    " + (a.tier_unchanged ? tier_line(*a.tier_unchanged) : none) + "\n";
+    std::string fixed = none;
     if (a.tier_with_fixes) {
       fixed = tier_line(*a.tier_with_fixes);
       const std::string ids = joined(a.tier_with_fixes->fixes);
@@ -175,7 +179,9 @@ std::string advice_summary(const Advice& a) {
   if (a.tier_unchanged)
     out += "  smallest tier as given: " + tier_line(*a.tier_unchanged) + "\n";
   else if (a.tiers_considered > 0)
-    out += "  no tier runs it as given\n";
+    out += a.provider ? fmt::format("  no tier of {} runs it as given ('--provider {}' searches every tier and GPU)\n",
+                                    *a.provider, catalog::kAllProviders)
+                      : std::string("  no tier runs it as given\n");
   if (a.tier_with_fixes && !a.tier_with_fixes->fixes.empty())
     out += "  smallest tier with fixes: " + tier_line(*a.tier_with_fixes) + "\n";
   return out;

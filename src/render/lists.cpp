@@ -58,6 +58,8 @@ std::string gpus_json(const catalog::Catalog& c) {
     o["memory_label"] = g.memory_label;
     o["memory_bytes"] = g.memory.value();
     o["bf16"] = g.bf16;
+    if (g.compute_capability != 0)
+      o["compute_capability"] = fmt::format("{}.{}", g.compute_capability / 10, g.compute_capability % 10);
     o["source"] = g.source;
     gpus.push_back(o);
   }
@@ -76,6 +78,7 @@ std::string gpus_json(const catalog::Catalog& c) {
   j["schema_version"] = kSchemaVersion;
   j["gpus"] = gpus;
   j["tiers"] = tiers;
+  j["default_provider"] = c.default_provider().empty() ? ojson(nullptr) : ojson(c.default_provider());
   return j.dump(2) + "\n";
 }
 
@@ -92,7 +95,11 @@ std::string gpus_text(const catalog::Catalog& c) {
     for (const auto& t : c.tiers())
       tiers.push_back({t.provider, t.id, fmt::format("{} x {}", t.count, t.gpu),
                        format_bytes(c.gpu(t.gpu, "tier").memory)});
-    out += "\nProvider tiers\n";
+    out += "\nProvider tiers";
+    if (!c.default_provider().empty())
+      out += fmt::format(" (the advisor searches {}'s unless told '--provider ID' or '--provider all')",
+                         c.default_provider());
+    out += "\n";
     out += table(tiers, {Align::left, Align::left, Align::left, Align::right}, "  ");
   }
   out += "\nMemory is what the driver reports as total. Use one with: vramfit estimate ... --gpu ID\n";

@@ -733,7 +733,7 @@ TEST_CASE("advise and fit: bad flags of their own", "[bad-input]") {
           "quantize_8bit, quantize_4bit, inference_mode, expandable_segments, chunked_logits, "
           "selective_checkpointing, activation_offload, optimizer_in_backward, compile, shorter_sequence, quantize)\n");
   Case().expect(cmd("advise", {"--params", "7B", "--budget", "24GiB", "--provider", "nope"}),
-                kErr + "--provider: unknown provider 'nope' (known providers: cloudy)\n");
+                kErr + "--provider: unknown provider 'nope' (known providers: cloudy; 'all' searches every tier and GPU)\n");
   Case().expect(cmd("advise", {"--params", "nan", "--budget", "24GiB"}),
                 kErr +
                     "--params: 'nan' is not a parameter count (write it like 7e9, 7B, 1.5b, 350M, 70k or "

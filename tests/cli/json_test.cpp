@@ -83,4 +83,15 @@ TEST_CASE("models --json and gpus --json parse", "[cli][json]") {
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["schema_version"] == 3);
   }
+  // The embedded catalog: the seed's provider is the advisor's default; compute capabilities as "M.m".
+  const auto r = run_cli({"gpus", "--json"});
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["default_provider"] == "gpu-cloud");
+  for (const auto& g : j["gpus"]) {
+    if (g["id"] == "h100-80gb") CHECK(g["compute_capability"] == "9.0");
+    if (g["id"] == "rtx-2080-ti") CHECK(g["compute_capability"] == "7.5");
+  }
+  const auto f = nlohmann::json::parse(run_cli({"gpus", "--json", "--data-dir", fixture_dir()}).out);
+  CHECK(f["default_provider"].is_null());
 }

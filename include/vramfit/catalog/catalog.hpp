@@ -13,6 +13,10 @@
 
 namespace vramfit::catalog {
 
+/// `--provider all`: every provider tier and every catalog GPU at 1, 2, 4 and 8 cards (a
+/// reserved word, never a provider id).
+inline constexpr std::string_view kAllProviders = "all";
+
 /// One GPU model of data/gpus.json.
 struct Gpu {
   std::string id;          ///< stable, lower-case: "h100-80gb"
@@ -62,6 +66,10 @@ class Catalog {
   [[nodiscard]] const std::vector<Gpu>& gpus() const noexcept { return gpus_; }
   [[nodiscard]] const std::vector<Tier>& tiers() const noexcept { return tiers_; }
   [[nodiscard]] const std::vector<Preset>& presets() const noexcept { return presets_; }
+  /// The provider whose tiers the advisor searches when `--provider` is not given (gpus.json
+  /// "default_provider": the seed guide's GPU Cloud in the embedded catalog); empty: every tier
+  /// and catalog GPU.
+  [[nodiscard]] const std::string& default_provider() const noexcept { return default_provider_; }
 
   /// The GPU with this id (case-insensitive); throws InputError naming `field` with
   /// "did you mean" suggestions otherwise.
@@ -73,6 +81,7 @@ class Catalog {
   std::vector<Gpu> gpus_;
   std::vector<Tier> tiers_;
   std::vector<Preset> presets_;
+  std::string default_provider_;
 };
 
 }  // namespace vramfit::catalog

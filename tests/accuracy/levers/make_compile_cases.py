@@ -46,3 +46,22 @@ for c in probe:
     c["id"] += "/probe"
 json.dump(probe, open("compile_probe_cases.json", "w"), indent=1)
 print(len(probe), "probe cases")
+
+# Session 10: the chunked loss's backward (measure_compile.py's probe_backward: the allocator's
+# events over one more backward). chunked_probe_cases.json: full training, b2 s1024, eager and
+# "all" on the 3 models (the compile.jsonl cases again), and llama-3.2-1b's hf loss (full
+# training) and chunked loss (LoRA) in eager. chunked_cases.json: a second size (b1 s4096, full
+# training) and LoRA (b2 s1024), eager and "all", each probed too.
+chunked_probe = [dict(case(m, "train", 2, 1024, 0, kind, loss="chunked"), probe_backward=True)
+                 for m in MODELS for kind in (None, "all")]
+chunked_probe += [dict(case("llama-3.2-1b", "train", 2, 1024, 1, None), probe_backward=True),
+                  dict(case("llama-3.2-1b", "lora", 2, 1024, 1, None, loss="chunked"), probe_backward=True)]
+for c in chunked_probe:
+    c["id"] += "/probe"
+json.dump(chunked_probe, open("chunked_probe_cases.json", "w"), indent=1)
+print(len(chunked_probe), "chunked probe cases")
+chunked = [dict(case(m, mode, b, s, p, kind, loss="chunked"), probe_backward=True)
+           for p, (mode, b, s) in enumerate([("train", 1, 4096), ("lora", 2, 1024)])
+           for m in MODELS for kind in (None, "all")]
+json.dump(chunked, open("chunked_cases.json", "w"), indent=1)
+print(len(chunked), "chunked cases")

@@ -20,7 +20,9 @@ that each piece can be compiled the way the training stacks compile it:
 
 Writes harness.py's fields; peak_allocated_bytes is the largest of steps 2 and 3 (step 1
 compiles); steps[0] keeps the first step's figures. Also records seconds_first_step and the
-graph breaks dynamo counted.
+graph breaks dynamo counted. A case with `probe_saved` records the tensors one more forward
+saves (saved_tensors); one with `probe_backward` the allocator's events over one more backward
+(backward_probe).
 """
 import os
 import sys
@@ -100,6 +102,67 @@ def saved_tensors(fn):
     return loss, {"saved_bytes": sum(seen.values()), "saved_kinds": kinds}
 
 
+def replay(events, min_bytes):
+    """The allocator's alloc / free_requested events replayed from backward's start: the peak
+    above it, the blocks allocated since and alive at the peak (bytes -> count), the blocks
+    alive at the start and freed before the peak, and the sequence of events of at least
+    `min_bytes` ([+ or -, bytes, allocated above the start after it])."""
+    from collections import Counter
+
+    cur = peak = 0
+    live, freed_old, seq = {}, [], []
+    at_peak = (Counter(), Counter())
+    n = 0
+    for e in events:
+        a, size = e["action"], e["size"]
+        if a == "alloc":
+            cur += size
+            live[e["addr"]] = size
+            sign = "+"
+        elif a == "free_requested":
+            cur -= size
+            if live.pop(e["addr"], None) is None:
+                freed_old.append(size)
+            sign = "-"
+        else:
+            continue
+        n += 1
+        if size >= min_bytes:
+            seq.append([sign, size, cur])
+        if cur > peak:
+            peak = cur
+            at_peak = (Counter(live.values()), Counter(freed_old))
+    return {
+        "events": n, "replayed_end": cur, "peak_above_start": peak,
+        "alive_at_peak": {str(k): v for k, v in sorted(at_peak[0].items(), reverse=True) if k >= min_bytes},
+        "alive_at_peak_small_bytes": sum(k * v for k, v in at_peak[0].items() if k < min_bytes),
+        "freed_before_peak": {str(k): v for k, v in sorted(at_peak[1].items(), reverse=True) if k >= min_bytes},
+        "freed_before_peak_small_bytes": sum(k * v for k, v in at_peak[1].items() if k < min_bytes),
+        "large_events": seq[:3000],
+    }
+
+
+def backward_probe(loss, min_bytes):
+    """loss.backward() under the caching allocator's history (torch.cuda.memory.
+    _record_memory_history, no stacks), replayed (replay) from what is allocated at its start."""
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    rec = torch.cuda.memory._record_memory_history
+    try:
+        rec(enabled="all", context=None, stacks="python", max_entries=2_000_000, clear_history=True)
+    except TypeError:
+        rec(enabled="all", context=None, stacks="python", max_entries=2_000_000)
+    try:
+        loss.backward()
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        rec(enabled=None)
+    events = [e for dev in snap["device_traces"] for e in dev]
+    return {"backward_probe": {"start_bytes": start, "end_bytes": torch.cuda.memory_allocated(),
+                               **replay(events, min_bytes)}}
+
+
 def run_train(model, case, steps=3):
     ids = H.train_inputs(model, case)
     model.train()
@@ -119,6 +182,12 @@ def run_train(model, case, steps=3):
         opt.zero_grad(set_to_none=True)
         del loss
         result.update(probe)
+    if case.get("probe_backward"):
+        # After the measured steps: one more step, its backward under the allocator's history.
+        loss = forward_loss(model, lm, ids, case, fns)
+        result.update(backward_probe(loss, case.get("probe_min_bytes", 4 << 20)))
+        opt.zero_grad(set_to_none=True)
+        del loss
     del opt
     breaks = 0
     try:

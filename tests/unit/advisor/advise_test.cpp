@@ -559,7 +559,38 @@ TEST_CASE("candidate_tiers with a provider lists its tiers only", "[advisor]") {
   CHECK(error_of([] { candidate_tiers(test_catalog(), std::string("gpu-clod")); }) ==
         "--provider: unknown provider 'gpu-clod' (did you mean 'gpu-cloud'?)");
   CHECK(error_of([] { candidate_tiers(test_catalog(), std::string("zzzzzzzz")); }) ==
-        "--provider: unknown provider 'zzzzzzzz' (known providers: gpu-cloud, other)");
+        "--provider: unknown provider 'zzzzzzzz' (known providers: gpu-cloud, other; 'all' searches every tier "
+        "and GPU)");
+  // 'all' is the whole catalog, as no provider is: the provider tiers and every GPU at 1, 2, 4, 8.
+  const auto all = candidate_tiers(test_catalog(), std::string("all"));
+  CHECK(all.size() == candidate_tiers(test_catalog(), std::nullopt).size());
+  CHECK(all.size() == 5 * 4);  // 5 GPUs at 1, 2, 4, 8 cards; the 5 provider tiers replace theirs
+}
+
+TEST_CASE("advise searches the catalog's default provider unless told otherwise", "[advisor]") {
+  std::string gpus = kGpus;
+  const std::string from = R"("providers": [)";
+  gpus.replace(gpus.find(from), from.size(), R"("default_provider": "gpu-cloud", "providers": [)");
+  const catalog::Catalog c = catalog::Catalog::parse({{"gpus.json", gpus}});
+  REQUIRE(c.default_provider() == "gpu-cloud");
+  auto m = llama8b();
+  const auto w = training(1);
+  const Advice by_default = advise(m, w, budget_of(GiB(24)), c);
+  CHECK(by_default.provider == std::optional<std::string>("gpu-cloud"));
+  CHECK(by_default.tiers_considered == 4);
+  REQUIRE(by_default.tier_unchanged);
+  CHECK(by_default.tier_unchanged->tier.provider == "gpu-cloud");
+  AdviseOptions o;
+  o.provider = "all";
+  const Advice everything = advise(m, w, budget_of(GiB(24)), c, o);
+  CHECK_FALSE(everything.provider);
+  CHECK(everything.tiers_considered == 20);
+  o.provider = "other";
+  const Advice other = advise(m, w, budget_of(GiB(24)), c, o);
+  CHECK(other.provider == std::optional<std::string>("other"));
+  CHECK(other.tiers_considered == 1);
+  // Without a default in the catalog, every tier is searched.
+  CHECK_FALSE(advise(m, w, budget_of(GiB(24)), test_catalog()).provider);
 }
 
 TEST_CASE("on_gpus shards training with FSDP and splits inference layers", "[advisor]") {

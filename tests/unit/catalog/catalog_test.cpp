@@ -126,6 +126,16 @@ TEST_CASE("Catalog::parse rejects bad files, naming the file and the field", "[c
         "gpus.json: providers[0].tiers[0].count: must be a positive integer, not 0 (fix the catalog file)");
   CHECK(bad_gpus(R"("id": "home")", R"("id": "aws")") ==
         "gpus.json: providers[1].id: duplicate provider id 'aws' (fix the catalog file)");
+  CHECK(bad_gpus(R"("id": "home")", R"("id": "all")") ==
+        "gpus.json: providers[1].id: 'all' is reserved ('--provider all' searches every tier and GPU) "
+        "(fix the catalog file)");
+  CHECK(bad_gpus(R"("providers": [)", R"("default_provider": "azure", "providers": [)") ==
+        "gpus.json: default_provider: names no provider of 'providers' ('azure') (fix the catalog file)");
+  CHECK(bad_gpus(R"("providers": [)", R"("default_provider": 3, "providers": [)") ==
+        "gpus.json: default_provider: must be a string, not number (fix the catalog file)");
+  CHECK(Catalog::parse(files(kGpus)).default_provider().empty());
+  CHECK(Catalog::parse(files(replace(kGpus, R"("providers": [)", R"("default_provider": "aws", "providers": [)")))
+            .default_provider() == "aws");
   CHECK(bad_gpus(R"("providers": [)", R"("providers": {"x": [)") ==
         "gpus.json: malformed JSON: parse error at line 14, column 2: syntax error while parsing object - "
         "unexpected "

@@ -96,7 +96,29 @@ TEST_CASE("levers: loss bytes, hf / chunked / fused-linear / cce", "[engine][lev
   w.loss = spec::Loss::chunked;
   auto ch = loss_bytes(m, w, p, tokens);
   CHECK(ch.forward_end.value() == lc + l4 + l4 / 8);
-  CHECK(ch.backward_start.value() == l4 + 2 * (l4 / 8) + lc / 8);
+  // The first chunk's loss backward: nll_loss's and log_softmax's fp32 gradients beside every
+  // saved log-softmax (measured: results/chunked_probe.jsonl).
+  CHECK(ch.backward_start.value() == l4 + 2 * (l4 / 8));
+  // The lm_head's backward: three vocab x hidden gradients (the sum of the first two chunks' out
+  // of place) beside 6 of the 8 chunks' 16-bit logits gradients.
+  const std::uint64_t vh = 32000ULL * 256 * 2;  // 16,384,000
+  CHECK(ch.head_logits.value() == lc - 2 * (lc / 8));
+  CHECK(ch.head_gradients.value() == vh);
+  CHECK(ch.head_temporaries.value() == 2 * vh);
+  CHECK(ch.head_grad_summed);
+  // 8 times the tokens: a chunk's gradient is larger than vocab x hidden, the first product
+  // beside every chunk's gradient is the moment.
+  auto ch8 = loss_bytes(m, w, p, 8 * tokens);
+  CHECK(ch8.head_logits.value() == 8 * lc);
+  CHECK(ch8.head_gradients.value() == 0);
+  CHECK(ch8.head_temporaries.value() == vh);
+  w.mode = spec::Mode::lora;  // a frozen lm_head: no weight gradient
+  const auto chl = loss_bytes(m, w, p, tokens);
+  CHECK(chl.head_logits + chl.head_gradients + chl.head_temporaries == Bytes{});
+  CHECK(!chl.head_grad_summed);
+  CHECK(hf.head_temporaries == Bytes{});
+  CHECK(!hf.head_grad_summed);
+  w.mode = spec::Mode::train;
   w.loss = spec::Loss::fused_linear;
   // ceil(32000 / 256) = 125; ceil(1024 / 125) = 9; next power of two 16 rows per chunk.
   CHECK(fused_linear_chunk_rows(tokens, 256, 32000) == 16);
@@ -373,7 +395,9 @@ TEST_CASE("levers: packed rows give SDPA a mask that each layer saves as an addi
 
 TEST_CASE("levers: a compiled cross-entropy saves the 16-bit logits, not the fp32 log-softmax", "[engine][levers]") {
   // torch.compile of the loss (measured, tests/accuracy/levers/results/compile.jsonl): forward's
-  // end holds the 16-bit logits, backward's start them and their gradient; chunked the same.
+  // end holds the 16-bit logits, backward's start them and their gradient; chunked, one chunk's
+  // gradient beside them (each chunk's backward frees what it saved; results/chunked.jsonl),
+  // then the lm_head's backward as in eager.
   const auto m = tiny();
   auto w = training(spec::Mode::train, DType::bf16);
   const Precision p = precision_of(w);
@@ -384,7 +408,9 @@ TEST_CASE("levers: a compiled cross-entropy saves the 16-bit logits, not the fp3
     w.loss = loss;
     const auto b = loss_bytes(m, w, p, tokens);
     CHECK(b.forward_end.value() == lc);
-    CHECK(b.backward_start.value() == 2 * lc);
+    CHECK(b.backward_start.value() == (loss == spec::Loss::hf ? 2 * lc : lc + lc / 8));
+    CHECK(b.head_logits.value() == (loss == spec::Loss::hf ? 0 : lc - 2 * (lc / 8)));
+    CHECK(b.head_temporaries.value() == (loss == spec::Loss::hf ? 0 : 2 * 32000ULL * 256 * 2));
   }
   // Liger's and Cut Cross-Entropy's losses are kernels already: compiling leaves them as they are.
   auto eager = w;

@@ -180,7 +180,9 @@ TEST_CASE("advice_text when nothing fits anywhere", "[render]") {
   const Advice a = advise(m, training(1), budget_of(GiB(80)), test_catalog(), o);
   const std::string text = advice_text(a);
   CHECK(text.find("\nStill does not fit after every fix: ") != std::string::npos);
-  CHECK(text.find("  as given:    no tier fits\n  with fixes:  no tier fits\n") != std::string::npos);
+  CHECK(text.find("  as given:    no tier of gpu-cloud fits ('--provider all' searches every tier and GPU)\n"
+                  "  with fixes:  no tier of gpu-cloud fits ('--provider all' searches every tier and GPU)\n") !=
+        std::string::npos);
   const std::string summary = advice_summary(a);
   CHECK(summary.rfind("Advice (run 'vramfit advise' with the same flags for details):\n", 0) == 0);
   CHECK(summary.find("  => still does not fit after every fix (") != std::string::npos);
