@@ -587,6 +587,9 @@ std::uint64_t attention_scalars(const Release& r) {
   return 7;
 }
 
+/// More layers than this are not replayed one by one (no model has them; a hostile config might).
+constexpr std::uint64_t kMaxReplayedLayers = 4096;
+
 /// vLLM's parameters of one GPU as PyTorch's caching allocator lays them out. "Model loading
 /// took" is torch.cuda.memory_allocated() after the model is built and loaded, less before
 /// (DeviceMemoryProfiler), and the allocator counts blocks, not requests: a tensor of 10 MiB or
@@ -619,6 +622,10 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
       !is_float_compute(s.weights.weights) || spec::count_params(m) != m.params || m.hidden_size == 0 ||
       m.vocab_size == 0 || m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
     return std::nullopt;
+  // A layer count no real model has (a hostile config) is not replayed layer by layer.
+  std::uint64_t layers = 0;
+  for (const spec::LayerGroup& g : m.layers) layers = checked_add(layers, g.count);
+  if (layers > kMaxReplayedLayers) return std::nullopt;
   const std::uint64_t tp = s.tensor_parallel;
   const std::uint64_t H = m.hidden_size;
   CachingAllocator alloc;
@@ -742,7 +749,7 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   // int(head_size x partial_rotary_factor) (phi.py, gpt_neox.py, stablelm.py; get_rope's
   // partial_rotary_factor argument for glm4): phi-1.5's [2048, 32], not [2048, 64].
   const std::uint64_t rope_bytes = model_row(m.model_type).rope_fp32 ? 4 : 2;
-  const double factor = 1.0;  // PARTIAL_ROTARY
+  const double factor = m.partial_rotary_factor > 0.0 && m.partial_rotary_factor < 1.0 ? m.partial_rotary_factor : 1.0;
   const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim
                                                       : static_cast<std::uint64_t>(static_cast<double>(m.head_dim) * factor);
   if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};

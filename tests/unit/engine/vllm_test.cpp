@@ -530,6 +530,18 @@ TEST_CASE("vllm: the rotary cos/sin cache has the rows its scaling gives and MLA
   // llama3 keeps max_position_embeddings: Llama 3.1 8B's 131072 x 128 x 2.
   // (And 0.27.1's seven scalar tensors of each attention layer, 512 bytes each.)
   CHECK(weights(preset("llama-3.1-8b")) == 8030261248ULL * 2 + 131072ULL * 128 * 2 + 32 * 7 * 512);
+  // A partial rotary model rotates int(head_size x partial_rotary_factor) of a head (phi.py):
+  // phi-1.5 (heads of 64, factor 0.5) keeps [2048, 32], 128 KiB; with the whole head, 256 KiB.
+  const nlohmann::json phi = {{"model_type", "phi"},       {"hidden_size", 2048},          {"num_hidden_layers", 24},
+                              {"num_attention_heads", 32}, {"intermediate_size", 8192},    {"vocab_size", 51200},
+                              {"max_position_embeddings", 2048}, {"partial_rotary_factor", 0.5}, {"tie_word_embeddings", false}};
+  nlohmann::json phi_whole = phi;
+  phi_whole["partial_rotary_factor"] = 1.0;
+  const spec::ModelSpec half_rot = spec::from_config(phi, "phi-1_5");
+  CHECK(half_rot.partial_rotary_factor == 0.5);
+  CHECK(weights(spec::from_config(phi_whole, "phi-1_5")) - weights(half_rot) == 2048ULL * 32 * 2);
+  // gpt_neox's rotary_pct (Pythia: 0.25 of heads of 128): [2048, 32].
+  CHECK(preset("pythia-6.9b").partial_rotary_factor == 0.25);
 }
 
 TEST_CASE("vllm: weights as the caching allocator lays them out, per tensor-parallel rank", "[vllm]") {
@@ -559,6 +571,13 @@ TEST_CASE("vllm: weights as the caching allocator lays them out, per tensor-para
   CHECK(estimate(m, s).weights.value() == params + 3 * MiB + MiB / 2 + 2 * 512);
   s.release = Release{0, 14, 0};
   CHECK(estimate(m, s).weights.value() == params + 3 * MiB + MiB / 2 + 7 * 512);
+  // A layer count no model has is not replayed layer by layer (a hostile config stays fast): the
+  // parameters' bytes and the rotary cache, as for a quantized model.
+  const nlohmann::json deep = {{"model_type", "llama"},     {"hidden_size", 64},   {"num_hidden_layers", 5000},
+                               {"num_attention_heads", 4},  {"intermediate_size", 128}, {"vocab_size", 128},
+                               {"max_position_embeddings", 64}};
+  const spec::ModelSpec d = spec::from_config(deep, "deep");
+  CHECK(estimate(d, on(GiB(80))).weights.value() == d.params * 2 + 64ULL * 16 * 2);
   // Fewer KV heads than GPUs: each rank keeps a replica of one, as many as with one KV head a
   // rank to begin with (Qwen2.5-1.5B's 2 KV heads on 4 GPUs against 4 KV heads).
   Settings t = on(GiB(80));
