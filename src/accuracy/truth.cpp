@@ -11,6 +11,7 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/json.hpp"
 #include "vramfit/engine/estimate.hpp"
+#include "vramfit/engine/process.hpp"
 
 namespace vramfit::accuracy {
 
@@ -257,10 +258,12 @@ std::optional<Bytes> truth_device_bytes(std::string_view jsonl) {
   return std::nullopt;
 }
 
-CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model) {
+namespace {
+
+// One case's estimate `b` against what was measured.
+CaseResult result_of(const TruthCase& truth, const spec::ModelSpec& model, const engine::Breakdown& b) {
   CaseResult r;
   r.truth = &truth;
-  const auto b = engine::estimate(model, truth.workload);
   r.estimate_peak = b.peak_allocated;
   r.estimate_device_total = b.device_total;
   r.estimate_device_upper = b.upper();
@@ -271,6 +274,32 @@ CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model) {
     r.device_error = static_cast<double>(b.device_total.value()) / static_cast<double>(measured.value()) - 1;
   }
   return r;
+}
+
+}  // namespace
+
+CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model) {
+  return result_of(truth, model, engine::estimate(model, truth.workload));
+}
+
+InProcess evaluate_in_process(const std::vector<TruthCase>& cases, const std::vector<const spec::ModelSpec*>& models) {
+  InProcess out;
+  engine::ProcessHistory history;
+  std::uint64_t context = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const TruthCase& truth = cases[i];
+    if (i == 0 || truth.non_torch.value() < context) {
+      history = {};
+      ++out.processes;
+    }
+    context = truth.non_torch.value();
+    if (history.unknown) ++out.unknown;
+    engine::ProcessHistory after = history;
+    const auto b = engine::estimate_in_process(*models[i], truth.workload, after);
+    if (truth.status == "ok") history = after;
+    out.results.push_back(result_of(truth, *models[i], b));
+  }
+  return out;
 }
 
 Stats stats(const std::vector<const CaseResult*>& results, bool device) {

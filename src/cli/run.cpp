@@ -122,6 +122,7 @@ struct Options {
   std::string solve = "batch";
   std::string path;  ///< explain's FILE, validate's PATH
   bool json = false;
+  bool one_process = false;  ///< validate --one-process
 };
 
 /// Registers one flag of the shared set on `app`, remembering it for EstimateFlags::given.
@@ -369,6 +370,9 @@ void add_commands(CLI::App& app, Options& o) {
       add_command(app, "validate", "Compare the estimates with measured peaks from a truth file (JSONL)",
                   kValidateFooter);
   v->add_option("PATH", o.path, "a truth file written by measure.py (*.jsonl)")->type_name("")->required();
+  v->add_flag("--one-process", o.one_process,
+              "also the device total with each case estimated after the file's earlier cases in measure.py's one "
+              "process (the segment the first backward's cuBLAS workspace pins stays reserved)");
   add_json(v, o, fmt::format("print JSON (schema_version {}) on stdout", render::kSchemaVersion));
 
   CLI::App* models = add_command(app, "models", "List the model presets", "");
@@ -441,7 +445,7 @@ ExitCode dispatch(const CLI::App& app, Options& o, std::ostream& out, std::istre
     diags.throw_if_any();
     return run_explain(log, e, format, out);
   }
-  if (command == "validate") return run_validate(o.path, format, out);
+  if (command == "validate") return run_validate(o.path, format, out, o.one_process);
   if (command == "models") {
     std::vector<render::ModelEntry> models;
     for (const auto& p : catalog.get().presets())

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
+#include <vector>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "vramfit/render/validate.hpp"
 #include "vramfit/cli/files.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/engine/constants.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::cli {
@@ -38,7 +41,7 @@ fs::path find_config(const fs::path& truth_file, const accuracy::TruthCase& c) {
 
 }  // namespace
 
-ExitCode run_validate(const std::string& path, render::Format format, std::ostream& out) {
+ExitCode run_validate(const std::string& path, render::Format format, std::ostream& out, bool one_process) {
   const fs::path file(path);
   const std::string text = read_file(file, "truth file", kMaxLogFile);
   const std::vector<accuracy::TruthCase> cases = accuracy::parse_truth(text, file.string());
@@ -68,8 +71,36 @@ ExitCode run_validate(const std::string& path, render::Format format, std::ostre
   const accuracy::Report report =
       accuracy::make_report(results, device.value_or(Bytes{std::numeric_limits<std::uint64_t>::max()}));
 
+  render::Validation v{file.string(), cases.size(), device, report, {}};
+  std::optional<accuracy::InProcess> in_process;
+  if (one_process) {
+    std::vector<const spec::ModelSpec*> models;
+    for (const auto& c : cases) models.push_back(&specs.at(c.config));
+    in_process = accuracy::evaluate_in_process(cases, models);
+    v.one_process = render::OneProcess{in_process->processes, in_process->unknown, {}, {}, {}};
+    std::vector<const accuracy::CaseResult*> ptrs;
+    // The reserved column: a copy whose device error leaves the context out on both sides.
+    std::vector<accuracy::CaseResult> reserved = in_process->results;
+    std::vector<const accuracy::CaseResult*> reserved_ptrs;
+    for (auto& r : reserved) {
+      const accuracy::TruthCase& t = *r.truth;
+      const Bytes context = t.workload.cuda_context.value_or(engine::kCudaContext);
+      if (t.status == "ok" && t.peak_reserved.value() > 0 && r.estimate_device_total > context)
+        r.device_error = static_cast<double>((r.estimate_device_total - context).value()) /
+                             static_cast<double>(t.peak_reserved.value()) - 1;
+      reserved_ptrs.push_back(&r);
+    }
+    v.one_process->reserved = accuracy::stats(reserved_ptrs, true);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      ptrs.push_back(&in_process->results[i]);
+      if (results[i].truth->status == "ok" &&
+          (results[i].device_error < -0.05 || in_process->results[i].device_error < -0.05))
+        v.one_process->under.push_back({&results[i], &in_process->results[i]});
+    }
+    v.one_process->device = accuracy::stats(ptrs, true);
+  }
   // Render first, print after: an error while rendering leaves stdout empty.
-  const std::string shown = render::render_validate({file.string(), cases.size(), device, report}, format);
+  const std::string shown = render::render_validate(v, format);
   out << shown;
   return ExitCode::ok;
 }

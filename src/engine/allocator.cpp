@@ -276,4 +276,10 @@ std::size_t CachingAllocator::segments() const {
 
 std::uint64_t CachingAllocator::block_size(Handle h) const { return h == kNone ? 0 : blocks_[h].size; }
 
+CachingAllocator::Place CachingAllocator::place_of(Handle h) const {
+  if (h == kNone) return {};
+  const Segment& s = segments_[blocks_[h].segment];
+  return {s.size, blocks_[h].addr - s.base};
+}
+
 }  // namespace vramfit::engine

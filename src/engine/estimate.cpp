@@ -20,6 +20,7 @@
 // With --images a vision_tower phase comes first; `load` is what is resident before the step.
 
 #include "vramfit/engine/estimate.hpp"
+#include "vramfit/engine/process.hpp"
 #include "vramfit/engine/upper_bound.hpp"
 
 #include <algorithm>
@@ -265,12 +266,12 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
 // --- the breakdown ----------------------------------------------------------------------------
 
 Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
-                 Bytes paged = {});
+                 Bytes paged = {}, ProcessHistory* history = nullptr);
 void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, const Precision& p);
 Bytes paged_share(Bytes paged, const Workload& w);
 
 Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
-                             std::vector<std::string> notes, Bytes tower) {
+                             std::vector<std::string> notes, Bytes tower, ProcessHistory* history) {
   const std::uint64_t tokens = mul(w.batch, w.seq);
   std::vector<Acc> phases;
   if (tower.value() > 0) {
@@ -312,7 +313,7 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
       phases.push_back(a);
     }
     shard(phases, m, w, p);
-    return finish(m, std::move(phases), base.total(), w, std::move(notes));
+    return finish(m, std::move(phases), base.total(), w, std::move(notes), {}, history);
   }
 
   // generate: prefill then decode, logits for the last position only (logits_to_keep=1),
@@ -341,11 +342,12 @@ Breakdown estimate_inference(const ModelSpec& m, const Workload& w, const Precis
   decode.add(ComponentId::logits, last_logits);
   phases.push_back(decode);
   shard(phases, m, w, p);
-  return finish(m, std::move(phases), base.total(), w, std::move(notes));
+  return finish(m, std::move(phases), base.total(), w, std::move(notes), {}, history);
 }
 
 Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precision& p, Acc base,
-                            std::uint64_t adapters, std::vector<std::string> notes, Bytes tower, Bytes tower_saved) {
+                            std::uint64_t adapters, std::vector<std::string> notes, Bytes tower, Bytes tower_saved,
+                            ProcessHistory* history) {
   const std::uint64_t tokens = mul(w.batch, w.seq);
   const Training t = training_terms(m, w, p, adapters);
   const Saved s = saved_terms(m, w, p, tokens);
@@ -527,7 +529,7 @@ Breakdown estimate_training(const ModelSpec& m, const Workload& w, const Precisi
     phases.push_back(step);
   }
   shard(phases, m, w, p);
-  return finish(m, std::move(phases), base.total(), w, std::move(notes), paged_share(t.paged_state, w));
+  return finish(m, std::move(phases), base.total(), w, std::move(notes), paged_share(t.paged_state, w), history);
 }
 
 // --- many GPUs ---------------------------------------------------------------------------------
@@ -719,7 +721,7 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
 }
 
 Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
-                 Bytes paged) {
+                 Bytes paged, ProcessHistory* history) {
   Breakdown b;
   const Acc* peak = &phases.front();
   for (const auto& ph : phases) {
@@ -738,7 +740,7 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
       if (c.id == ComponentId::lora_adapters)
         c.description = fmt::format("LoRA A and B matrices ({}, --lora-dtype: peft autocast_adapter_dtype=False)",
                                     w.lora.half_is_fp16 ? "fp16" : "bf16");
-  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident);
+  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident, history);
   b.allocator_reserve = reserve.bytes;
   b.cuda_context = w.cuda_context.value_or(kCudaContext);
   b.components.push_back({ComponentId::allocator_reserve, b.allocator_reserve,
@@ -844,7 +846,9 @@ Bytes tower_saved_activations(const spec::VisionSpec& v, const spec::ImageWork& 
   return b;
 }
 
-Breakdown estimate(const ModelSpec& m, const Workload& given) {
+namespace {
+
+Breakdown estimate_with(const ModelSpec& m, const Workload& given, ProcessHistory* history) {
   // --images: the image tokens join each sequence's prompt (spec::image_work); from here on
   // `w.seq` is the whole sequence the language model sees.
   Workload w = given;
@@ -906,8 +910,8 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
                                     : "optimizer state and gradient partitions live in"));
 
   Breakdown b = (w.mode == Mode::inference || w.mode == Mode::generate)
-                    ? estimate_inference(m, w, p, base, notes, tower)
-                    : estimate_training(m, w, p, base, adapters, notes, tower, tower_saved);
+                    ? estimate_inference(m, w, p, base, notes, tower, history)
+                    : estimate_training(m, w, p, base, adapters, notes, tower, tower_saved, history);
   // The upper bound: the measured error of the device total for this kind of workload.
   const UpperFactor f = upper_factor(w);
   b.upper_group = f.group;
@@ -916,6 +920,14 @@ Breakdown estimate(const ModelSpec& m, const Workload& given) {
   b.upper_cases = f.cases;
   b.device_total_upper = apply_upper(b.device_total, f.permille);
   return b;
+}
+
+}  // namespace
+
+Breakdown estimate(const ModelSpec& m, const Workload& given) { return estimate_with(m, given, nullptr); }
+
+Breakdown estimate_in_process(const ModelSpec& m, const Workload& given, ProcessHistory& history) {
+  return estimate_with(m, given, &history);
 }
 
 }  // namespace vramfit::engine

@@ -15,6 +15,7 @@
 #include "activations.hpp"
 #include "vramfit/engine/allocator.hpp"
 #include "vramfit/engine/constants.hpp"
+#include "vramfit/engine/process.hpp"
 #include "vramfit/spec/architectures.hpp"
 
 namespace vramfit::engine::detail {
@@ -162,6 +163,30 @@ void append_conf(std::vector<std::uint64_t>& key, const AllocConf& c) {
                          std::bit_cast<std::uint64_t>(c.garbage_collection_threshold)});
 }
 
+// cuBLAS's workspace on sm90 (aten/src/ATen/cuda/CublasHandlePool.cpp: 4096 KiB x 8): the
+// backward thread's, allocated through the caching allocator at the process's first backward.
+constexpr std::uint64_t kBackwardWorkspace = 32ULL << 20;
+
+// A process that ran earlier cases (engine::ProcessHistory): the segment its backward thread's
+// cuBLAS workspace pins, made in a fresh allocator before the case's build, the workspace kept at
+// its offset and the rest of the segment free for the case's requests (best fit takes them there
+// as it took them in the recorded process). Returns whether anything was pinned. Not with
+// expandable segments (one growing segment per pool: not this placement).
+bool seed_history(CachingAllocator& a, const ProcessHistory* h, const Workload& w) {
+  if (h == nullptr || h->pinned_segment == 0 || a.segments() != 0 || alloc_conf(w).expandable_segments) return false;
+  a.free(a.malloc(h->pinned_segment));
+  const std::uint64_t before = h->pinned_offset > CachingAllocator::kSmallSize ? h->pinned_offset : 0;
+  const CachingAllocator::Handle pre = before > 0 ? a.malloc(before) : CachingAllocator::Handle{};
+  (void)a.malloc(kBackwardWorkspace);
+  if (before > 0) a.free(pre);
+  return true;
+}
+
+// The memo key of a replay after `h` (nothing for a process of its own, so those keys are unchanged).
+void append_history(std::vector<std::uint64_t>& key, const ProcessHistory* h) {
+  if (h != nullptr) key.insert(key.end(), {1U, h->pinned_segment, h->pinned_offset});
+}
+
 struct LayerSizes {
   std::uint64_t hidden, q, kv, inter;
 };
@@ -266,7 +291,8 @@ CachingAllocator::Handle replay_layers(CachingAllocator& a, const LayerSizes& z,
 // replayed 104). At most 64 decode steps (and 16384 layer updates) are replayed, each advancing
 // the cache by the same number of tokens (stride 1 to 16 changed the replayed reserve of the
 // gpt2-medium case by under 1 %).
-std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
+std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+                                      const ProcessHistory* h) {
   const Acc* prefill = phase_of(phases, PhaseId::prefill);
   const Acc* decode = phase_of(phases, PhaseId::decode);
   // Quantized caches dequantize instead of concatenating (not this sequence); MoE layers route
@@ -296,8 +322,12 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
   append_conf(key, alloc_conf(w));
   const Precision p = precision_of(w);
   append_build(key, m, p);
+  append_history(key, h);
   return memoized(std::move(key), [&] {
     CachingAllocator a(alloc_conf(w));
+    // After earlier cases of the process, from the segment their backward workspace pins (the
+    // workspace is in the replay's allocated bytes as in the estimate's kCublasWorkspace).
+    seed_history(a, h, w);
     // The model is built first in the same process: the generation's requests start from its
     // segments (their free bytes stay reserved unless a request fits them).
     replay_build(a, m, p);
@@ -340,7 +370,7 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
 // the cast back (llama; gpt2: scores, scaled, masked, softmax), with k and v repeated to the query
 // heads, and a 4-D additive mask for the pass. Fresh-process reserve beyond the peak, measured /
 // replayed (MiB): see the [trace] table. Returns nullopt where the sequence is not this one.
-std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w) {
+std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w, const ProcessHistory* history) {
   const Precision p = precision_of(w);
   // The two layer shapes replayed, told by their features: GPT-2's (learned positions, LayerNorm,
   // c_fc and gelu) and the pre-norm RMSNorm layer with rotary q/k and a gated MLP (llama, mistral,
@@ -382,9 +412,11 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
                                  checked_mul(checked_mul(w.batch, w.seq), 8)};
   append_conf(key, alloc_conf(w));
   append_build(key, m, p);
+  append_history(key, history);
   return memoized(std::move(key), [&] {
     using H = CachingAllocator::Handle;
     CachingAllocator a(alloc_conf(w));
+    seed_history(a, history, w);  // as in generate_reserve
     replay_build(a, m, p);
     a.empty_cache();
     const H ids = a.malloc(checked_mul(tokens, 8));
@@ -571,7 +603,13 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
 // fourth 9496 MiB logits segment in the second step). Which of several equal-size free blocks a
 // request takes decides it: broken by the highest address instead of the lowest, that replay gives
 // 1239 (and qwen2.5-1.5b fp32-amp 7075 instead of the measured 5466): the order of cudaMalloc's
-// addresses, which the model does not know.
+// addresses, which the model does not know. Recorded again from CUDA's init with the build
+// (tests/accuracy/alloc/fresh/traces_s10/fresh, alloc_recorded_test.cpp): replayed with the
+// segments' real addresses, qwen2.5-0.5b gives 1239 and qwen2.5-1.5b 5466 exactly, and so does
+// gemma-2-2b bf16 b3 s1024 (8490 MiB; 5006 with the model's addresses; its estimate 4253): later
+// segments get lower addresses (top-down, except those of 20 MiB and less), so among equal free
+// blocks PyTorch takes the newest. Numbering this model's segments top-down leaves this sequence's
+// 10761 as it is (its build and steps do not leave those equal blocks at the same moments).
 // The backward thread's cuBLAS workspace: the autograd engine runs backward on a device thread of
 // its own (torch/csrc/autograd/engine.cpp, one per CUDA device), whose cuBLAS handle has no
 // workspace yet; aten/src/ATen/cuda/CublasHandlePool.cpp keeps one per (handle, stream), allocated
@@ -652,13 +690,17 @@ std::vector<ParamTensor> param_tensors(const spec::ModelSpec& m) {
 // (embedding_grad), the optimizer (optimizer_step).
 class TrainingReplay {
  public:
-  // cuBLAS's workspace on sm90 (aten/src/ATen/cuda/CublasHandlePool.cpp: 4096 KiB x 8).
-  static constexpr std::uint64_t kBackwardWorkspace = 32ULL << 20;
   using H = CachingAllocator::Handle;
 
-  TrainingReplay(const spec::ModelSpec& m, const Workload& w, const TrainSizes& z, const std::vector<ParamTensor>& params)
+  // `h`: the process ran earlier cases; their backward already made the workspace (seed_history).
+  TrainingReplay(const spec::ModelSpec& m, const Workload& w, const TrainSizes& z, const std::vector<ParamTensor>& params,
+                 const ProcessHistory* h = nullptr)
       : m_(m), z_(z), params_(params), autocast_(precision_of(w).autocast), ckpt_(w.checkpointing), a_(alloc_conf(w)) {
     amp_ = autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
+    if (seed_history(a_, h, w)) {
+      seeded_ = true;
+      workspace_ = H{};
+    }
     // The model is built first in the same process (replay_build, as generate_reserve and
     // forward_reserve do): the steps start from its segments, whose free bytes stay reserved
     // unless a request fits them (one-process runs, start_reserved - start_allocated: 8 MiB for
@@ -671,6 +713,12 @@ class TrainingReplay {
   Bytes run() {
     for (int s = 0; s < 3; ++s) amp_ ? amp_step() : step();
     return Bytes{a_.peak_reserved() - a_.peak_allocated()};
+  }
+
+  // Where this replay's backward put the workspace (after run(); nullopt when seeded).
+  [[nodiscard]] std::optional<CachingAllocator::Place> workspace_place() const {
+    if (seeded_ || !workspace_) return std::nullopt;
+    return a_.place_of(*workspace_);
   }
 
  private:
@@ -686,7 +734,13 @@ class TrainingReplay {
   }
 
   // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its
-  // weights into `casts`; the layer's output last.
+  // weights into `casts`; the layer's output last. Not in this sequence: the attention scores of
+  // SDPA's math backend (fp32 with grouped heads, forward_reserve's math_sdpa) and of eager
+  // attention. Recorded (traces_s10/fresh, qwen3-0.6b fp32 AdamW-forloop b6 s1536 checkpointed,
+  // a process of its own): per layer two b x heads x s x s fp32 blocks (864 MiB: scores, softmax)
+  // and a bool mask in forward, and in backward the recompute's two plus three gradients, up to
+  // four alive; that trace replayed through the allocator model reserves 3072 MiB beyond the peak
+  // (measured 3144), this sequence 1592: the device total is 5.4 % under.
   std::vector<H> layer_forward(std::uint64_t l, bool keep, std::vector<H>& casts) {
     if (autocast_)
       for (const auto& pr : params_)
@@ -1031,15 +1085,7 @@ class TrainingReplay {
     f(t8), f(t9);
     const H t10 = m(z_.inter);
     f(gh1), f(t10);
-    // c_fc
-    const H gx3 = m(z_.hidden), gw3 = m(cast(w.up));
-    f(m(checked_mul(z_.inter, 2)));
-    f(gx), f(s.xu), f(s.cu);
-    const H gn2 = m(z_.hidden32);
-    f(gx3);
-    amp_weight_grad(gw3, w.up);
-    const H gi2 = m(z_.hidden32);
-    f(gn2), f(s.r), f(gi2);  // ln_2's backward, summed into the residual's gradient
+    gpt2_norm_linear_backward(gx, s.xu, s.cu, w.up, s.r);  // c_fc, then ln_2
     // attention's c_proj and SDPA
     g = gpt2_dropout_backward(s.mask1);
     const H gx2 = m(z_.hidden), gw2 = m(cast(w.o));
@@ -1051,15 +1097,24 @@ class TrainingReplay {
     f(gx2), f(s.qo), f(s.at);
     const H gqkv = m(qkv);
     f(gq), f(gk), f(gv);
-    // c_attn
-    const H gx1 = m(z_.hidden), gw1 = m(cast(w.q));
+    gpt2_norm_linear_backward(gqkv, s.xq, s.cq, w.q, inputs_[l]);  // c_attn, then ln_1
+  }
+
+  // The backward of a linear fed by a LayerNorm (c_fc after ln_2, c_attn after ln_1), as recorded:
+  // the input's and the weight's 16-bit gradients, a transient of 2 x intermediate bytes (the bias
+  // gradient's reduction), then the output gradient `go` and the saved casts of the input `x` and
+  // weight `cw` freed; the input gradient cast to fp32 and the 16-bit one freed; the weight's .grad
+  // (amp_weight_grad); the LayerNorm's fp32 input gradient, summed into the residual's gradient,
+  // and what the norm saved (`saved`: the residual stream's tensor) freed.
+  void gpt2_norm_linear_backward(H go, H x, H cw, std::uint64_t elems, H saved) {
+    const H gx = m(z_.hidden), gw = m(cast(elems));
     f(m(checked_mul(z_.inter, 2)));
-    f(gqkv), f(s.xq), f(s.cq);
-    const H gn1 = m(z_.hidden32);
-    f(gx1);
-    amp_weight_grad(gw1, w.q);
-    const H gi1 = m(z_.hidden32);
-    f(gn1), f(inputs_[l]), f(gi1);
+    f(go), f(x), f(cw);
+    const H gn = m(z_.hidden32);
+    f(gx);
+    amp_weight_grad(gw, elems);
+    const H gi = m(z_.hidden32);
+    f(gn), f(saved), f(gi);
   }
 
   // The 16-bit gradient `gw` of a weight of `elems` elements cast to its fp32 .grad (kept).
@@ -1182,9 +1237,11 @@ class TrainingReplay {
   std::vector<H> state_, grads_, inputs_;
   std::vector<std::vector<H>> saved_;
   std::optional<H> workspace_;  // the backward thread's cuBLAS workspace, kept for the process
+  bool seeded_ = false;         // ... made by an earlier case of the process (seed_history)
 };
 
-std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
+std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+                                      ProcessHistory* h) {
   const auto z = train_sizes(m, w, phases);
   if (!z) return std::nullopt;
   const std::vector<ParamTensor> params = param_tensors(m);
@@ -1194,7 +1251,16 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
   append_conf(key, alloc_conf(w));
   append_build(key, m, precision_of(w));
   for (const auto& pr : params) key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer});
-  return memoized(std::move(key), [&] { return TrainingReplay(m, w, *z, params).run(); });
+  // The process's first backward: this case makes the workspace, and where the replay puts it
+  // is what the process keeps (not memoized: the placement is an output).
+  if (h != nullptr && h->pinned_segment == 0 && !h->unknown && !alloc_conf(w).expandable_segments) {
+    TrainingReplay r(m, w, *z, params);
+    const Bytes reserve = r.run();
+    if (const auto place = r.workspace_place()) h->pinned_segment = place->segment_size, h->pinned_offset = place->offset;
+    return reserve;
+  }
+  append_history(key, h);
+  return memoized(std::move(key), [&] { return TrainingReplay(m, w, *z, params, h).run(); });
 }
 
 }  // namespace
@@ -1207,18 +1273,27 @@ std::optional<Built> built_model(const spec::ModelSpec& m, const Workload& w) {
 }
 
 Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
-                          Bytes peak_allocated, Bytes resident) {
+                          Bytes peak_allocated, Bytes resident, ProcessHistory* history) {
   if (w.mode == Mode::generate && w.sharding == spec::Sharding::none)
-    if (const auto r = generate_reserve(m, w, phases)) return {*r, true};
+    if (const auto r = generate_reserve(m, w, phases, history)) return {*r, true};
   if (w.mode == Mode::train && w.sharding == spec::Sharding::none)
-    if (const auto r = training_reserve(m, w, phases)) return {*r, true};
+    if (const auto r = training_reserve(m, w, phases, history)) return {*r, true};
   if (w.mode == Mode::inference && w.sharding == spec::Sharding::none && !w.expandable_segments)
-    if (const auto r = forward_reserve(m, w)) return {*r, true};
+    if (const auto r = forward_reserve(m, w, history)) return {*r, true};
   // The caching allocator never gives memory back within a step (no empty_cache), so what
   // it holds at its worst is the largest of each phase's allocation plus that phase's reserve,
   // which can come after the allocated peak (gradients after freed activations).
   Bytes reserved = peak_allocated;
   for (const auto& ph : phases) reserved = std::max(reserved, ph.total() + reserve_for(w, ph, phases, resident));
+  if (history != nullptr && !alloc_conf(w).expandable_segments) {
+    // Not replayed after earlier cases: the pinned segment and the main thread's workspace (32 MiB
+    // in a segment of its own, made at init) stay reserved whatever the case fits into them; a
+    // first backward not replayed leaves the process's pinned segment unknown.
+    if (history->pinned_segment > 0)
+      reserved = std::max(reserved, Bytes{checked_add(history->pinned_segment, kBackwardWorkspace)});
+    else if (w.trains())
+      history->unknown = true;
+  }
   return {reserved - peak_allocated, false};
 }
 

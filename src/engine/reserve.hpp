@@ -10,6 +10,10 @@
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/workload.hpp"
 
+namespace vramfit::engine {
+struct ProcessHistory;
+}
+
 namespace vramfit::engine::detail {
 
 /// What PyTorch's caching allocator holds beyond the allocated peak over a step whose phases
@@ -26,7 +30,9 @@ struct Built {
 };
 std::optional<Built> built_model(const spec::ModelSpec& m, const spec::Workload& w);
 
+/// `history`: the case runs after earlier cases in the same process (engine::estimate_in_process),
+/// and this updates it; nullptr: a process of its own.
 Reserve allocator_reserve(const spec::ModelSpec& m, const spec::Workload& w, const std::vector<Acc>& phases,
-                          Bytes peak_allocated, Bytes resident);
+                          Bytes peak_allocated, Bytes resident, ProcessHistory* history = nullptr);
 
 }  // namespace vramfit::engine::detail

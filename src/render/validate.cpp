@@ -93,9 +93,44 @@ std::string render_validate(const Validation& v, Format f) {
       worst.push_back(std::move(o));
     }
     j["worst"] = std::move(worst);
+    if (v.one_process) {
+      nlohmann::ordered_json o;
+      o["processes"] = v.one_process->processes;
+      o["unknown_cases"] = v.one_process->unknown;
+      o["device"] = stats_json(v.one_process->device);
+      o["reserved"] = stats_json(v.one_process->reserved);
+      nlohmann::ordered_json under = nlohmann::ordered_json::array();
+      for (const auto& [own, one] : v.one_process->under)
+        under.push_back({{"id", own->truth->id}, {"own_process", own->device_error}, {"one_process", one->device_error}});
+      o["under"] = std::move(under);
+      j["one_process"] = std::move(o);
+    }
     return j.dump(2) + "\n";
   }
   std::string shown = accuracy_text(v.report);
+  if (v.one_process) {
+    const OneProcess& p = *v.one_process;
+    const accuracy::Stats& st = p.device;
+    shown += fmt::format(
+        "\ndevice total, each case after the file's earlier cases in measure.py's process ({} process{}; the\n"
+        "segment the first backward's cuBLAS workspace pins stays reserved: validate --one-process)\n",
+        p.processes, p.processes == 1 ? "" : "es");
+    shown += fmt::format("  {:<16} {:>5} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.1f}%\n", "all", st.cases, st.median_abs * 100,
+                         st.p90_abs * 100, st.max_abs * 100, st.unsafe_share * 100);
+    const accuracy::Stats& rs = p.reserved;
+    shown += fmt::format("  {:<16} {:>5} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.1f}%\n", "without context", rs.cases,
+                         rs.median_abs * 100, rs.p90_abs * 100, rs.max_abs * 100, rs.unsafe_share * 100);
+    shown += "  (without context: estimated peak + reserve against the measured peak reserved; the context grows\n"
+             "  within a process as its cases load kernels, the estimate's is a fresh process's)\n";
+    if (p.unknown > 0)
+      shown += fmt::format("  ({} case{} after a first backward whose workspace placement is not modelled: as in a "
+                           "process of their own)\n",
+                           p.unknown, p.unknown == 1 ? "" : "s");
+    shown += "device total under by more than 5 %: own process, one process, the measured context\n";
+    for (const auto& [own, one] : p.under)
+      shown += fmt::format("  {:>+8.2f}% {:>+8.2f}% {:>8.1f} MiB  {}\n", own->device_error * 100, one->device_error * 100,
+                           static_cast<double>(own->truth->non_torch.value()) / (1024.0 * 1024.0), own->truth->id);
+  }
   if (!v.device)
     shown += "(the file has no environment line with the card's total_bytes: OOM cases were not checked)\n";
   return shown;

@@ -476,8 +476,48 @@ TEST_CASE("chunked loss (--loss chunked, eager and compiled) meets the plain loo
     // Measured (session 10): eager 0.35 %, compiled 1.01 %, again 0.98 %. What is left is the
     // plain loop's: qwen2.5-0.5b and smollm2-360m are 60-120 MB under at forward's end with the
     // hf loss too (compile.jsonl), the loss's backward itself is exact (the test above).
-    CHECK(st.median_abs <= (rs.size() == 9 ? 0.0102 : 0.01));
+    CHECK(st.median_abs <= (std::string(name) == "compiled" ? 0.0102 : 0.01));
     CHECK(under >= -0.022);
   }
   WARN(table);
+}
+
+TEST_CASE("what forward leaves alive is what the engine counts as saved", "[accuracy][levers][chunked]") {
+  // results/forward_probe.jsonl (session 10, measure_compile.py's probe_forward): the blocks one
+  // forward allocated and left alive (the allocator's history), less the loss's saved tensor (the
+  // hf loss's fp32 log-softmax in eager, the compiled loss's 16-bit logits), against the engine's
+  // forward_end less the weights, workspace, optimizer state and the loss's bytes: the saved
+  // tensors are counted within 0.6 %. What the measured peaks have beyond them on qwen2.5-0.5b and
+  // smollm2-360m lies outside forward's allocations (the probe's start and untracked bytes; README).
+  const std::string text = vramfit::test::read_text(kDir / "results/forward_probe.jsonl");
+  const auto cases = accuracy::parse_truth(text, "results/forward_probe.jsonl");
+  REQUIRE(cases.size() == 5);
+  std::map<std::string, std::uint64_t> alive;
+  {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("id")) alive[j.at("id").get<std::string>()] = j.at("forward_probe").at("alive_bytes").get<std::uint64_t>();
+    }
+  }
+  for (const auto& c : cases) {
+    const auto m = spec::from_config_text(vramfit::test::read_text(kDir / c.config), c.config);
+    const auto b = engine::estimate(m, c.workload);
+    Bytes fe, fixed;
+    for (const auto& ph : b.phases)
+      if (ph.id == engine::PhaseId::forward_end) fe = ph.allocated;
+    for (const auto& comp : b.components)
+      if (comp.id == engine::ComponentId::weights || comp.id == engine::ComponentId::lora_adapters ||
+          comp.id == engine::ComponentId::cublas_workspace || comp.id == engine::ComponentId::optimizer_state)
+        fixed += comp.bytes;
+    const std::uint64_t tokens = c.workload.batch * c.workload.seq;
+    const auto p = engine::detail::precision_of(c.workload);
+    const auto loss = engine::detail::loss_bytes(m, c.workload, p, tokens);
+    const bool compiled = c.workload.compile == spec::Compile::all;
+    const double estimated = static_cast<double>((fe - fixed - loss.forward_end).value());
+    const double measured = static_cast<double>(alive.at(c.id) - tokens * m.vocab_size * (compiled ? 2 : 4));
+    INFO(c.id << ": saved at forward's end, measured " << measured / 1e6 << " MB, estimated " << estimated / 1e6 << " MB");
+    CHECK(std::abs(estimated / measured - 1) <= 0.006);
+  }
 }

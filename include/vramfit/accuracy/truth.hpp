@@ -46,6 +46,18 @@ struct CaseResult {
 /// Estimates one case on its model (the spec built from the case's config).
 CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model);
 
+/// The cases of a truth file estimated as shared/truth's measure.py ran them: in one process, in
+/// the file's order, each case after the ones before it (engine::estimate_in_process: the segment
+/// the first backward's cuBLAS workspace pins stays reserved). A case whose non_torch_bytes is
+/// below the case before it starts a new process (measure.py resumed after its deadline: the
+/// context only grows within a process). Failed cases (OOM, error) are taken to leave nothing.
+struct InProcess {
+  std::vector<CaseResult> results;  ///< in the order of `cases`; estimate_peak as evaluate()'s
+  std::size_t processes = 0;
+  std::size_t unknown = 0;  ///< cases after a first backward whose workspace placement is not modelled
+};
+InProcess evaluate_in_process(const std::vector<TruthCase>& cases, const std::vector<const spec::ModelSpec*>& models);
+
 /// Error figures of a set of results.
 struct Stats {
   std::size_t cases = 0;

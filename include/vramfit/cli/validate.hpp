@@ -14,6 +14,8 @@ namespace vramfit::cli {
 /// cases). Each case's `config` is read relative to the file's folder, else its parent
 /// folder (shared/truth keeps results/ beside models/). Returns ok; throws InputError when
 /// the file cannot be read, is malformed, holds no case, or names a config that is missing.
-ExitCode run_validate(const std::string& path, render::Format format, std::ostream& out);
+/// `one_process` (--one-process) adds the device total with every case estimated as measure.py
+/// ran the file: after the cases before it in one process (accuracy::evaluate_in_process).
+ExitCode run_validate(const std::string& path, render::Format format, std::ostream& out, bool one_process = false);
 
 }  // namespace vramfit::cli

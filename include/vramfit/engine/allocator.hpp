@@ -69,6 +69,11 @@ class CachingAllocator {
   [[nodiscard]] bool oom() const { return oom_; }
   /// Bytes the block behind `h` occupies (the rounded request, or the whole block when unsplit).
   [[nodiscard]] std::uint64_t block_size(Handle h) const;
+  /// Where the block behind `h` lies: the size of its segment and its offset in it.
+  struct Place {
+    std::uint64_t segment_size = 0, offset = 0;
+  };
+  [[nodiscard]] Place place_of(Handle h) const;
   /// Releases every cached segment with no allocated block (torch.cuda.empty_cache()).
   void empty_cache();
   /// The peaks start again from what is allocated and reserved now (torch.cuda.reset_peak_memory_stats()).

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "vramfit/accuracy/truth.hpp"
 #include "vramfit/core/bytes.hpp"
@@ -15,12 +17,27 @@ namespace vramfit::render {
 /// the device-total statistics, OOM and parameter counts, the worst cases. Ends with a newline.
 std::string accuracy_text(const accuracy::Report& report);
 
+/// `validate --one-process`: the device total with each case estimated after the file's earlier
+/// cases in measure.py's one process (accuracy::evaluate_in_process).
+struct OneProcess {
+  std::size_t processes = 0;  ///< processes the file was measured in
+  std::size_t unknown = 0;    ///< cases after a first backward whose workspace placement is not modelled
+  accuracy::Stats device;
+  /// The same without the context: estimated peak + reserve against the measured peak reserved
+  /// (the context grows within a process as earlier cases load kernels: 687 -> 1277 MiB in
+  /// shared/truth's first process; the estimate's is a fresh process's).
+  accuracy::Stats reserved;
+  /// Cases under by more than 5 % in either column: (own process, one process), in file order.
+  std::vector<std::pair<const accuracy::CaseResult*, const accuracy::CaseResult*>> under;
+};
+
 /// What `vramfit validate` checked.
 struct Validation {
   std::string file;            ///< the truth file as given
   std::size_t cases = 0;       ///< cases in it
   std::optional<Bytes> device;  ///< the card's memory from its environment line, when present
   accuracy::Report report;
+  std::optional<OneProcess> one_process;  ///< with --one-process
 };
 
 /// `vramfit validate`: text, accuracy_text (and a line saying OOM cases were not checked when

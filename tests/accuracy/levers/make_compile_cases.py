@@ -65,3 +65,15 @@ chunked = [dict(case(m, mode, b, s, p, kind, loss="chunked"), probe_backward=Tru
            for m in MODELS for kind in (None, "all")]
 json.dump(chunked, open("chunked_cases.json", "w"), indent=1)
 print(len(chunked), "chunked cases")
+
+# Session 10: what forward leaves alive (measure_compile.py's probe_forward: the allocator's
+# history with Python stacks over one more forward): full training with the hf loss at b2 s1024,
+# eager on the 3 models and "all" on qwen2.5-0.5b, and smollm2-360m's LoRA; qwen2.5-0.5b and
+# smollm2-360m are 40-120 MB above the estimate at forward's end, llama-3.2-1b within 3 MB.
+forward_probe = [dict(case(m, "train", 2, 1024, 0, None), probe_forward=True) for m in MODELS]
+forward_probe += [dict(case("qwen2.5-0.5b", "train", 2, 1024, 1, "all"), probe_forward=True),
+                  dict(case("smollm2-360m", "lora", 2, 1024, 1, None), probe_forward=True)]
+for c in forward_probe:
+    c["id"] += "/fwdprobe"
+json.dump(forward_probe, open("forward_probe_cases.json", "w"), indent=1)
+print(len(forward_probe), "forward probe cases")

@@ -163,6 +163,60 @@ def backward_probe(loss, min_bytes):
                                **replay(events, min_bytes)}}
 
 
+def where(e, n=2):
+    """The first `n` frames of an allocation's Python stack outside torch (file:line function)."""
+    out = []
+    for f in e.get("frames") or []:
+        fn = f.get("filename", "")
+        if "/torch/" in fn or fn.startswith("<"):
+            continue
+        out.append(f"{os.path.basename(fn)}:{f.get('line')}:{f.get('name')}")
+        if len(out) == n:
+            break
+    return " < ".join(out) or "?"
+
+
+def forward_probe(fn, top=80):
+    """fn() (a forward and its loss) under the allocator's history with Python stacks: the
+    blocks allocated in it and alive at its end, grouped by (bytes, where: the first frames
+    outside torch), the largest groups first; and the blocks alive at its start it freed.
+    Returns (loss, record)."""
+    from collections import Counter
+
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    rec = torch.cuda.memory._record_memory_history
+    try:
+        rec(enabled="all", context="alloc", stacks="python", max_entries=2_000_000, clear_history=True)
+    except TypeError:
+        rec(enabled="all", context="alloc", stacks="python", max_entries=2_000_000)
+    try:
+        loss = fn()
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        rec(enabled=None)
+    live, freed_old = {}, Counter()
+    for dev in snap["device_traces"]:
+        for e in dev:
+            if e["action"] == "alloc":
+                live[e["addr"]] = (e["size"], where(e))
+            elif e["action"] == "free_requested":
+                if live.pop(e["addr"], None) is None:
+                    freed_old[e["size"]] += 1
+    groups = Counter()
+    counts = Counter()
+    for size, w in live.values():
+        groups[(size, w)] += size
+        counts[(size, w)] += 1
+    alive = [[k[0], counts[k], k[1]] for k, _ in groups.most_common(top)]
+    return loss, {"forward_probe": {
+        "start_bytes": start, "end_bytes": torch.cuda.memory_allocated(),
+        "alive_bytes": sum(sz for sz, _ in live.values()), "alive_blocks": len(live),
+        "alive_at_end": alive, "freed_old": {str(k): v for k, v in sorted(freed_old.items(), reverse=True)[:40]},
+    }}
+
+
 def run_train(model, case, steps=3):
     ids = H.train_inputs(model, case)
     model.train()
@@ -182,6 +236,13 @@ def run_train(model, case, steps=3):
         opt.zero_grad(set_to_none=True)
         del loss
         result.update(probe)
+    if case.get("probe_forward"):
+        # After the measured steps: one more forward under the allocator's history with stacks.
+        loss, probe = forward_probe(lambda: forward_loss(model, lm, ids, case, fns))
+        result.update(probe)
+        loss.backward()
+        opt.zero_grad(set_to_none=True)
+        del loss
     if case.get("probe_backward"):
         # After the measured steps: one more step, its backward under the allocator's history.
         loss = forward_loss(model, lm, ids, case, fns)
