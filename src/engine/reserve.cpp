@@ -603,7 +603,13 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
 // fourth 9496 MiB logits segment in the second step). Which of several equal-size free blocks a
 // request takes decides it: broken by the highest address instead of the lowest, that replay gives
 // 1239 (and qwen2.5-1.5b fp32-amp 7075 instead of the measured 5466): the order of cudaMalloc's
-// addresses, which the model does not know.
+// addresses, which the model does not know. Recorded again from CUDA's init with the build
+// (tests/accuracy/alloc/fresh/traces_s10/fresh, alloc_recorded_test.cpp): replayed with the
+// segments' real addresses, qwen2.5-0.5b gives 1239 and qwen2.5-1.5b 5466 exactly, and so does
+// gemma-2-2b bf16 b3 s1024 (8490 MiB; 5006 with the model's addresses; its estimate 4253): later
+// segments get lower addresses (top-down, except those of 20 MiB and less), so among equal free
+// blocks PyTorch takes the newest. Numbering this model's segments top-down leaves this sequence's
+// 10761 as it is (its build and steps do not leave those equal blocks at the same moments).
 // The backward thread's cuBLAS workspace: the autograd engine runs backward on a device thread of
 // its own (torch/csrc/autograd/engine.cpp, one per CUDA device), whose cuBLAS handle has no
 // workspace yet; aten/src/ATen/cuda/CublasHandlePool.cpp keeps one per (handle, stream), allocated
@@ -728,7 +734,13 @@ class TrainingReplay {
   }
 
   // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its
-  // weights into `casts`; the layer's output last.
+  // weights into `casts`; the layer's output last. Not in this sequence: the attention scores of
+  // SDPA's math backend (fp32 with grouped heads, forward_reserve's math_sdpa) and of eager
+  // attention. Recorded (traces_s10/fresh, qwen3-0.6b fp32 AdamW-forloop b6 s1536 checkpointed,
+  // a process of its own): per layer two b x heads x s x s fp32 blocks (864 MiB: scores, softmax)
+  // and a bool mask in forward, and in backward the recompute's two plus three gradients, up to
+  // four alive; that trace replayed through the allocator model reserves 3072 MiB beyond the peak
+  // (measured 3144), this sequence 1592: the device total is 5.4 % under.
   std::vector<H> layer_forward(std::uint64_t l, bool keep, std::vector<H>& casts) {
     if (autocast_)
       for (const auto& pr : params_)
