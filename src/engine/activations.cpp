@@ -159,7 +159,7 @@ std::uint64_t expert_slots(const ModelSpec& m) {
 
 // The MLP (or MoE) width that runs per token.
 std::uint64_t mlp_width(const ModelSpec& m, const spec::LayerGroup& g) {
-  if (!g.moe) return m.intermediate_size;
+  if (!g.moe) return g.intermediate != 0 ? g.intermediate : m.intermediate_size;
   return add(mul(expert_slots(m), m.moe.expert_intermediate), m.moe.shared_intermediate);
 }
 
@@ -221,8 +221,10 @@ struct LayerTally {
   const Workload& w;
   const Precision& p;
   const std::uint64_t h = m.hidden_size;
-  const std::uint64_t qw = mul(m.num_heads, m.head_dim);
-  const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
+  // A group's own attention widths where its layers differ from the model's (gemma4_text).
+  const std::uint64_t hd = g.head_dim != 0 ? g.head_dim : m.head_dim;
+  const std::uint64_t qw = mul(m.num_heads, hd);
+  const std::uint64_t kvw = mul(g.kv_heads != 0 ? g.kv_heads : m.num_kv_heads, hd);
   const std::uint64_t c = p.compute;
   const std::uint64_t r = p.residual;
   const bool trains = !frozen_base(w);
@@ -345,6 +347,15 @@ void LayerTally::attention_block() {
   // _cast_input_dtype is a no-op), no dropout, no autocast: lora_A saves that same tensor,
   // SDPA's output, unless .contiguous() copied it. Measured (tests/accuracy/levers, H200,
   // --lora-dtype bf16): counting a copy was +1.6% to +3.2% on llama-3.2-1b and smollm2-360m.
+  // A row's attention output gate (afmoe: `output * sigmoid(gate_proj(x))`; laguna: a per-head softplus of
+  // g_proj's fp32 copy): in training the activation saves its output (and softplus its fp32 input), and
+  // o_proj reads the gated product, a new tensor it saves.
+  if (const spec::Architecture* gated = spec::find_architecture(m.model_type);
+      trains && gated != nullptr && !gated->attn_gate.empty()) {
+    for (const auto& l : g.linears)
+      if (l.name == gated->attn_gate) tok(mul(l.out_features, l.out_features < qw ? c + kFp32 : c));
+    tok(mul(qw, c));
+  }
   const bool adapter_shares_sdpa_out =
       !eager && !sdpa_out_copied && p.adapter == c && w.lora.dropout == 0 && !p.autocast;
   if (!trains && !adapter_shares_sdpa_out)
@@ -430,7 +441,7 @@ void LayerTally::mlp_block() {
     }
     if (m.moe.shared_intermediate > 0) tok(mul(trains ? 4 : 3, m.moe.shared_intermediate, c));
   } else {
-    const std::uint64_t I = m.intermediate_size;
+    const std::uint64_t I = mlp_width(m, g);
     const bool down_saves = trains || std::any_of(g.linears.begin(), g.linears.end(), [&](const Linear& l) {
                               return is_role(l, spec::Role::mlp_out) && lora_targets(w, l);
                             });
@@ -564,13 +575,13 @@ InferencePeak inference_layer_peak(const ModelSpec& m, const spec::LayerGroup& g
     // sinks, the max-shifted logits and softmax in the compute dtype: three score-sized
     // buffers at the peak, plus the 4-D additive mask. Measured: 5 (llama's fp32 softmax
     // rule) was 30.5% over on a 4096-token prefill.
-    const std::uint64_t qw = mul(m.num_heads, m.head_dim);
-    const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
+    const std::uint64_t qw = mul(m.num_heads, g.head_dim != 0 ? g.head_dim : m.head_dim);
+    const std::uint64_t kvw = mul(g.kv_heads != 0 ? g.kv_heads : m.num_kv_heads, g.head_dim != 0 ? g.head_dim : m.head_dim);
     s.attn_per_token_position = add(mul(m.num_heads, 3, c), c);
     s.attn_per_token = mul(add(mul(6, h), mul(2, kvw), qw > h ? qw - h : 0), c);
   } else if (math_attention(m, w)) {
-    const std::uint64_t qw = mul(m.num_heads, m.head_dim);
-    const std::uint64_t kvw = mul(m.num_kv_heads, m.head_dim);
+    const std::uint64_t qw = mul(m.num_heads, g.head_dim != 0 ? g.head_dim : m.head_dim);
+    const std::uint64_t kvw = mul(g.kv_heads != 0 ? g.kv_heads : m.num_kv_heads, g.head_dim != 0 ? g.head_dim : m.head_dim);
     if (gpt2_style(m)) {
       // matmul, scale and mask each make a score matrix; softmax in the compute dtype.
       s.attn_per_token_position = mul(m.num_heads, 3, c);
@@ -640,7 +651,7 @@ ForwardTransient forward_transient(const ModelSpec& m, const Workload& w, const 
   if (m.layers.empty()) return t;
   const spec::LayerGroup& g = m.layers.back();
   if (g.moe || m.parallel_residual || unsloth_patched(g, w, spec::Role::mlp_out, 1)) return t;
-  const std::uint64_t I = m.intermediate_size;
+  const std::uint64_t I = mlp_width(m, g);
   bool down_adapted = false;
   bool has_down = false;
   for (const auto& l : g.linears)

@@ -208,7 +208,20 @@ std::uint64_t kv_elems_per_token(const ModelSpec& m, std::uint64_t layers) {
   std::uint64_t width = mul(2, heads, m.head_dim);
   if (m.kv_lora_rank > 0)
     width = mul(m.num_heads, checked_add(checked_add(m.qk_nope_head_dim, m.qk_rope_head_dim), m.v_head_dim));
+  // MLA whose cache keeps the compressed latent (spec mla_latent_cache: MiniCPM3Attention,
+  // YoutuAttention call past_key_values.update(k_pass, k_rot) before expand_kv): kv_lora_rank
+  // "keys" and qk_rope_head_dim "values", one head.
+  if (m.kv_lora_rank > 0 && m.mla_latent_cache) width = checked_add(m.kv_lora_rank, m.qk_rope_head_dim);
   return mul(width, layers);
+}
+
+// Keys + values a token adds over the full-attention and over the sliding layers: the spec's
+// sums when its layers differ in width (gemma4_text: full layers of global_head_dim, KV-shared
+// layers caching nothing), else the per-layer width times the layers of each kind.
+std::pair<std::uint64_t, std::uint64_t> kv_full_and_sliding_per_token(const ModelSpec& m) {
+  if (m.kv_full_per_token != 0 || m.kv_sliding_per_token != 0) return {m.kv_full_per_token, m.kv_sliding_per_token};
+  const std::uint64_t sliding = std::min(m.sliding_layers, m.num_layers);
+  return {kv_elems_per_token(m, m.num_layers - sliding), kv_elems_per_token(m, sliding)};
 }
 
 // The cache at `positions` tokens, and the per-step copy of one layer's keys and values.
@@ -227,8 +240,7 @@ constexpr std::uint64_t kQuantCacheResidual = 128;
 
 KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std::uint64_t positions,
                  std::uint64_t residual_tokens, bool prefill = false) {
-  const std::uint64_t sliding = std::min(m.sliding_layers, m.num_layers);
-  const std::uint64_t full = m.num_layers - sliding;
+  const auto [full_per_token, sliding_per_token] = kv_full_and_sliding_per_token(m);
   // Sliding-window layers keep at most the window, once decoding: at the prefill,
   // DynamicSlidingWindowLayer.update (transformers 5.17 cache_utils.py) keeps
   // `full_key_states[:, :, -self.sliding_window + 1:, :]`, a view of the whole prompt's keys (and
@@ -238,8 +250,7 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
   const bool float_cache = !w.kv_cache || is_float_compute(*w.kv_cache);
   const std::uint64_t kept =
       m.sliding_window > 0 && !(prefill && float_cache) ? std::min(positions, m.sliding_window) : positions;
-  const std::uint64_t elems = checked_add(mul(kv_elems_per_token(m, full), w.batch, positions),
-                                          mul(kv_elems_per_token(m, sliding), w.batch, kept));
+  const std::uint64_t elems = checked_add(mul(full_per_token, w.batch, positions), mul(sliding_per_token, w.batch, kept));
   const std::uint64_t layer_elems = mul(kv_elems_per_token(m, 1), w.batch, positions);
   KvCache kv;
   const DType store = w.kv_cache.value_or(DType::bf16);
@@ -251,7 +262,8 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
     kv.cache = Bytes{elems};
   } else {
     const std::uint64_t residual = std::min(residual_tokens, positions);
-    const std::uint64_t quantized = elems - std::min(elems, mul(kv_elems_per_token(m, m.num_layers), w.batch, residual));
+    const std::uint64_t quantized =
+        elems - std::min(elems, mul(checked_add(full_per_token, sliding_per_token), w.batch, residual));
     kv.cache = bytes_of_bits(quantized, bits_of(store)) +
                Bytes{mul((quantized + kQuantCacheGroup - 1) / kQuantCacheGroup, 2 * p.compute)} +
                Bytes{mul(elems - quantized, p.compute)};
@@ -260,6 +272,14 @@ KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std:
   }
   // torch.cat in DynamicCache.update copies one layer's keys (then values) per step.
   kv.step_temp = Bytes{kv.cache.value() / std::max<std::uint64_t>(2 * m.num_layers, 1)};
+  if (m.kv_lora_rank > 0 && m.mla_latent_cache) {
+    // expand_kv at each layer's attention: kv_b_proj's output (heads x (qk_nope + v_head_dim); the
+    // values are a view of it) and the new key_states (heads x (qk_nope + qk_rope)) over every
+    // cached position, alive together with the cache.
+    const std::uint64_t expanded = mul(m.num_heads, checked_add(checked_add(mul(2, m.qk_nope_head_dim), m.qk_rope_head_dim),
+                                                                m.v_head_dim));
+    kv.step_temp += Bytes{mul(mul(expanded, w.batch), positions, p.compute)};
+  }
   return kv;
 }
 

@@ -28,6 +28,13 @@ constexpr std::pair<std::string_view, std::uint64_t> kGemma3TextDefaults[] = {
     {"vocab_size", 262208},     {"max_position_embeddings", 131072}, {"sliding_window", 4096},
 };
 
+/// Gemma4TextConfig's defaults of the size keys (a gemma4 config.json's text_config may leave them).
+constexpr std::pair<std::string_view, std::uint64_t> kGemma4TextDefaults[] = {
+    {"hidden_size", 2304},      {"intermediate_size", 9216},         {"num_hidden_layers", 30},
+    {"num_attention_heads", 8}, {"num_key_value_heads", 4},          {"head_dim", 256},
+    {"vocab_size", 262144},     {"max_position_embeddings", 131072}, {"sliding_window", 512},
+};
+
 /// GPT-2's three dropouts (GPT2Config attn_pdrop, resid_pdrop, embd_pdrop = 0.1).
 constexpr Dropouts kGpt2Dropouts{.attention = "attn_pdrop", .attention_dflt = 0.1, .hidden = "resid_pdrop",
                                  .hidden_dflt = 0.1, .embedding = "embd_pdrop", .embedding_dflt = 0.1};
@@ -369,8 +376,10 @@ constexpr Architecture kArchitectures[] = {
     // Jais2Config (JAIS 2): nn.LayerNorm (weight and bias) before attention and MLP and at the end,
     // an ungated MLP (up_proj, down_proj with mlp_bias) of relu2, q/k/v/o biases with attention_bias,
     // head_dim (hidden / heads when null), full rotary; lm_head untied by default.
-    {.model_type = "jais2", .source = "jais2/modeling_jais2.py", .ungated_mlp = true, .activation = A::relu2,
-     .norm = N::layer},
+    // Jais2Config's attention_bias and mlp_bias default to true (a config without them has the biases).
+    {.model_type = "jais2", .source = "jais2/modeling_jais2.py", .qkv_bias = {"attention_bias", true},
+     .o_bias = {"attention_bias", true}, .ungated_mlp = true, .mlp_bias = {"mlp_bias", true},
+     .activation = A::relu2, .norm = N::layer},
     // MinistralConfig (Ministral-8B-2410): Mistral's layers with head_dim (hidden / heads when
     // null); layer_types (sliding_attention on every layer when sliding_window is set, 4096).
     {.model_type = "ministral", .source = "ministral/modeling_ministral.py", .sliding = S::every},
@@ -433,6 +442,76 @@ constexpr Architecture kArchitectures[] = {
      .mlp_width = W::intermediate_size_if_dense, .experts = Experts::num_experts,
      .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::mlp_layer_types_or_first_k,
      .grouped_experts = true, .first_k_dense_default = 0},
+    // Session 10 (arch3). Gemma4TextConfig (Gemma 4: E2B/E4B with per-layer inputs and KV-shared
+    // layers, 31B dense, 26B-A4B with the MoE block): Layout::gemma4 lays out each layer from the
+    // config (config.cpp lay_out_gemma4); Gemma4RMSNorm computes in fp32 and multiplies the weight in
+    // fp32 (as gemma's, without the + 1); q_norm / k_norm over head_dim; sliding layers from layer_types
+    // (default all but every 6th, the last forced full); embeddings scaled by sqrt(hidden); the experts
+    // through integrations/moe.py (@use_experts_implementation) with fp32 routing weights
+    // (softmax(dtype=float32), top-k, times per_expert_scale).
+    {.model_type = "gemma4_text", .layout = L::gemma4, .family = "gemma", .source = "gemma4/modeling_gemma4.py",
+     .tied_default = true, .head_dim = 256, .nested_defaults = {"Gemma4TextConfig", kGemma4TextDefaults},
+     .qk_norm = Q::head_dim, .rotary_tables = 2, .sliding = S::pattern, .sliding_pattern = 6,
+     .activation = A::gelu_pytorch_tanh, .activation_key = "hidden_activation", .norm = N::rms_fp32,
+     .layer_norms = 4, .scaled_embeddings = true, .fp32_routing_weights = true, .grouped_experts = true},
+    // MiniCPM3Config (openbmb/MiniCPM3-4B): DeepseekV2Attention's modules (MLA, q_lora_rank 768) with a
+    // dense Llama MLP in every layer, tied, MiniCPM3ScaledWordEmbedding (x * scale_emb), residual
+    // branches scaled by scale_depth / sqrt(L) and the final hidden states divided before lm_head (no
+    // parameters). v_head_dim null: hidden / heads. The cache keeps the compressed latent and the rotary
+    // key (past_key_values.update(k_pass, k_rot)); each layer expands them with kv_b_proj.
+    {.model_type = "minicpm3", .layout = L::deepseek, .family = "deepseek", .source = "minicpm3/modeling_minicpm3.py",
+     .tied_default = true, .scaled_embeddings = true, .q_lora_default = 768, .mla_v_head_dim_from_heads = true,
+     .mla_latent_cache = true},
+    // YoutuConfig (Youtu-LLM): DeepseekV3Attention's MLA (q_lora_rank 1536, rope_interleave) with a dense
+    // Llama MLP in every layer, tied; the cache keeps the latent as minicpm3's.
+    {.model_type = "youtu", .layout = L::deepseek, .family = "deepseek", .source = "youtu/modeling_youtu.py",
+     .tied_default = true, .mla_latent_cache = true},
+    // HYV3Config (Hunyuan 3): qwen3's attention (q/k norms over head_dim, 128); sparse layers from
+    // mlp_layer_types (default all but the first): HYV3TopKRouter `gate` (fp32 logits, sigmoid, the gathered
+    // fp32 weights to the experts), the e_score_correction_bias buffer (fp32), num_experts fused experts of
+    // moe_intermediate_size and a shared MLP of moe_intermediate_size * num_shared_experts.
+    {.model_type = "hy_v3", .source = "hy_v3/modeling_hy_v3.py", .head_dim = 128, .qk_norm = Q::head_dim,
+     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::num_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::mlp_layer_types,
+     .shared_expert = SharedExpert::n_shared, .router_score_bias = true, .fp32_routing_weights = true,
+     .n_shared_key = "num_shared_experts", .grouped_experts = true},
+    // HyperCLOVAXConfig (HyperCLOVA X SEED): Llama's modules with post_norm1 / post_norm2 after attention and
+    // MLP (use_post_norm, true), granite-like multipliers (no parameters) and logits * logits_scaling.
+    {.model_type = "hyperclovax", .source = "hyperclovax/modeling_hyperclovax.py", .scaled_logits = true,
+     .post_norms = {"use_post_norm", true}},
+    // AXK1Config (A.X K1): deepseek_v3's layers (MLA, DeepseekV3TopkRouter's fp32 weights and score-bias
+    // buffer, 192 routed experts and n_shared_experts after first_k_dense_replace dense layers) with
+    // AXK1MoE.post_mlp_layernorm on each sparse block's output; the cache keeps the latent
+    // (past_key_values.update(kv_nope, k_rot)) and the experts run through integrations/moe.py
+    // (@use_experts_implementation): measured, axk1-mini's generate was 8.16% under with the generic
+    // expert rule (the one deepseek_v3's row keeps beside its per-head cache), 0.1% with this one.
+    {.model_type = "axk1", .layout = L::deepseek, .family = "deepseek", .source = "axk1/modeling_axk1.py",
+     .experts = Experts::n_routed_experts, .default_experts = 192, .expert_width = ExpertWidth::moe_intermediate_size,
+     .sparse_layers = SparseLayers::first_k_dense, .shared_expert = SharedExpert::n_shared, .router_score_bias = true,
+     .fp32_routing_weights = true, .grouped_experts = true, .mla_latent_cache = true, .moe_post_norm = true},
+    // AfmoeConfig (Arcee Trinity): q/k norms over head_dim (128), an output gate `output * sigmoid(gate_proj(x))`
+    // of heads x head_dim, sliding layers (layer_types; default all but every 4th), pre/post norms around
+    // attention and MLP (4); after num_dense_layers (1) dense layers: a router `router.gate` (fp32 sigmoid
+    // weights to the experts), the expert_bias parameter, num_experts fused experts of moe_intermediate_size
+    // and a shared MLP of moe_intermediate_size * num_shared_experts.
+    {.model_type = "afmoe", .source = "afmoe/modeling_afmoe.py", .head_dim = 128, .qk_norm = Q::head_dim,
+     .sliding = S::pattern, .sliding_pattern = 4, .mlp_width = W::intermediate_size_if_dense, .layer_norms = 4,
+     .experts = Experts::num_experts, .expert_width = ExpertWidth::moe_intermediate_size,
+     .sparse_layers = SparseLayers::mlp_layer_types_or_first_k, .shared_expert = SharedExpert::n_shared,
+     .router_score_bias_parameter = true, .fp32_routing_weights = true, .n_shared_key = "num_shared_experts",
+     .grouped_experts = true, .attn_gate = "gate_proj", .first_k_dense_key = "num_dense_layers"},
+    // LagunaConfig (poolside Laguna): q/k norms over head_dim (128), an output gate g_proj (softplus of its fp32
+    // copy; one value a head with gating true or "per-head", else heads x head_dim), sliding layers only where
+    // layer_types says; sparse layers from mlp_layer_types (default all but the first): LagunaTopKRouter
+    // `gate` with its e_score_correction_bias parameter (weights cast back to the hidden states' dtype),
+    // num_experts fused experts of moe_intermediate_size and shared_experts of shared_expert_intermediate_size.
+    // num_attention_heads_per_layer other than num_attention_heads is refused.
+    {.model_type = "laguna", .source = "laguna/modeling_laguna.py", .head_dim = 128, .qk_norm = Q::head_dim,
+     .mlp_width = W::intermediate_size_if_dense, .experts = Experts::num_experts,
+     .expert_width = ExpertWidth::moe_intermediate_size, .sparse_layers = SparseLayers::mlp_layer_types,
+     .shared_expert = SharedExpert::shared_expert_intermediate_size, .router_score_bias_parameter = true,
+     .grouped_experts = true, .attn_gate = "g_proj", .attn_gate_per_head_key = "gating",
+     .heads_per_layer_key = "num_attention_heads_per_layer"},
     // Remote-code types (trust_remote_code; not in transformers 5.17, so counted by hand from
     // their modeling files, tests/unit/spec/config_test.cpp, not built on the device).
     // ExaoneConfig / modeling_exaone.py (LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct, EXAONE 3.5):

@@ -228,7 +228,8 @@ void push_layer(std::vector<LayerGroup>& groups, LayerGroup layer) {
              a.shared_expert == b.shared_expert;
     };
     if (last.moe == layer.moe && last.norm_params == layer.norm_params &&
-        last.other_params == layer.other_params &&
+        last.other_params == layer.other_params && last.head_dim == layer.head_dim &&
+        last.kv_heads == layer.kv_heads && last.kv_shared == layer.kv_shared && last.intermediate == layer.intermediate &&
         std::equal(last.linears.begin(), last.linears.end(), layer.linears.begin(), layer.linears.end(),
                    same)) {
       last.count += layer.count;
@@ -415,6 +416,10 @@ struct Ctx {
   std::uint64_t falcon_ln = 0, gptj_rot = 0, opt_proj = 0;
   bool opt_affine = false, opt_final_norm = false;
   std::optional<std::uint64_t> q_lora = {};  ///< deepseek's q_lora_rank (null: a plain q_proj)
+  // Layout::gemma4: the per-layer-input embeddings and projection, and the rotary buffers.
+  std::uint64_t ple_params = 0, gemma4_rotary = 0;
+  bool post_norms_on = false;      ///< the row's post_norms flag (hyperclovax use_post_norm)
+  bool attn_gate_per_head = false; ///< the attention output gate has one value per head (laguna gating)
   // Derived.
   std::uint64_t norm_size = 0;
   bool any_dense = false;
@@ -692,11 +697,11 @@ void read_moe_keys(Ctx& c) {
     } else {
       mk.first_dense = row.sparse_layers == SparseLayers::mlp_layer_types
                            ? 1
-                           : c.r.uint("first_k_dense_replace", true).value_or(row.first_k_dense_default);
+                           : c.r.uint(row.first_k_dense_key, true).value_or(row.first_k_dense_default);
     }
   }
   if (row.sparse_layers == SparseLayers::first_k_dense) {
-    mk.first_dense = c.r.uint("first_k_dense_replace", true).value_or(0);
+    mk.first_dense = c.r.uint(row.first_k_dense_key, true).value_or(0);
     mk.layer_freq = c.r.uint("moe_layer_freq").value_or(1);
   }
   if (row.sparse_layers == SparseLayers::start_end_interval) {
@@ -710,6 +715,8 @@ void read_moe_keys(Ctx& c) {
   if (row.shared_expert == SharedExpert::n_shared) mk.n_shared = c.r.uint(row.n_shared_key, true).value_or(0);
   if (row.shared_expert == SharedExpert::shared_intermediate_size)
     mk.shared_I = c.r.uint("shared_intermediate_size", true).value_or(0);
+  if (row.shared_expert == SharedExpert::shared_expert_intermediate_size)
+    mk.shared_I = c.r.uint("shared_expert_intermediate_size", true).value_or(0);
 }
 
 /// The dimensions, with the keys only one layout has.
@@ -765,7 +772,11 @@ void read_dims(Ctx& c) {
       c.spec.kv_lora_rank = c.r.required({"kv_lora_rank"});
       c.spec.qk_rope_head_dim = c.r.required({"qk_rope_head_dim"});
       c.spec.qk_nope_head_dim = c.r.required({"qk_nope_head_dim"});
-      c.spec.v_head_dim = c.r.required({"v_head_dim"});
+      // MiniCPM3Config: v_head_dim null (its default) is hidden_size // num_attention_heads.
+      if (c.row.mla_v_head_dim_from_heads)
+        c.spec.v_head_dim = c.r.uint("v_head_dim").value_or(s.heads != 0 ? s.H / s.heads : 0);
+      else
+        c.spec.v_head_dim = c.r.required({"v_head_dim"});
       if (const json* q = c.r.find("q_lora_rank"); q == nullptr) {
         c.q_lora = c.row.q_lora_default;  // the config class's default
         c.spec.notes.push_back(
@@ -823,6 +834,30 @@ void read_options(Ctx& c) {
   c.mlp_bias = c.flag(row.mlp_bias);
   c.lm_head_bias = c.flag(row.lm_head_bias);
   c.act_name = c.r.string(row.activation_key);
+  c.post_norms_on = c.flag(row.post_norms);
+  if (!row.attn_gate_per_head_key.empty()) {
+    // LagunaConfig gating: true or "per-head" gives one gate value per head, another string one per
+    // head dimension (LagunaAttention.gate_per_head).
+    const json* gk = c.r.find(row.attn_gate_per_head_key);
+    c.attn_gate_per_head = gk == nullptr || gk->is_null() || (gk->is_boolean() && gk->get<bool>()) ||
+                           (gk->is_string() && gk->get<std::string>() == "per-head");
+  }
+  if (!row.heads_per_layer_key.empty()) {
+    // Per-layer query-head counts are not laid out: a list is accepted when every entry is
+    // num_attention_heads (the config class's default list), refused otherwise.
+    if (const json* hl = c.r.find(row.heads_per_layer_key); hl != nullptr && !hl->is_null()) {
+      bool uniform = hl->is_array();
+      for (const json& e : hl->is_array() ? *hl : json::array())
+        uniform = uniform && e.is_number_unsigned() && e.get<std::uint64_t>() == c.s.heads;
+      if (!uniform)
+        c.diags.add(c.r.field(row.heads_per_layer_key),
+                    fmt::format("layers with other query-head counts than num_attention_heads ({}) are not laid out by "
+                                "vramfit: their attention widths differ layer by layer",
+                                c.s.heads),
+                    fmt::format("vramfit estimates model_type '{}' only with every entry equal to num_attention_heads",
+                                row.model_type));
+    }
+  }
 
   // Partial rotary: partial_rotary_factor (or gpt_neox's rotary_pct); transformers 5 may also
   // nest it in rope_parameters.
@@ -957,6 +992,7 @@ void fill_shape(Ctx& c) {
   spec.num_kv_heads = mla ? s.heads : s.kv;
   spec.head_dim = mla ? spec.qk_nope_head_dim + spec.qk_rope_head_dim : s.hd;
   spec.q_lora_rank = c.q_lora.value_or(0);
+  spec.mla_latent_cache = mla && row.mla_latent_cache;
   spec.vocab_size = s.V;
   spec.max_positions = s.max_pos;
   spec.tied_embeddings = c.tied;
@@ -1116,10 +1152,14 @@ void attention(const Ctx& c, LayerGroup& g) {
       g.linears.back() = lin(Role::attn_out, "out_proj", mul(s.heads, s.hd), H, o);
       break;
     case Layout::llama:
+    case Layout::gemma4:  // laid out by gemma4_layer
     case Layout::gemma: llama_attention(g, s, AttnBias{qkv, qkv, qkv, o}, c.row.names); break;
     case Layout::starcoder2: llama_attention(g, s, AttnBias{qkv, qkv, qkv, o}); break;
   }
   if (c.row.attention_sinks || c.row.sink_logits) g.other_params += s.heads;  // one learned sink logit per head
+  // An output gate (AfmoeAttention.gate_proj, LagunaAttention.g_proj): reads the attention norm's output.
+  if (!c.row.attn_gate.empty())
+    g.linears.push_back(lin(Role::attn_in, std::string(c.row.attn_gate), H, c.attn_gate_per_head ? s.heads : mul(s.heads, s.hd)));
   if (!c.qk_norm_on) return;
   switch (c.row.qk_norm) {
     case QkNorm::none: break;
@@ -1179,6 +1219,12 @@ void moe_mlp(const Ctx& c, LayerGroup& g) {
       g.linears.push_back(shared(Role::mlp_in, "shared_mlp.input_linear", H, mul(2, c.mk.shared_I)));
       g.linears.push_back(shared(Role::mlp_out, "shared_mlp.output_linear", c.mk.shared_I, H));
       break;
+    case SharedExpert::shared_expert_intermediate_size:  // LagunaSparseMoeBlock.shared_experts, no gate
+      if (c.mk.shared_I == 0) break;
+      g.linears.push_back(shared(Role::mlp_in, "shared_experts.gate_proj", H, c.mk.shared_I));
+      g.linears.push_back(shared(Role::mlp_in, "shared_experts.up_proj", H, c.mk.shared_I));
+      g.linears.push_back(shared(Role::mlp_out, "shared_experts.down_proj", c.mk.shared_I, H));
+      break;
     case SharedExpert::expert_width:
       g.linears.push_back(shared(Role::mlp_in, "shared_expert.gate_proj", H, I));
       g.linears.push_back(shared(Role::mlp_in, "shared_expert.up_proj", H, I));
@@ -1187,6 +1233,7 @@ void moe_mlp(const Ctx& c, LayerGroup& g) {
   }
   // Ernie4_5_MoeStatics: e_score_correction_bias, a [1, experts] parameter (not trained).
   if (c.row.router_score_bias_parameter) g.other_params += E;
+  if (c.row.moe_post_norm) g.norm_params += c.norm_size;  // AXK1MoE.post_mlp_layernorm
 }
 
 /// The MLP of a dense layer, by layout.
@@ -1212,6 +1259,7 @@ void dense_mlp(const Ctx& c, LayerGroup& g) {
       break;
     case Layout::llama:
     case Layout::gemma:
+    case Layout::gemma4:
     case Layout::deepseek:
       if (c.row.ungated_mlp) {  // ArceeMLP, ApertusMLP: up_proj, down_proj (mlp_bias)
         two(c.row.names.up, c.row.names.down, c.mlp_bias);
@@ -1239,6 +1287,7 @@ LayerGroup make_layer(const Ctx& c, bool moe) {
   if (!moe && c.spec.activation == Activation::xielu) g.other_params += 2;
   unsigned norms = c.row.layer_norms;
   if (c.parallel && c.row.parallel_one_norm) norms = 1;
+  if (c.post_norms_on) norms += 2;  // HyperCLOVAXDecoderLayer post_norm1, post_norm2
   // FalconDecoderLayer: input + post-attention norms without parallel_attn; with it, ln_attn
   // and ln_mlp when num_ln_in_parallel_attn is 2 (the default of new_decoder_architecture),
   // else one input_layernorm.
@@ -1247,7 +1296,188 @@ LayerGroup make_layer(const Ctx& c, bool moe) {
   return g;
 }
 
+/// Gemma4TextModel's layers (modeling_gemma4.py, transformers 5.17), one at a time:
+/// - Gemma4TextAttention: q_proj and q_norm(head_dim); unless the layer is KV-shared (the last
+///   num_kv_shared_layers layers, which read shared_kv_states and cache nothing) k_proj, k_norm,
+///   v_norm (no weight) and v_proj, which full-attention layers drop with attention_k_eq_v; o_proj.
+///   Full-attention layers take per_layer_config's head_dim / num_key_value_heads
+///   (Gemma4TextConfig.__post_init__: global_head_dim, 512, and num_global_key_value_heads with
+///   attention_k_eq_v).
+/// - Gemma4TextMLP: gate/up/down of intermediate_size, twice as wide on KV-shared layers with
+///   use_double_wide_mlp.
+/// - enable_moe_block: Gemma4TextRouter (proj, scale [H], per_expert_scale [E]) and
+///   Gemma4TextExperts (gate_up_proj [E, 2I, H], down_proj [E, H, I] of moe_intermediate_size)
+///   beside the MLP, which then runs on every token as a shared expert does; 3 more norms.
+/// - 4 norms; with hidden_size_per_layer_input, per_layer_input_gate, per_layer_projection and
+///   post_per_layer_input_norm; a layer_scalar buffer.
+void lay_out_gemma4(Ctx& c, std::uint64_t& buffers) {
+  const Shape& s = c.s;
+  const std::uint64_t H = s.H, L = s.L;
+  ModelSpec& spec = c.spec;
+  Reader& r = c.r;
+  // layer_types, else Gemma4TextConfig's default (sliding but every 6th); the last is forced full.
+  std::vector<bool> full(L, false);
+  const json* lt = r.find("layer_types");
+  if (lt != nullptr && lt->is_array() && lt->size() == L) {
+    for (std::uint64_t i = 0; i < L; ++i) full[i] = (*lt)[i] != "sliding_attention";
+  } else {
+    if (lt != nullptr && !lt->is_null())
+      c.diags.add(r.field("layer_types"), fmt::format("expected a list of {} layer kinds", L), std::string(kConfigFix));
+    for (std::uint64_t i = 0; i < L; ++i) full[i] = (i + 1) % 6 == 0;
+  }
+  if (L != 0) full[L - 1] = true;
+  const std::uint64_t shared_n = r.uint("num_kv_shared_layers", true).value_or(0);
+  if (shared_n >= L && L != 0)
+    c.diags.add(r.field("num_kv_shared_layers"), fmt::format("{} of {} layers: none would hold keys and values", shared_n, L),
+                std::string(kConfigFix));
+  const std::uint64_t first_shared = L - std::min(shared_n, L);
+  // A KV-shared layer reads shared_kv_states[its kind], stored by the last earlier layer of that kind
+  // that computes its own (Gemma4TextAttention.store_full_length_kv): without one, transformers fails.
+  for (const bool kind : {false, true}) {
+    bool stored = false, reads = false;
+    std::uint64_t reader = 0;
+    for (std::uint64_t i = 0; i < L; ++i) {
+      if (full[i] != kind) continue;
+      if (i < first_shared) {
+        stored = true;
+      } else if (!reads) {
+        reads = true;
+        reader = i;
+      }
+    }
+    if (reads && !stored)
+      c.diags.add(r.field("num_kv_shared_layers"),
+                  fmt::format("layer {} reads the shared keys and values of the {} layers, but none of the first {} "
+                              "layers (those that compute their own) is one: transformers cannot run this config",
+                              reader, kind ? "full_attention" : "sliding_attention", first_shared),
+                  "check num_kv_shared_layers and layer_types against the model's config.json");
+  }
+  const bool k_eq_v = r.flag("attention_k_eq_v", false);
+  const bool double_wide = r.flag("use_double_wide_mlp", false);
+  const bool moe = r.flag("enable_moe_block", false);
+  // Gemma4TextConfig: hidden_size_per_layer_input 256 by default; 0 or null: no per-layer inputs.
+  const json* ple = r.find("hidden_size_per_layer_input");
+  const std::uint64_t P = ple == nullptr ? 256 : r.uint("hidden_size_per_layer_input", true).value_or(0);
+  // Full-attention layers' head_dim and key/value heads: per_layer_config when the config has it
+  // (transformers' to_dict writes it), else global_head_dim and num_global_key_value_heads.
+  const std::uint64_t global_hd = r.uint("global_head_dim").value_or(512);
+  const std::uint64_t global_kv = k_eq_v ? r.uint("num_global_key_value_heads").value_or(s.kv) : s.kv;
+  std::vector<std::uint64_t> hd(L, s.hd), kvh(L, s.kv);
+  const json* plc = r.find("per_layer_config");
+  if (plc != nullptr && plc->is_object()) {
+    for (auto it = plc->begin(); it != plc->end(); ++it) {
+      std::uint64_t i = 0;
+      bool digits = !it.key().empty();
+      for (char ch : it.key()) digits = digits && ch >= '0' && ch <= '9' && (i = i * 10 + static_cast<std::uint64_t>(ch - '0')) < L;
+      if (!digits || !it->is_object()) {
+        c.diags.add(r.field("per_layer_config"), fmt::format("expected layer indices below {} with objects, got \"{}\"", L, it.key()),
+                    std::string(kConfigFix));
+        continue;
+      }
+      Reader lr(*it, r.field("per_layer_config." + it.key() + "."), c.diags);
+      hd[i] = lr.uint("head_dim").value_or(s.hd);
+      kvh[i] = lr.uint("num_key_value_heads").value_or(s.kv);
+    }
+  } else {
+    for (std::uint64_t i = 0; i < L; ++i)
+      if (full[i]) {
+        hd[i] = global_hd;
+        kvh[i] = global_kv;
+      }
+  }
+  std::uint64_t E = 0, top_k = 0, moe_I = 0;
+  if (moe) {
+    E = r.required({"num_experts"});
+    top_k = r.required({"top_k_experts"});
+    moe_I = r.required({"moe_intermediate_size"});
+    if (E != 0 && top_k > E)
+      c.diags.add(r.field("top_k_experts"), fmt::format("{} is more than the {} experts", top_k, E),
+                  "a token cannot be routed to more experts than exist: check both values");
+  }
+  for (std::uint64_t i = 0; i < L; ++i) {
+    if (s.heads != 0 && kvh[i] != 0 && s.heads % kvh[i] != 0)
+      c.diags.add(r.field("num_key_value_heads"), fmt::format("{} does not divide num_attention_heads {} (layer {})", kvh[i], s.heads, i),
+                  "grouped-query attention needs a whole number of query heads per key/value head: check both values");
+    if (hd[i] > kMaxDim) c.diags.add(r.field("head_dim"), "absurdly large", std::string(kConfigFix));
+  }
+  c.diags.throw_if_any();
+
+  const bool bias = c.qkv_bias;
+  std::uint64_t sliding = 0, kv_full = 0, kv_sliding = 0;
+  for (std::uint64_t i = 0; i < L; ++i) {
+    const bool kv_shared = i >= first_shared;
+    LayerGroup g;
+    g.count = 1;
+    g.moe = moe;
+    g.head_dim = hd[i] != s.hd ? hd[i] : 0;
+    g.kv_heads = kvh[i] != s.kv ? kvh[i] : 0;
+    g.kv_shared = kv_shared;
+    g.linears.push_back(lin(Role::attn_in, "q_proj", H, mul(s.heads, hd[i]), bias));
+    g.norm_params += hd[i];  // q_norm
+    if (!kv_shared) {
+      g.linears.push_back(lin(Role::attn_in, "k_proj", H, mul(kvh[i], hd[i]), bias));
+      if (!(k_eq_v && full[i])) g.linears.push_back(lin(Role::attn_in, "v_proj", H, mul(kvh[i], hd[i]), bias));
+      g.norm_params += hd[i];  // k_norm (v_norm has no weight)
+      (full[i] ? kv_full : kv_sliding) += mul(mul(2, kvh[i]), hd[i]);
+    }
+    g.linears.push_back(lin(Role::attn_out, "o_proj", mul(s.heads, hd[i]), H, c.o_bias));
+    // Gemma4TextMLP: `layer_idx >= first_kv_shared_layer_idx > 0`.
+    const std::uint64_t I = double_wide && kv_shared && first_shared > 0 ? mul(2, s.I) : s.I;
+    g.intermediate = I != s.I ? I : 0;
+    if (moe) {
+      g.linears.push_back(shared(Role::mlp_in, "mlp.gate_proj", H, I));
+      g.linears.push_back(shared(Role::mlp_in, "mlp.up_proj", H, I));
+      g.linears.push_back(shared(Role::mlp_out, "mlp.down_proj", I, H));
+      g.linears.push_back(lin(Role::router, "router.proj", H, E));
+      g.other_params += add(H, E);  // router.scale, router.per_expert_scale
+      g.linears.push_back(expert(Role::mlp_in, "experts.gate_up_proj", H, mul(2, moe_I), E));
+      g.linears.push_back(expert(Role::mlp_out, "experts.down_proj", moe_I, H, E));
+      g.norm_params += mul(3, H);  // post_feedforward_layernorm_1, _2, pre_feedforward_layernorm_2
+    } else {
+      gated_mlp(g, H, I, false);
+    }
+    g.norm_params += mul(4, H);
+    if (P != 0) {
+      // The gate reads the hidden state after the MLP's residual add, the projection the gated product.
+      g.linears.push_back(lin(Role::mlp_in, "per_layer_input_gate", H, P));
+      g.linears.push_back(lin(Role::mlp_out, "per_layer_projection", P, H));
+      g.norm_params += H;  // post_per_layer_input_norm
+    }
+    sliding += full[i] ? 0 : 1;
+    push_layer(spec.layers, std::move(g));
+  }
+  buffers = add(buffers, mul(L, 4));  // layer_scalar, one fp32 value a layer
+  if (c.window != 0 && sliding != 0) {
+    spec.sliding_window = c.window;
+    spec.sliding_layers = sliding;
+  }
+  // Keys and values a token adds over the layers that cache them (the engine's per-layer rule
+  // would count every layer at head_dim x num_key_value_heads).
+  spec.kv_full_per_token = spec.sliding_window != 0 ? kv_full : add(kv_full, kv_sliding);
+  spec.kv_sliding_per_token = spec.sliding_window != 0 ? kv_sliding : 0;
+  if (moe) {
+    spec.moe.num_experts = E;
+    spec.moe.experts_per_token = top_k;
+    spec.moe.expert_intermediate = moe_I;
+    spec.moe.shared_intermediate = s.I;
+  }
+  // Per-layer inputs (PLE): embed_tokens_per_layer [vocab_size_per_layer_input, L * P],
+  // per_layer_model_projection (H -> L * P), per_layer_projection_norm (P); its embed_scale.
+  if (P != 0) {
+    const std::uint64_t V_ple = r.uint("vocab_size_per_layer_input").value_or(262144);
+    c.ple_params = add(mul(mul(V_ple, L), P), add(mul(mul(H, L), P), P));
+    buffers = add(buffers, 4);
+  }
+  // Gemma4TextRotaryEmbedding: inv_freq and original_inv_freq per layer type present, each of its
+  // head_dim (the proportional rope of the full layers keeps the whole width).
+  std::uint64_t full_hd = 0, sliding_hd = 0;
+  for (std::uint64_t i = 0; i < L; ++i) (full[i] ? full_hd : sliding_hd) = hd[i];
+  c.gemma4_rotary = add(full_hd != 0 ? rotary_bytes(full_hd) : 0, sliding_hd != 0 ? rotary_bytes(sliding_hd) : 0);
+  spec.final_logit_softcap = r.number("final_logit_softcapping", 0);
+}
+
 void lay_out_layers(Ctx& c, std::uint64_t& buffers) {
+  if (c.layout() == Layout::gemma4) return lay_out_gemma4(c, buffers);
   const LayerGroup dense_layer = make_layer(c, false);
   const LayerGroup moe_layer = make_layer(c, true);
   if (c.row.router_score_bias && c.mk.experts != 0) {
@@ -1274,7 +1504,7 @@ void embeddings_and_buffers(Ctx& c, std::uint64_t buffers) {
   const Shape& s = c.s;
   const std::uint64_t H = s.H;
   ModelSpec& spec = c.spec;
-  spec.embedding_params = checked_mul(s.V, H, "parameters");
+  spec.embedding_params = checked_add(checked_mul(s.V, H, "parameters"), c.ple_params);
   if (c.layout() == Layout::gpt2) spec.embedding_params = checked_add(spec.embedding_params, mul(s.max_pos, H));  // wpe
   if (c.layout() == Layout::bloom)  // word_embeddings_layernorm (LayerNorm with bias)
     spec.embedding_params = checked_add(spec.embedding_params, mul(2, H));
@@ -1297,6 +1527,10 @@ void embeddings_and_buffers(Ctx& c, std::uint64_t buffers) {
       buffers = checked_add(buffers, mul(mul(s.L, s.max_pos), mul(c.gptj_rot != 0 ? c.gptj_rot : H, 4)), "parameters");
       break;
     case Positions::rotary: {
+      if (c.layout() == Layout::gemma4) {
+        buffers = add(buffers, c.gemma4_rotary);
+        break;
+      }
       const std::uint64_t rot_dim = c.layout() == Layout::deepseek
                                         ? spec.qk_rope_head_dim
                                         : static_cast<std::uint64_t>(static_cast<double>(s.hd) * c.rotary_fraction);
@@ -1328,7 +1562,8 @@ void finish(Ctx& c) {
       case SharedExpert::n_shared: spec.moe.shared_intermediate = mul(mk.expert_I, mk.n_shared); break;
       case SharedExpert::dense_width: spec.moe.shared_intermediate = c.s.I; break;
       case SharedExpert::expert_width: spec.moe.shared_intermediate = mk.expert_I; break;
-      case SharedExpert::shared_intermediate_size: spec.moe.shared_intermediate = mk.shared_I; break;
+      case SharedExpert::shared_intermediate_size:
+      case SharedExpert::shared_expert_intermediate_size: spec.moe.shared_intermediate = mk.shared_I; break;
     }
     spec.moe.shared_expert_gate = c.row.shared_expert == SharedExpert::gated && mk.shared_I != 0;
   }

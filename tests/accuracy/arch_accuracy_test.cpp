@@ -150,6 +150,25 @@ constexpr Bound kBounds[] = {
     {"cohere2moe-mini", 0.01, 0.03, false, 5},
     {"ministral3-8b-4l", 0.01, 0.01, false, 5},
     {"glm47flash-4l", 0.01, 0.03, false, 5},
+    // Session 10 (arch3; one run, gen_s10.py): jais2 and granitemoe_swa (rows of session 9, never measured)
+    // and the rows written this session, measured once after they were written from the source. Two
+    // changes after the run, both from the source: the MLA expansion over the prompt is not added to the
+    // prefill (it is not alive with the MLP's activations: minicpm3 and youtu generates were 11.0% and 9.2%
+    // over), and axk1's experts take the grouped rule (@use_experts_implementation; its generate was 8.2%
+    // under with deepseek_v3's generic rule beside the latent cache). minicpm3/youtu's generates stay 4.8%
+    // and 4.5% over: their first-model-in-the-process cuBLAS workspace was 36.6 MiB at rest, the engine
+    // counts 66.
+    {"jais2-mini", 0.01, 0.01, false, 5},
+    {"granitemoe-swa-mini", 0.01, 0.02, false, 5},
+    {"gemma4-e2b-mini", 0.01, 0.03, false, 5},
+    {"gemma4-moe-mini", 0.01, 0.04, false, 5},
+    {"minicpm3-mini", 0.03, 0.05, false, 5},
+    {"youtu-mini", 0.02, 0.05, false, 5},
+    {"hyv3-mini", 0.01, 0.02, false, 5},
+    {"hyperclovax-mini", 0.01, 0.01, false, 5},
+    {"axk1-mini", 0.01, 0.03, false, 5},
+    {"afmoe-mini", 0.01, 0.02, false, 5},
+    {"laguna-mini", 0.02, 0.02, false, 5},
 };
 
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
@@ -157,7 +176,7 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
   const std::string text = vramfit::test::read_text(dir / "results.jsonl");
   const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  REQUIRE(cases.size() == 326);
+  REQUIRE(cases.size() == 381);
   std::map<std::string, spec::ModelSpec> specs;
   std::vector<accuracy::CaseResult> results;
   for (const auto& c : cases) {
@@ -166,8 +185,8 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
   }
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 300);  // the LoRA cases count trainable parameters, not checked here
-  CHECK(r.params_exact == 300);
+  CHECK(r.params_checked == 344);  // the LoRA cases count trainable parameters, not checked here
+  CHECK(r.params_exact == 344);
   CHECK(r.by_model.size() == std::size(kBounds));
   for (const auto& [model, st] : r.by_model) {
     INFO(model);

@@ -26,7 +26,10 @@ namespace vramfit::spec {
 /// (src/spec/config.cpp lays each one out). Most types are `llama` with row fields saying how
 /// they differ; a new layout is for modules no row can describe (fused q/k/v of another shape,
 /// another MLP).
-enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt, gptj, bloom, mpt };
+enum class Layout { llama, phi3, gemma, gpt2, gpt_neox, deepseek, phi, starcoder2, falcon, opt, gptj, bloom, mpt,
+                    /// Gemma4TextModel: gemma's sandwich norms with per-layer inputs, full-attention layers of
+                    /// their own head_dim, KV-shared layers and an optional MoE block beside the MLP
+                    gemma4 };
 
 /// A boolean config key with the config class's default; an empty key: always `dflt`.
 struct ConfigFlag {
@@ -125,6 +128,8 @@ enum class SharedExpert {
   /// GraniteMoeSharedMoE: shared_mlp of shared_intermediate_size (0: none), input_linear (H ->
   /// 2 x width, gate and up fused) and output_linear, no gate
   shared_intermediate_size,
+  /// LagunaSparseMoeBlock: shared_experts (gate, up, down) of shared_expert_intermediate_size, no gate
+  shared_expert_intermediate_size,
 };
 
 /// How the MoE experts' linears are built.
@@ -348,6 +353,31 @@ struct Architecture {
   /// SparseLayers::mlp_layer_types_or_first_k: first_k_dense_replace when the config has no such
   /// key (ExaoneMoeConfig 1; Cohere2MoeConfig pops it with 0).
   std::uint64_t first_k_dense_default = 1;
+
+  // --- fields added in session 10 (arch3) ---------------------------------------------------
+  /// Layout::deepseek: v_head_dim absent or null is hidden_size / num_attention_heads
+  /// (MiniCPM3Config.__post_init__); false: the key is required.
+  bool mla_v_head_dim_from_heads = false;
+  /// Layout::deepseek: the cache keeps the compressed latent and the rotary key (kv_lora_rank +
+  /// qk_rope_head_dim a token and layer), expanded per head by kv_b_proj at each layer's attention
+  /// (MiniCPM3Attention / YoutuAttention: past_key_values.update before expand_kv).
+  bool mla_latent_cache = false;
+  /// Two more norms a layer when the flag is set (HyperCLOVAXDecoderLayer post_norm1 / post_norm2 with
+  /// use_post_norm, default true).
+  ConfigFlag post_norms = {};
+  /// One more norm in each sparse layer (AXK1MoE.post_mlp_layernorm on the block's output).
+  bool moe_post_norm = false;
+  /// An output gate of attention (`attn_output * act(gate(x))`): its linear's name, empty: none. Its width is
+  /// heads x head_dim (AfmoeAttention.gate_proj, sigmoid) or, with attn_gate_per_head_flag set, heads
+  /// (LagunaAttention.g_proj with gating true or "per-head", softplus).
+  std::string_view attn_gate = {};
+  std::string_view attn_gate_per_head_key = {};
+  /// The key of the first dense layers' count (SparseLayers::first_k_dense and mlp_layer_types_or_first_k;
+  /// AfmoeConfig num_dense_layers).
+  std::string_view first_k_dense_key = "first_k_dense_replace";
+  /// A list of per-layer query-head counts (LagunaConfig num_attention_heads_per_layer): accepted when every
+  /// entry equals num_attention_heads, refused otherwise (per-layer head counts are not laid out).
+  std::string_view heads_per_layer_key = {};
 
   [[nodiscard]] constexpr bool moe() const noexcept { return experts != Experts::none; }
 };

@@ -74,6 +74,18 @@ struct LayerGroup {
   std::vector<Linear> linears;            ///< in forward order
   std::uint64_t norm_params = 0;          ///< weights (+ biases) of the layer's norms
   std::uint64_t other_params = 0;         ///< anything else (router weights are linears)
+  // --- session 10 (arch3): layers whose attention differs from the model's (gemma4_text) ---
+  /// This group's attention head_dim and key/value heads when they differ from the model's
+  /// (Gemma4TextAttention: full-attention layers of global_head_dim, num_global_key_value_heads);
+  /// 0: ModelSpec::head_dim / num_kv_heads.
+  std::uint64_t head_dim = 0;
+  std::uint64_t kv_heads = 0;
+  /// The layer caches nothing: it attends over another layer's keys and values (Gemma4's
+  /// num_kv_shared_layers, shared_kv_states).
+  bool kv_shared = false;
+  /// This group's dense MLP width when it differs from ModelSpec::intermediate_size (Gemma4TextMLP's
+  /// double-wide MLP on KV-shared layers); 0: the model's.
+  std::uint64_t intermediate = 0;
 };
 
 /// Everything the engine needs to know about a model: its shapes, derived from a config,
@@ -166,6 +178,18 @@ struct ModelSpec {
 
   /// Assumptions made while building the spec (shown to the user).
   std::vector<std::string> notes;
+
+  // --- session 10 (arch3) -------------------------------------------------------------------
+  /// Keys + values one token adds to the cache over all full-attention (sliding) layers, when the
+  /// layers' widths differ (gemma4_text: full layers of global_head_dim, KV-shared layers caching
+  /// nothing); both 0: num_kv_heads x head_dim on every layer (the engine's rule).
+  std::uint64_t kv_full_per_token = 0;
+  std::uint64_t kv_sliding_per_token = 0;
+  /// Multi-head latent attention whose cache keeps the compressed latent (kv_lora_rank +
+  /// qk_rope_head_dim a token and layer, one "head") rather than the expanded per-head keys and
+  /// values (MiniCPM3Attention, YoutuAttention: past_key_values.update(k_pass, k_rot) before
+  /// expand_kv).
+  bool mla_latent_cache = false;
 };
 
 /// Sums the parts of a spec into the parameter total (checked arithmetic).

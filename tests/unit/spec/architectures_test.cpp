@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "vramfit/core/error.hpp"
+#include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/architectures.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../../cli/cli_helper.hpp"
@@ -222,4 +224,144 @@ TEST_CASE("architectures: config.cpp decides nothing by model_type name", "[spec
   CHECK(src.find("model_type ==") == std::string::npos);
   CHECK(src.find("model_type !=") == std::string::npos);
   CHECK(src.find("find_architecture(\"") == std::string::npos);
+}
+
+// --- session 10 (arch3): gemma4_text, minicpm3, youtu --------------------------------------------
+
+namespace {
+
+/// gen_s10.py's gemma4-e2b-mini: Gemma-4-E2B's layout narrowed (10 layers, 5 and 9 full, the last 4
+/// KV-shared with a double-wide MLP, per-layer inputs of 256).
+constexpr const char* kGemma4E2bMini = R"({"model_type": "gemma4_text", "hidden_size": 1024,
+    "intermediate_size": 2048, "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+    "global_head_dim": 512, "num_hidden_layers": 10, "num_kv_shared_layers": 4, "use_double_wide_mlp": true,
+    "hidden_size_per_layer_input": 256, "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+    "sliding_window": 512, "max_position_embeddings": 131072, "final_logit_softcapping": 30.0,
+    "tie_word_embeddings": true})";
+
+std::uint64_t kv_part(const vramfit::engine::Breakdown& b) {
+  const auto* c = b.find(vramfit::engine::ComponentId::kv_cache);
+  REQUIRE(c != nullptr);
+  return c->bytes.value();
+}
+
+}  // namespace
+
+TEST_CASE("gemma4_text: full layers of global_head_dim, KV-shared layers, per-layer inputs", "[spec][arch]") {
+  const ModelSpec s = from_config_text(kGemma4E2bMini, "config.json");
+  // Layers 0-4 sliding (own keys and values), 5 full (head_dim 512), 6-8 sliding and 9 full reading shared
+  // keys and values (no k_proj / v_proj / k_norm) with a double-wide MLP.
+  REQUIRE(s.layers.size() == 4);
+  CHECK(s.layers[0].count == 5);
+  CHECK(s.layers[0].head_dim == 0);
+  CHECK_FALSE(s.layers[0].kv_shared);
+  CHECK(s.layers[1].count == 1);
+  CHECK(s.layers[1].head_dim == 512);
+  // find_linear counts the groups' linears: group 1 is layer 5.
+  CHECK(find_linear(s, "q_proj", 1)->out_features == 8 * 512);
+  CHECK(find_linear(s, "k_proj", 1)->out_features == 512);
+  CHECK(find_linear(s, "k_proj", 2) == nullptr);  // the shared groups compute no keys
+  CHECK(s.layers[2].kv_shared);
+  CHECK(s.layers[2].count == 3);
+  CHECK(s.layers[2].intermediate == 4096);
+  CHECK(find_linear(s, "gate_proj", 2)->out_features == 4096);
+  CHECK(s.layers[3].head_dim == 512);
+  CHECK(s.layers[3].kv_shared);
+  CHECK(s.layers[3].count == 1);
+  // Hand count (embeddings V*H, per-layer embeddings V*L*P, their projection H*L*P and norm P, final
+  // norm H; each layer's q/k/v/o, q/k norms, MLP (twice as wide when shared), 4 norms, gate/projection/norm
+  // of the per-layer input), checked on the H200 against transformers 5.17 (tests/accuracy/arch).
+  CHECK(s.params == 1089527808);
+  // Keys + values a token adds: layer 5 (1 kv head of 512) and layers 0-4 (1 of 256); the shared layers none.
+  CHECK(s.kv_full_per_token == 2 * 512);
+  CHECK(s.kv_sliding_per_token == 5 * 2 * 256);
+  CHECK(s.sliding_layers == 8);
+  CHECK(s.final_logit_softcap == 30.0);
+  vramfit::spec::Workload w;
+  w.mode = vramfit::spec::Mode::generate;
+  w.batch = 1;
+  w.seq = 16;
+  w.new_tokens = 20000;
+  // The last decode step (the peak of a long generation): the full layer at every position, the
+  // sliding ones at the window (bf16).
+  CHECK(kv_part(vramfit::engine::estimate(s, w)) == (2ULL * 512 * 20016 + 5ULL * 2 * 256 * 512) * 2);
+}
+
+TEST_CASE("gemma4_text: the MoE block beside the MLP, attention_k_eq_v", "[spec][arch]") {
+  const ModelSpec s = from_config_text(R"({"model_type": "gemma4_text", "hidden_size": 1024,
+      "intermediate_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+      "global_head_dim": 512, "num_global_key_value_heads": 1, "attention_k_eq_v": true, "enable_moe_block": true,
+      "num_experts": 16, "top_k_experts": 4, "moe_intermediate_size": 512, "hidden_size_per_layer_input": 0,
+      "num_hidden_layers": 6, "vocab_size": 262144, "sliding_window": 1024})",
+                                       "config.json");
+  REQUIRE(s.layers.size() == 2);
+  CHECK(s.layers[0].moe);
+  CHECK(s.layers[1].kv_heads == 1);
+  // The full layer (the last) has no v_proj: its values are its keys.
+  CHECK(find_linear(s, "v_proj", 0) != nullptr);  // group 0: layers 0-4
+  CHECK(find_linear(s, "v_proj", 1) == nullptr);
+  CHECK(find_linear(s, "k_proj", 1)->out_features == 512);
+  CHECK(find_linear(s, "experts.gate_up_proj")->copies == 16);
+  CHECK(find_linear(s, "mlp.gate_proj")->shared_expert);
+  CHECK(s.moe.num_experts == 16);
+  CHECK(s.moe.experts_per_token == 4);
+  CHECK(s.moe.shared_intermediate == 1024);
+  CHECK(s.params == 478827104);
+  CHECK(s.kv_full_per_token == 2 * 512);
+  CHECK(s.kv_sliding_per_token == 5 * 2 * 4 * 256);
+}
+
+TEST_CASE("gemma4_text: a KV-shared layer with no layer of its kind to read from is refused", "[spec][arch]") {
+  // 8 layers: 5 and 7 full, the last 3 shared: layer 5 would read full-attention keys nobody stored.
+  try {
+    (void)from_config_text(R"({"model_type": "gemma4_text", "hidden_size": 1024, "intermediate_size": 2048,
+        "num_attention_heads": 8, "num_key_value_heads": 1, "num_hidden_layers": 8, "num_kv_shared_layers": 3,
+        "vocab_size": 1000})",
+                           "config.json");
+    FAIL("accepted");
+  } catch (const vramfit::InputError& e) {
+    CHECK(e.diagnostics()[0].field == "config.json: num_kv_shared_layers");
+    CHECK(std::string(e.what()).find("layer 5 reads the shared keys and values of the full_attention layers") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("minicpm3 and youtu: dense MLA whose cache keeps the latent", "[spec][arch]") {
+  // gen_s10.py's minicpm3-mini: v_head_dim left out (MiniCPM3Config: hidden / heads = 64).
+  const ModelSpec m = from_config_text(R"({"model_type": "minicpm3", "hidden_size": 1024, "intermediate_size": 2560,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "q_lora_rank": 768, "kv_lora_rank": 256,
+      "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "num_hidden_layers": 8, "vocab_size": 73448})",
+                                       "config.json");
+  CHECK(m.v_head_dim == 64);
+  CHECK(m.moe.num_experts == 0);
+  CHECK(m.mla_latent_cache);
+  CHECK(m.tied_embeddings);
+  CHECK(m.scaled_embeddings);
+  CHECK(m.params == 168821760);
+  CHECK(find_linear(m, "kv_b_proj")->out_features == 16 * (64 + 64));
+  vramfit::spec::Workload w;
+  w.mode = vramfit::spec::Mode::generate;
+  w.batch = 1;
+  w.seq = 16;
+  w.new_tokens = 20000;
+  // 8 layers of (kv_lora_rank + qk_rope_head_dim) a position, bf16; not 16 heads x (64 + 32 + 64).
+  const auto b = vramfit::engine::estimate(m, w);
+  CHECK(kv_part(b) == 8ULL * (256 + 32) * 20016 * 2);
+  // Beside it, torch.cat's copy of one layer's latent and the layer's expansion over every position:
+  // kv_b_proj's output (16 x (64 + 64)) and the new keys (16 x (64 + 32)).
+  const auto* temp = b.find(vramfit::engine::ComponentId::temporaries);
+  REQUIRE(temp != nullptr);
+  CHECK(temp->bytes.value() == 8ULL * (256 + 32) * 20016 * 2 / 16 + 16ULL * (128 + 96) * 20016 * 2);
+
+  const ModelSpec y = from_config_text(R"({"model_type": "youtu", "hidden_size": 1024, "intermediate_size": 3072,
+      "num_attention_heads": 8, "num_key_value_heads": 8, "q_lora_rank": 768, "kv_lora_rank": 512,
+      "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "num_hidden_layers": 8,
+      "vocab_size": 128256})",
+                                       "config.json");
+  CHECK(y.params == 244083712);
+  CHECK(y.mla_latent_cache);
+  CHECK(y.tied_embeddings);
+  CHECK_FALSE(y.scaled_embeddings);
+  // deepseek_v3 keeps the expanded per-head rule (measured, tests/accuracy/arch).
+  CHECK_FALSE(find_architecture("deepseek_v3")->mla_latent_cache);
 }
