@@ -197,8 +197,9 @@ Saved saved_terms(const ModelSpec& m, const Workload& w, const Precision& p, std
 }
 
 // Elements (keys + values) one token adds to the cache over `layers` layers. Hugging Face's
-// DynamicCache keeps keys and values per layer; multi-head latent attention (deepseek)
-// caches the decompressed per-head keys (nope + rope) and values.
+// DynamicCache keeps keys and values per layer; multi-head latent attention without the spec's
+// mla_latent_cache caches the decompressed per-head keys (nope + rope) and values (every MLA row of
+// transformers 5.17 keeps the latent: src/spec/architectures.cpp).
 std::uint64_t kv_elems_per_token(const ModelSpec& m, std::uint64_t layers) {
   // A row's cache_all_heads (falcon, new_decoder_architecture): keys and values are broadcast
   // to every query head before the cache keeps them (measured, tests/accuracy/arch: a 4096-token

@@ -133,7 +133,9 @@ constexpr Bound kBounds[] = {
     // on the generic expert rule (its generate is the worst, 3.49% under); exaone_moe: the grouped
     // rule with fp32 routing weights (generate 2.99% under).
     {"ministral3-mini", 0.01, 0.01, false, 5},
-    {"glm47flash-mini", 0.01, 0.04, false, 5},
+    // Session 10: every MLA row caches the latent and runs grouped experts, as transformers 5.17 does
+    // (glm47flash-mini's generate -3.49% -> +0.11%, glm47flash-4l's +2.78% -> -0.07%).
+    {"glm47flash-mini", 0.01, 0.03, false, 5},
     {"kexaone-mini", 0.01, 0.03, false, 5},
     {"flexolmo-mini", 0.01, 0.05, false, 5},
     {"granitemoeshared-mini", 0.01, 0.04, false, 5},
@@ -149,7 +151,7 @@ constexpr Bound kBounds[] = {
     {"granite-swa-mini", 0.01, 0.01, false, 5},
     {"cohere2moe-mini", 0.01, 0.03, false, 5},
     {"ministral3-8b-4l", 0.01, 0.01, false, 5},
-    {"glm47flash-4l", 0.01, 0.03, false, 5},
+    {"glm47flash-4l", 0.01, 0.01, false, 5},
     // Session 10 (arch3; one run, gen_s10.py): jais2 and granitemoe_swa (rows of session 9, never measured)
     // and the rows written this session, measured once after they were written from the source. Two
     // changes after the run, both from the source: the MLA expansion over the prompt is not added to the
