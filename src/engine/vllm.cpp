@@ -26,6 +26,7 @@
 
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/allocator.hpp"
+#include "serving_layout.hpp"
 #include "weights.hpp"
 
 namespace vramfit::engine::vllm {
@@ -86,10 +87,20 @@ struct ModelRow {
   bool positions_prescaled = false;
   /// get_rope(dtype=torch.float32): an fp32 cos/sin cache (models/gpt_oss.py OAIAttention).
   bool rope_fp32 = false;
+  /// MLA served as MLA (config/model.py is_deepseek_mla: these model types with a kv_lora_rank):
+  /// the cache keeps the latent and the rope key. Another type with a kv_lora_rank (minicpm3,
+  /// youtu) runs its own attention, whose cache vramfit does not lay out: refused.
+  bool mla = false;
 };
 constexpr ModelRow kModelRows[] = {
     {.model_type = "gemma3", .substring = true, .positions_prescaled = true},
     {.model_type = "gpt_oss", .rope_fp32 = true},
+    {.model_type = "deepseek_v2", .mla = true},
+    {.model_type = "deepseek_v3", .mla = true},
+    {.model_type = "deepseek_v32", .mla = true},
+    {.model_type = "deepseek_mtp", .mla = true},
+    {.model_type = "kimi_k2", .mla = true},
+    {.model_type = "longcat_flash", .mla = true},
 };
 
 const ModelRow& model_row(std::string_view model_type) {
@@ -537,7 +548,15 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
   if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
   if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
   check_max_model_len(m, s, diags);
+  if (m.kv_lora_rank > 0 && !model_row(m.model_type).mla)
+    diags.add("--engine",
+              fmt::format("vllm: model_type '{}' has latent attention (kv_lora_rank {}) that vLLM does not serve as "
+                          "MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash); "
+                          "its own attention's cache is not laid out by vramfit",
+                          m.model_type, m.kv_lora_rank),
+              "estimate it with the default engine (--engine transformers)");
   diags.throw_if_any();
+  require_uniform_layers(m, "vllm");
 }
 
 /// The rows of vLLM's rotary cos/sin caches (model_executor/layers/rotary_embedding get_rope, one
