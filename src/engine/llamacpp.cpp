@@ -33,6 +33,7 @@
 
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/text.hpp"
+#include "serving_layout.hpp"
 
 namespace vramfit::engine::llamacpp {
 
@@ -123,6 +124,10 @@ struct ArchRow {
   /// Without (mistral v0.1, phi3: "Phi SWA is currently disabled") every layer keeps a full cache.
   bool swa = false;
   Gating gating = Gating::softmax;
+  /// Converted to llama.cpp's deepseek2 architecture (convert_hf_to_gguf.py DeepseekV2Model and its
+  /// subclasses): the latent attention laid out by hparams_of. Another type with a kv_lora_rank
+  /// (minicpm3: llm_build_minicpm3 caches every head's decompressed K and V; youtu) is refused.
+  bool mla = false;
 };
 constexpr ArchRow kArchRows[] = {
     {.model_type = "gemma2", .swa = true},
@@ -134,7 +139,9 @@ constexpr ArchRow kArchRows[] = {
     // models whose GGUF sets expert_weights_norm (deepseek2 for V3, glm4moe, ernie4_5-moe).
     {.model_type = "mixtral", .gating = Gating::softmax_norm},
     {.model_type = "qwen3_moe", .gating = Gating::softmax_norm},
-    {.model_type = "deepseek_v3", .gating = Gating::softmax_norm},
+    {.model_type = "deepseek_v3", .gating = Gating::softmax_norm, .mla = true},
+    {.model_type = "deepseek_v2", .mla = true},
+    {.model_type = "glm4_moe_lite", .mla = true},
     {.model_type = "glm4_moe", .gating = Gating::softmax_norm},
     {.model_type = "ernie4_5_moe", .gating = Gating::softmax_norm},
 };
@@ -1308,6 +1315,14 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
 Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, const Settings& s) {
   const std::uint64_t n_gpu = std::max<std::size_t>(1, s.gpu_memory.size());
   check_settings(m, s, n_gpu);
+  require_uniform_layers(m, "llama.cpp");
+  if (m.kv_lora_rank > 0 && !arch_row(m.model_type).mla)
+    throw InputError("--engine",
+                     fmt::format("llama.cpp: model_type '{}' has latent attention (kv_lora_rank {}) outside llama.cpp's "
+                                 "deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite); its cache is not "
+                                 "laid out by vramfit",
+                                 m.model_type, m.kv_lora_rank),
+                     "estimate it with the default engine (--engine transformers)");
   const CacheTypes types = cache_types(s);
 
   const bool mla = absorbed_mla(m, tensors);

@@ -628,6 +628,7 @@ struct TrainSizes {
   std::uint64_t hidden = 0, q = 0, kv = 0, inter = 0, logits16 = 0, logits32 = 0;
   std::uint64_t grad = 0, state = 0, temp = 0;
   std::uint64_t hidden32 = 0;  // a residual-stream tensor in fp32
+  std::uint64_t scores = 0;    // SDPA's math backend: one b x heads x s x s fp32 block (0: a fused kernel)
 };
 
 // One parameter tensor, in module order, with its role.
@@ -665,6 +666,11 @@ std::optional<TrainSizes> train_sizes(const spec::ModelSpec& m, const Workload& 
   z.state = step->part(ComponentId::optimizer_state).value() / m.params;
   z.temp = step->part(ComponentId::optimizer_step).value() / m.params;
   constexpr std::uint64_t kMaxBlock = 1ULL << 60;
+  // fp32 with grouped heads: no fused SDPA kernel takes enable_gqa in fp32 (forward_reserve's math_sdpa).
+  if (w.attention != spec::Attention::eager && e == 4 && m.num_kv_heads < m.num_heads &&
+      (__builtin_mul_overflow(checked_mul(w.batch, m.num_heads), checked_mul(w.seq, w.seq), &z.scores) ||
+       __builtin_mul_overflow(z.scores, 4, &z.scores) || z.scores > kMaxBlock))
+    return std::nullopt;
   if (std::max({z.hidden, z.q, z.inter, z.logits32, checked_mul(m.embedding_params, 8)}) > kMaxBlock) return std::nullopt;
   return z;
 }
@@ -734,33 +740,57 @@ class TrainingReplay {
   }
 
   // One layer's forward: its saved tensors (all freed when !keep), the autocast casts of its
-  // weights into `casts`; the layer's output last. Not in this sequence: the attention scores of
-  // SDPA's math backend (fp32 with grouped heads, forward_reserve's math_sdpa) and of eager
-  // attention. Recorded (traces_s10/fresh, qwen3-0.6b fp32 AdamW-forloop b6 s1536 checkpointed,
-  // a process of its own): per layer two b x heads x s x s fp32 blocks (864 MiB: scores, softmax)
-  // and a bool mask in forward, and in backward the recompute's two plus three gradients, up to
-  // four alive; that trace replayed through the allocator model reserves 3072 MiB beyond the peak
-  // (measured 3144), this sequence 1592: the device total is 5.4 % under.
+  // weights into `casts`; the layer's output last. fp32 with grouped heads runs SDPA's math
+  // backend (math_attention): recorded (traces_s10/fresh, qwen3-0.6b fp32 AdamW-forloop b6 s1536
+  // checkpointed, a process of its own), per layer two b x heads x s x s fp32 blocks (864 MiB:
+  // scores, softmax) and a bool mask in forward, and in backward the recompute's two plus three
+  // gradients; that trace replayed through the allocator model reserves 3072 MiB beyond the peak
+  // (measured 3144). Without these blocks this sequence reserved 1592 (device total -4.9 %), with
+  // them 3464 (+1.8 %). Eager attention's scores are not in this sequence.
   std::vector<H> layer_forward(std::uint64_t l, bool keep, std::vector<H>& casts) {
     if (autocast_)
       for (const auto& pr : params_)
         if (pr.layer == l && pr.role != spec::Role::other) casts.push_back(a_.malloc(checked_mul(pr.elems, 2)));
-    std::vector<H> saved;
+    std::vector<H> saved, math;
     const H ln1 = a_.malloc(z_.hidden), qp = a_.malloc(z_.q), kp = a_.malloc(z_.kv), v = a_.malloc(z_.kv),
             qr = a_.malloc(z_.q), kr = a_.malloc(z_.kv);
     free_all({qp, kp});
-    const H at = a_.malloc(z_.q), at2 = a_.malloc(z_.q), o = a_.malloc(z_.hidden), r = a_.malloc(z_.hidden);
+    const H at = z_.scores > 0 ? math_attention(keep, math) : a_.malloc(z_.q);
+    const H at2 = a_.malloc(z_.q), o = a_.malloc(z_.hidden), r = a_.malloc(z_.hidden);
     a_.free(o);
     const H ln2 = a_.malloc(z_.hidden), gate = a_.malloc(z_.inter), up = a_.malloc(z_.inter), act = a_.malloc(z_.inter),
             mul = a_.malloc(z_.inter), down = a_.malloc(z_.hidden), out = a_.malloc(z_.hidden);
     a_.free(down);
     saved = {ln1, qr, kr, v, at, at2, r, ln2, gate, up, act, mul};
+    if (z_.scores > 0 && keep) saved.insert(saved.end(), math.begin(), math.end());
     if (!keep) {
       for (const H h : saved) a_.free(h);
       saved.clear();
     }
     saved.push_back(out);  // last: the layer's output
     return saved;
+  }
+
+  // SDPA's math backend, as recorded (traces_s10/fresh, qwen3-0.6b fp32 b6 s1536 checkpointed):
+  // k and v repeated to every head, q and k scaled, the scores, softmax (a b x heads x s x s bool
+  // mask in between), the product with v. With grad, the repeated v, the scaled q and k and the
+  // softmax stay for backward (into `saved`: rv, qs, ks, probs); without, all is freed. Returns
+  // the output.
+  H math_attention(bool keep, std::vector<H>& saved) {
+    const H rk = a_.malloc(z_.q), rv = a_.malloc(z_.q), qs = a_.malloc(z_.q), ks = a_.malloc(z_.q);
+    const H s1 = a_.malloc(z_.scores);
+    if (!keep) free_all({qs, ks});
+    const H probs = a_.malloc(z_.scores);
+    a_.free(a_.malloc(z_.scores / 4));
+    a_.free(s1);
+    const H out = a_.malloc(z_.q);
+    a_.free(rk);
+    if (keep) {
+      saved = {rv, qs, ks, probs};
+    } else {
+      free_all({rv, probs});
+    }
+    return out;
   }
 
   // The final norm, the logits, their fp32 copy and log-softmax; the forward's casts freed; the
@@ -814,6 +844,18 @@ class TrainingReplay {
     a_.free(at2);
     const H gat = a_.malloc(z_.q);
     a_.free(gat2);
+    if (z_.scores > 0) {
+      // The math backend's backward, as recorded: the softmax's gradient (two score-sized
+      // blocks and a transient), the scaled q's and k's gradients, the repeated v's.
+      const H rv = sv[12], qs = sv[13], ks = sv[14], probs = sv[15];
+      const H gp = a_.malloc(z_.scores), gs = a_.malloc(z_.scores);
+      a_.free(a_.malloc(z_.scores));
+      free_all({probs, gp});
+      const H gqs = a_.malloc(z_.q), gks = a_.malloc(z_.q);
+      free_all({ks, qs, gs});
+      const H grv = a_.malloc(z_.q);
+      free_all({gqs, gks, grv, rv});
+    }
     const H gq = a_.malloc(z_.q), gk = a_.malloc(z_.kv), gv = a_.malloc(z_.kv);
     free_all({gat, at, qr, kr, v});
     const H gq2 = a_.malloc(z_.q), gk2 = a_.malloc(z_.kv);
@@ -1245,7 +1287,7 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
   const auto z = train_sizes(m, w, phases);
   if (!z) return std::nullopt;
   const std::vector<ParamTensor> params = param_tensors(m);
-  std::vector<std::uint64_t> key{z->hidden32, z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
+  std::vector<std::uint64_t> key{z->scores, z->hidden32, z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
                                  z->state,   z->temp, precision_of(w).autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
                                  m.tied_embeddings ? 1U : 0U, m.embedding_params, m.lm_head_params, m.num_layers};
   append_conf(key, alloc_conf(w));

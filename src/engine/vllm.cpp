@@ -25,6 +25,8 @@
 #include <fmt/format.h>
 
 #include "vramfit/core/error.hpp"
+#include "vramfit/engine/allocator.hpp"
+#include "serving_layout.hpp"
 #include "weights.hpp"
 
 namespace vramfit::engine::vllm {
@@ -85,10 +87,20 @@ struct ModelRow {
   bool positions_prescaled = false;
   /// get_rope(dtype=torch.float32): an fp32 cos/sin cache (models/gpt_oss.py OAIAttention).
   bool rope_fp32 = false;
+  /// MLA served as MLA (config/model.py is_deepseek_mla: these model types with a kv_lora_rank):
+  /// the cache keeps the latent and the rope key. Another type with a kv_lora_rank (minicpm3,
+  /// youtu) runs its own attention, whose cache vramfit does not lay out: refused.
+  bool mla = false;
 };
 constexpr ModelRow kModelRows[] = {
     {.model_type = "gemma3", .substring = true, .positions_prescaled = true},
     {.model_type = "gpt_oss", .rope_fp32 = true},
+    {.model_type = "deepseek_v2", .mla = true},
+    {.model_type = "deepseek_v3", .mla = true},
+    {.model_type = "deepseek_v32", .mla = true},
+    {.model_type = "deepseek_mtp", .mla = true},
+    {.model_type = "kimi_k2", .mla = true},
+    {.model_type = "longcat_flash", .mla = true},
 };
 
 const ModelRow& model_row(std::string_view model_type) {
@@ -536,7 +548,15 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
   if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
   if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
   check_max_model_len(m, s, diags);
+  if (m.kv_lora_rank > 0 && !model_row(m.model_type).mla)
+    diags.add("--engine",
+              fmt::format("vllm: model_type '{}' has latent attention (kv_lora_rank {}) that vLLM does not serve as "
+                          "MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash); "
+                          "its own attention's cache is not laid out by vramfit",
+                          m.model_type, m.kv_lora_rank),
+              "estimate it with the default engine (--engine transformers)");
   diags.throw_if_any();
+  require_uniform_layers(m, "vllm");
 }
 
 /// The rows of vLLM's rotary cos/sin caches (model_executor/layers/rotary_embedding get_rope, one
@@ -575,6 +595,152 @@ std::uint64_t rope_cache_rows(const spec::ModelSpec& m) {
   return rows;
 }
 
+/// The attention layer's scalar tensors, made on the GPU when the model is built (vllm/attention/
+/// layer.py Attention.__init__, torch.tensor(...) under the loader's device context), each a
+/// 512-byte block of the caching allocator: none up to 0.6.4 (Python floats), _k_scale and
+/// _v_scale from 0.6.5, and from 0.7.3 also _q_scale, _prob_scale and the q/k/v_range constants.
+std::uint64_t attention_scalars(const Release& r) {
+  const auto key = std::tuple(r.major, r.minor, r.patch);
+  if (key < std::tuple(0U, 6U, 5U)) return 0;
+  if (key < std::tuple(0U, 7U, 3U)) return 2;
+  return 7;
+}
+
+/// More layers than this are not replayed one by one (no model has them; a hostile config might).
+constexpr std::uint64_t kMaxReplayedLayers = 4096;
+
+/// vLLM's parameters of one GPU as PyTorch's caching allocator lays them out. "Model loading
+/// took" is torch.cuda.memory_allocated() after the model is built and loaded, less before
+/// (DeviceMemoryProfiler), and the allocator counts blocks, not requests: a tensor of 10 MiB or
+/// more gets a segment rounded up to 2 MiB, and the block is split off only when more than
+/// 1 MiB would be left (c10/cuda/CUDACachingAllocator.cpp should_split), so a weight that leaves
+/// 1 MiB or less of its segment counts the whole segment. A weight may instead reuse a freed
+/// block: the first attention layer's rotary cache is computed on the GPU in fp32 (arange,
+/// einsum, cos, sin, cat; rotary_embedding.py _compute_cos_sin_cache) and cast, leaving those
+/// temporaries cached. The model is built under the loader's device context (model_loader
+/// DefaultModelLoader.load_model: `with target_device`) in its modules' order, the checkpoint's
+/// tensors are copied into the parameters from host memory, so the build order decides:
+///  - the token embedding, the vocabulary padded to 64 (VocabParallelEmbedding,
+///    DEFAULT_VOCAB_PADDING_SIZE) and split over TP;
+///  - per layer: the attention (q/k/v fused, QKVParallelLinear: the heads split, the KV heads
+///    replicated when fewer than the GPUs; its bias split; o_proj RowParallelLinear, its input
+///    split and its bias whole), the rotary cache in the first layer, the attention's scalars;
+///    the MLP (gate/up fused and split, MergedColumnParallelLinear; down_proj's input split, its
+///    bias whole; MoE experts as FusedMoE's w13 [E, 2I/tp, H] and w2 [E, H, I/tp], the router
+///    ReplicatedLinear whole); the norms, whole on every GPU;
+///  - the final norm and the lm_head (padded and split like the embedding) unless tied.
+/// R1-Distill-Qwen-14B with TP 2 (vllm#13061): o_proj 25 MiB and qkv_proj 35 MiB in segments of
+/// 26 and 36, gate_up 135 in 136, down 67.5 in 68: 164.05 MiB more than the parameters.
+/// Unquantized decoders on one pipeline stage only; nullopt for anything else (quantized kernels
+/// repack their weights after loading, MLA fuses its own way, a vision tower is not laid out).
+std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb,
+                                               std::uint64_t rope_rows, std::uint64_t rotary_dim,
+                                               std::uint64_t rope_bytes) {
+  if (s.pipeline_parallel != 1 || m.kv_lora_rank > 0 || m.learned_positions || m.vision ||
+      m.packed_weight_bytes || spec::scheme_of(s.weights).method != spec::QuantMethod::none ||
+      !is_float_compute(s.weights.weights) || spec::count_params(m) != m.params || m.hidden_size == 0 ||
+      m.vocab_size == 0 || m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
+    return std::nullopt;
+  // A layer count no real model has (a hostile config) is not replayed layer by layer.
+  std::uint64_t layers = 0;
+  for (const spec::LayerGroup& g : m.layers) layers = checked_add(layers, g.count);
+  if (layers > kMaxReplayedLayers) return std::nullopt;
+  const std::uint64_t tp = s.tensor_parallel;
+  const std::uint64_t H = m.hidden_size;
+  CachingAllocator alloc;
+  const auto keep = [&](std::uint64_t bytes) { (void)alloc.malloc(bytes); };
+  const std::uint64_t vocab = round_up(m.vocab_size, 64);
+  keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
+  const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+  const std::uint64_t qkv_full = checked_mul(m.num_heads + 2 * kvh, m.head_dim);
+  const std::uint64_t qkv_rank = checked_mul(m.num_heads / tp + 2 * std::max<std::uint64_t>(1, kvh / tp), m.head_dim);
+  const std::uint64_t scalars = attention_scalars(s.release);
+  bool rope_built = m.learned_positions;
+  for (const spec::LayerGroup& g : m.layers) {
+    for (std::uint64_t layer = 0; layer < g.count; ++layer) {
+      // Consecutive linears of one role (and kind) are one vLLM module.
+      std::size_t i = 0;
+      bool attention_done = false;
+      while (i < g.linears.size()) {
+        const spec::Linear& first = g.linears[i];
+        std::uint64_t out = 0, bias = 0;
+        std::size_t j = i;
+        for (; j < g.linears.size(); ++j) {
+          const spec::Linear& l = g.linears[j];
+          if (l.role != first.role || l.expert != first.expert || l.shared_expert != first.shared_expert ||
+              l.in_features != first.in_features || l.copies != first.copies || (j > i && first.role != spec::Role::attn_in &&
+                                                                                 first.role != spec::Role::mlp_in))
+            break;
+          out = checked_add(out, l.out_features);
+          if (l.bias) bias = checked_add(bias, l.out_features);
+        }
+        const std::uint64_t copies = first.copies;
+        const std::uint64_t in = first.in_features;
+        switch (first.role) {
+          case spec::Role::attn_in: {  // column parallel; q/k/v by heads
+            const std::uint64_t rank_out = out == qkv_full ? qkv_rank : cdiv(out, tp);
+            keep(checked_mul(checked_mul(rank_out, in), checked_mul(wb, copies)));
+            if (bias > 0) keep(checked_mul(checked_mul(out == qkv_full ? qkv_rank : cdiv(bias, tp), wb), copies));
+            break;
+          }
+          case spec::Role::attn_out:
+          case spec::Role::mlp_out:  // row parallel: the input split, the bias whole
+            keep(checked_mul(checked_mul(out, cdiv(in, tp)), checked_mul(wb, copies)));
+            if (bias > 0) keep(checked_mul(checked_mul(bias, wb), copies));
+            break;
+          case spec::Role::router:  // ReplicatedLinear
+            keep(checked_mul(checked_mul(out, in), wb));
+            if (bias > 0) keep(checked_mul(bias, wb));
+            break;
+          default:  // column parallel (gate/up, experts' w13, attention inner projections)
+            keep(checked_mul(checked_mul(cdiv(out, tp), in), checked_mul(wb, copies)));
+            if (bias > 0) keep(checked_mul(checked_mul(cdiv(bias, tp), wb), copies));
+            break;
+        }
+        if (first.role == spec::Role::attn_out && !attention_done) {
+          attention_done = true;
+          if (!rope_built && rope_rows > 0 && rotary_dim > 0) {
+            // get_rope's cos/sin cache, computed in fp32 and cast (kept in fp32 when asked).
+            rope_built = true;
+            const std::uint64_t half = checked_mul(checked_mul(rope_rows, rotary_dim / 2), 4);
+            const auto inv_freq = alloc.malloc(rotary_dim / 2 * 4);
+            const auto t = alloc.malloc(checked_mul(rope_rows, 4));
+            const auto freqs = alloc.malloc(half);
+            // YaRN multiplies cos and sin by its mscale: freqs.cos() * mscale (the product is new).
+            const bool yarn = std::any_of(m.rope_scaling.begin(), m.rope_scaling.end(),
+                                          [](const spec::RopeScaling& rs) { return rs.type == "yarn"; });
+            const auto scaled = [&] {
+              if (!yarn) return alloc.malloc(half);
+              const auto raw = alloc.malloc(half);
+              const auto product = alloc.malloc(half);
+              alloc.free(raw);
+              return product;
+            };
+            const auto cos = scaled();
+            const auto sin = scaled();
+            const auto cat = alloc.malloc(checked_mul(checked_mul(rope_rows, rotary_dim), 4));
+            for (const auto h : {inv_freq, t, freqs, cos, sin}) alloc.free(h);
+            if (rope_bytes != 4) {
+              keep(checked_mul(checked_mul(rope_rows, rotary_dim), rope_bytes));
+              alloc.free(cat);
+            }
+          }
+          for (std::uint64_t k = 0; k < scalars; ++k) keep(4);
+        }
+        i = j;
+      }
+      if (g.other_params > 0) keep(checked_mul(g.other_params, wb));
+      if (g.norm_params > 0) keep(checked_mul(g.norm_params, wb));
+    }
+  }
+  if (m.final_norm_params > 0) keep(checked_mul(m.final_norm_params, wb));
+  if (m.lm_head_params > 0) {
+    keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
+    if (m.lm_head_params > checked_mul(m.vocab_size, H)) keep(checked_mul(cdiv(vocab, tp), wb));  // its bias
+  }
+  return alloc.allocated();
+}
+
 /// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
 /// PP, the rotary cos/sin cache, MXFP4 experts in their kernels' layout (with a note saying which).
 Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<std::string>& notes) {
@@ -598,10 +764,17 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   // get_rope for an fp32 cache (models/gpt_oss.py OAIAttention: dtype=torch.float32; YaRN's
   // original 4096 positions x factor 32 = 131072 rows of 64): 32 MiB, not 16.
   // The rows follow the rotary scaling (rope_cache_rows); MLA rotates only qk_rope_head_dim of
-  // a head (deepseek_v2.py: get_rope(qk_rope_head_dim, ...)).
+  // a head (deepseek_v2.py: get_rope(qk_rope_head_dim, ...)), a partial rotary model
+  // int(head_size x partial_rotary_factor) (phi.py, gpt_neox.py, stablelm.py; get_rope's
+  // partial_rotary_factor argument for glm4): phi-1.5's [2048, 32], not [2048, 64].
   const std::uint64_t rope_bytes = model_row(m.model_type).rope_fp32 ? 4 : 2;
-  const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim : m.head_dim;
+  const double factor = m.partial_rotary_factor > 0.0 && m.partial_rotary_factor < 1.0 ? m.partial_rotary_factor : 1.0;
+  const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim
+                                                      : static_cast<std::uint64_t>(static_cast<double>(m.head_dim) * factor);
   if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};
+  // An unquantized decoder: its tensors as the caching allocator places them (allocated_weights).
+  if (const auto laid_out = allocated_weights(m, s, wb, m.learned_positions ? 0 : rope_cache_rows(m), rotary_dim, rope_bytes))
+    w = Bytes{*laid_out};
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
   const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
   w += Bytes{cdiv(mx, pp)};

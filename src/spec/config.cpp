@@ -875,6 +875,7 @@ void read_options(Ctx& c) {
                 "the rotary share of a head is a fraction between 0 and 1");
     c.rotary_fraction = 1.0;
   }
+  c.spec.partial_rotary_factor = c.rotary_fraction;
 
   c.window = c.r.uint("sliding_window", true).value_or(0);  // 0 or null: none
   if (row.sliding == Sliding::from_max_window) {

@@ -211,16 +211,20 @@ TEST_CASE("held-out cases measured after the calibration meet the targets", "[ac
     double device_under;
     double coverage;
   };
+  // heldout-exp: 0 of 39 under by >5 % since the training replay allocates SDPA's math backend
+  // (smollm2-135m fp32 checkpointed -6.0 -> +1.1 %); heldout-arch: 8 of 45 (7 are the process's
+  // history: `validate --one-process` leaves 2), the bound 36 of 45.
   for (const Expect& e : {Expect{"results/heldout.jsonl", 57, 0.03, 0.04, 0.95},
-                          Expect{"results/heldout-exp.jsonl", 39, 0.03, 0.04, 0.95},
-                          Expect{"results/heldout-arch.jsonl", 46, 0.03, 0.21, 0.73},
+                          Expect{"results/heldout-exp.jsonl", 39, 0.02, 0.0, 1.0},
+                          Expect{"results/heldout-arch.jsonl", 46, 0.02, 0.18, 0.80},
                           // heldout-arch's 9 cases under by >5 %, each in a process of its own: the
                           // small models' 1-2 GiB of extra reserve is gone (60-335 MiB left), the
                           // one still under is gemma-2-2b bf16 training (8.3 GiB reserve measured
                           // alone, 4.2 replayed). The median is the estimate's CUDA context (938.8
                           // MiB, shared/truth's processes) over a fresh process's 687-767 MiB; the upper bound
-                          // misses gemma-2-2b and qwen3-0.6b fp32 checkpointed training alone.
-                          Expect{"results/heldout-arch-fresh.jsonl", 9, 0.13, 0.12, 0.77}}) {
+                          // misses gemma-2-2b training alone (qwen3-0.6b fp32 checkpointed: covered
+                          // since the math-backend replay).
+                          Expect{"results/heldout-arch-fresh.jsonl", 9, 0.13, 0.12, 0.88}}) {
     INFO(e.file);
     const auto& l = load(e.file, dir);
     REQUIRE(l.cases.size() == e.cases);

@@ -351,6 +351,31 @@ TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within
   }
 }
 
+TEST_CASE("vLLM logs: unquantized weights to the printed digit, as the caching allocator lays them out", "[accuracy][serving]") {
+  // engine/vllm.cpp allocated_weights: every tensor's block (a segment rounded to 2 MiB is not
+  // split when 1 MiB or less would be left), the norms whole on each tensor-parallel rank, the
+  // attention's scalar tensors. The logs print 0.0001 or 0.01 GiB. Not to the digit: a
+  // Qwen2.5-1.5B on V1 0.11.2 (2.8871 logged, +0.5 MiB here: V1's model runner allocates its
+  // input buffers before the load, whose free blocks a few weights may take) and an 8B on a
+  // late-2026 release (15.00 logged, 14.9889 here).
+  std::size_t n = 0, exact = 0;
+  const std::vector<Item> items = vllm_items();
+  for (const json& e : read_lines("vllm_logs.jsonl")) {
+    if (e.contains("quant") || spec_of(e).quantization || e.value("pipeline_parallel_size", 1) != 1) continue;
+    for (const Item& i : items) {
+      if (i.log_id != e.at("id") || i.item != "weights") continue;
+      const double unit = std::abs(i.log * 100 - std::round(i.log * 100)) < 1e-9 ? 0.01 : 0.0001;
+      INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB (printed to " << unit << ")");
+      ++n;
+      const bool known_gap = i.log_id == "qwen2.5-1.5b-v1-0.11-len32768" || i.log_id == "llama3.1-8b-h100-late2026-len131072";
+      if (!known_gap) CHECK(std::abs(i.ours - i.log) <= unit / 2);
+      if (std::abs(i.ours - i.log) <= unit / 2) ++exact;
+    }
+  }
+  CHECK(n == 26);
+  CHECK(exact == 24);
+}
+
 TEST_CASE("vLLM logs: the sorting sampler's profile peak within 1%, the KV memory within 0.11 GiB", "[accuracy][serving]") {
   std::size_t n = 0, kv = 0;
   for (const json& e : read_lines("vllm_logs.jsonl")) {

@@ -132,6 +132,9 @@ struct ModelSpec {
   std::vector<RopeScaling> rope_scaling;
   std::uint64_t original_max_positions = 0;
   std::uint64_t model_max_length = 0;
+  /// The rotated share of a head (config.json's `partial_rotary_factor`, gpt_neox's `rotary_pct`,
+  /// or the model type's default; 1 = the whole head): a serving engine's rotary width.
+  double partial_rotary_factor = 1.0;
   /// The dtype the checkpoint declares (config.json's `dtype`, or `torch_dtype` before transformers
   /// 5), when a float type vramfit models: what from_pretrained() loads without a dtype argument.
   std::optional<DType> stored_dtype;

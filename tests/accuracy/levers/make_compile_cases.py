@@ -77,3 +77,12 @@ for c in forward_probe:
     c["id"] += "/fwdprobe"
 json.dump(forward_probe, open("forward_probe_cases.json", "w"), indent=1)
 print(len(forward_probe), "forward probe cases")
+
+# Session 10: the shape of torchtune's published "+ Chunked Cross Entropy" row
+# (tests/accuracy/published: Llama 3.2 3B, full training, batch 2 x 4096, bf16, compiled, 8
+# chunks), compiled and eager, each with probe_backward; models/llama-3.2-3b.json is
+# data/models/llama-3.2-3b.json's config.
+published = [dict(case("llama-3.2-3b", "train", 2, 4096, 0, kind, loss="chunked"), probe_backward=True)
+             for kind in ("all", None)]
+json.dump(published, open("published_cases.json", "w"), indent=1)
+print(len(published), "published-shape cases")

@@ -52,8 +52,9 @@ TEST_CASE("vllm: weights as 'Model loading took', blocks from what the budget le
   Settings s = on(GiB(80));
   s.max_model_len = 8192;
   const Result r = estimate(m, s);
-  // bf16 parameters + the rotary cos/sin cache (131072 positions x 128 x 2 bytes).
-  CHECK(r.weights.value() == 8030261248ULL * 2 + 131072ULL * 128 * 2);
+  // bf16 parameters + the rotary cos/sin cache (131072 positions x 128 x 2 bytes) + the seven
+  // scalar tensors of each attention layer (512-byte blocks); every weight fills its segment.
+  CHECK(r.weights.value() == 8030261248ULL * 2 + 131072ULL * 128 * 2 + 32 * 7 * 512);
   CHECK(r.budget.value() == static_cast<std::uint64_t>(0.9L * 80 * 1024 * 1024 * 1024));
   // The current release (>= 0.21) takes its CUDA graph estimate off the KV cache too.
   REQUIRE(r.graphs.in_budget);
@@ -511,7 +512,8 @@ TEST_CASE("vllm: the rotary cos/sin cache has the rows its scaling gives and MLA
   CHECK(weights(yarn) - weights(plain) == (131072ULL - 40960) * 128 * 2);
   // Dynamic NTK: max_position_embeddings x factor; a fractional length has its ceiling's rows.
   const spec::ModelSpec dyn = preset_with("qwen3-8b", {{"rope_scaling", {{"type", "dynamic"}, {"factor", 1.00001}}}});
-  CHECK(weights(dyn) - weights(plain) == 1ULL * 128 * 2);  // ceil(40960.4096) = 40961 rows
+  // ceil(40960.4096) = 40961 rows: 256 bytes more, a 512-byte block more in the caching allocator.
+  CHECK(weights(dyn) - weights(plain) == 512);
   // Phi-3's LongRoPE keeps the short and the long caches: 4096 + 131072 rows of 96.
   const nlohmann::json phi_long = {{"max_position_embeddings", 131072}, {"original_max_position_embeddings", 4096}};
   nlohmann::json with_rope = phi_long;
@@ -526,5 +528,60 @@ TEST_CASE("vllm: the rotary cos/sin cache has the rows its scaling gives and MLA
   half["factor"] = 20;
   CHECK(weights(ds) - weights(preset_with("deepseek-v2-lite", {{"rope_scaling", half}})) == 4096ULL * 20 * 64 * 2);
   // llama3 keeps max_position_embeddings: Llama 3.1 8B's 131072 x 128 x 2.
-  CHECK(weights(preset("llama-3.1-8b")) == 8030261248ULL * 2 + 131072ULL * 128 * 2);
+  // (And 0.27.1's seven scalar tensors of each attention layer, 512 bytes each.)
+  CHECK(weights(preset("llama-3.1-8b")) == 8030261248ULL * 2 + 131072ULL * 128 * 2 + 32 * 7 * 512);
+  // A partial rotary model rotates int(head_size x partial_rotary_factor) of a head (phi.py):
+  // phi-1.5 (heads of 64, factor 0.5) keeps [2048, 32], 128 KiB; with the whole head, 256 KiB.
+  const nlohmann::json phi = {{"model_type", "phi"},       {"hidden_size", 2048},          {"num_hidden_layers", 24},
+                              {"num_attention_heads", 32}, {"intermediate_size", 8192},    {"vocab_size", 51200},
+                              {"max_position_embeddings", 2048}, {"partial_rotary_factor", 0.5}, {"tie_word_embeddings", false}};
+  nlohmann::json phi_whole = phi;
+  phi_whole["partial_rotary_factor"] = 1.0;
+  const spec::ModelSpec half_rot = spec::from_config(phi, "phi-1_5");
+  CHECK(half_rot.partial_rotary_factor == 0.5);
+  CHECK(weights(spec::from_config(phi_whole, "phi-1_5")) - weights(half_rot) == 2048ULL * 32 * 2);
+  // gpt_neox's rotary_pct (Pythia: 0.25 of heads of 128): [2048, 32].
+  CHECK(preset("pythia-6.9b").partial_rotary_factor == 0.25);
+}
+
+TEST_CASE("vllm: weights as the caching allocator lays them out, per tensor-parallel rank", "[vllm]") {
+  // One Qwen2.5-14B layer on 2 GPUs (vLLM 0.6.4: no attention scalars on the GPU): each rank holds
+  // the embedding and lm_head halves (76032 x 5120, 742.5 MiB, split off a 744 MiB segment),
+  // qkv_proj (20 + 2 x 4 heads of 128) x 5120 = 35 MiB, o_proj 5120 x 2560 = 25 MiB, gate_up
+  // 13824 x 5120 = 135 MiB, down 5120 x 6912 = 67.5 MiB: each leaves 1 MiB or less of its
+  // 2 MiB-rounded segment, which is not split off, so it counts 36, 26, 136 and 68 MiB; the
+  // q/k/v bias is split (3584), the norms are whole (2 x 5120 + the final 5120); the rotary
+  // cache 4096 x 128 in bf16.
+  const nlohmann::json layer = {{"model_type", "qwen2"},          {"hidden_size", 5120},
+                                {"num_hidden_layers", 1},         {"num_attention_heads", 40},
+                                {"num_key_value_heads", 8},       {"intermediate_size", 13824},
+                                {"vocab_size", 152064},           {"max_position_embeddings", 4096},
+                                {"tie_word_embeddings", false},   {"rope_theta", 1000000.0}};
+  const spec::ModelSpec m = spec::from_config(layer, "qwen2.5-14b-one-layer");
+  Settings s = on(GiB(80));
+  s.release = Release{0, 6, 4};
+  s.tensor_parallel = 2;
+  const std::uint64_t MiB = 1ULL << 20;
+  const std::uint64_t params = 2 * 76032ULL * 5120 * 2 + 35 * MiB + 3584 * 2 + 25 * MiB + 135 * MiB + 135 * MiB / 2 +
+                               3 * 5120 * 2 + 4096ULL * 128 * 2;
+  CHECK(estimate(m, s).weights.value() == params + 3 * MiB + MiB / 2);
+  // From 0.6.5 the attention's _k_scale and _v_scale are GPU tensors, from 0.7.3 seven of them:
+  // one 512-byte block each.
+  s.release = Release{0, 7, 2};
+  CHECK(estimate(m, s).weights.value() == params + 3 * MiB + MiB / 2 + 2 * 512);
+  s.release = Release{0, 14, 0};
+  CHECK(estimate(m, s).weights.value() == params + 3 * MiB + MiB / 2 + 7 * 512);
+  // A layer count no model has is not replayed layer by layer (a hostile config stays fast): the
+  // parameters' bytes and the rotary cache, as for a quantized model.
+  const nlohmann::json deep = {{"model_type", "llama"},     {"hidden_size", 64},   {"num_hidden_layers", 5000},
+                               {"num_attention_heads", 4},  {"intermediate_size", 128}, {"vocab_size", 128},
+                               {"max_position_embeddings", 64}};
+  const spec::ModelSpec d = spec::from_config(deep, "deep");
+  CHECK(estimate(d, on(GiB(80))).weights.value() == d.params * 2 + 64ULL * 16 * 2);
+  // Fewer KV heads than GPUs: each rank keeps a replica of one, as many as with one KV head a
+  // rank to begin with (Qwen2.5-1.5B's 2 KV heads on 4 GPUs against 4 KV heads).
+  Settings t = on(GiB(80));
+  t.tensor_parallel = 4;
+  CHECK(estimate(preset("qwen2.5-1.5b"), t).weights ==
+        estimate(preset_with("qwen2.5-1.5b", {{"num_key_value_heads", 4}}), t).weights);
 }

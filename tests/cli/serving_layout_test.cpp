@@ -1,0 +1,57 @@
+// The serving engines refuse the layer layouts their estimates do not follow (engine/serving_layout.cpp,
+// the MLA rows of engine/vllm.cpp and engine/llamacpp.cpp), and keep estimating the ones they do.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "cli_helper.hpp"
+
+using vramfit::test::CliResult;
+using vramfit::test::run_cli;
+
+namespace {
+
+std::string arch_config(const std::string& name) {
+  return std::string(VRAMFIT_SOURCE_DIR) + "/tests/accuracy/arch/models/" + name + ".json";
+}
+
+CliResult serve(const std::string& engine, const std::string& config) {
+  return run_cli({"estimate", "--engine", engine, "--config", arch_config(config), "--gpu", "h100-80gb"});
+}
+
+}  // namespace
+
+TEST_CASE("serving engines refuse layers of different widths (gemma4_text), naming --engine", "[cli][serving]") {
+  for (const std::string engine : {"vllm", "llama.cpp"}) {
+    const CliResult r = serve(engine, "gemma4-e2b-mini");
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err ==
+          "vramfit: error: --engine: model_type 'gemma4_text' has layers whose attention head size or key/value heads "
+          "differ; the " +
+              engine +
+              " estimate lays every layer out alike and would size its KV cache for layers the model does not have "
+              "(estimate it with the default engine (--engine transformers), which lays these layers out)\n");
+  }
+  // The transformers estimate lays them out.
+  CHECK(run_cli({"estimate", "--config", arch_config("gemma4-e2b-mini"), "--gpu", "h100-80gb"}).code == 0);
+}
+
+TEST_CASE("serving engines serve latent attention only as their MLA models do", "[cli][serving]") {
+  const CliResult v = serve("vllm", "minicpm3-mini");
+  CHECK(v.code == 2);
+  CHECK(v.err ==
+        "vramfit: error: --engine: vllm: model_type 'minicpm3' has latent attention (kv_lora_rank 256) that vLLM does "
+        "not serve as MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash); its own "
+        "attention's cache is not laid out by vramfit (estimate it with the default engine (--engine transformers))\n");
+  const CliResult l = serve("llama.cpp", "minicpm3-mini");
+  CHECK(l.code == 2);
+  CHECK(l.err ==
+        "vramfit: error: --engine: llama.cpp: model_type 'minicpm3' has latent attention (kv_lora_rank 256) outside "
+        "llama.cpp's deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite); its cache is not laid out by "
+        "vramfit (estimate it with the default engine (--engine transformers))\n");
+  // DeepSeek's MLA is served by both.
+  CHECK(serve("vllm", "deepseek-v2-mini").code == 0);
+  CHECK(serve("llama.cpp", "deepseek-v2-mini").code == 0);
+  CHECK(serve("vllm", "deepseek-v3-mini").code == 0);
+}
