@@ -19,6 +19,7 @@
 #include "vramfit/spec/architectures.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
+#include "measured.hpp"
 
 using namespace vramfit;
 
@@ -176,16 +177,10 @@ constexpr Bound kBounds[] = {
 TEST_CASE("text architectures measured on the H200: exact parameters, each family within its bound",
           "[accuracy][arch]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/arch";
-  const std::string text = vramfit::test::read_text(dir / "results.jsonl");
-  const auto cases = accuracy::parse_truth(text, "results.jsonl");
+  const test::Measured measured = test::evaluate_measured(dir, "results.jsonl");
+  const auto& cases = measured.cases;
   REQUIRE(cases.size() == 381);
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<accuracy::CaseResult> results;
-  for (const auto& c : cases) {
-    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
-    results.push_back(accuracy::evaluate(c, specs.at(c.config)));
-  }
-  const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
+  const auto r = accuracy::make_report(measured.results, *accuracy::truth_device_bytes(measured.text));
   INFO(render::accuracy_text(r));
   CHECK(r.params_checked == 344);  // the LoRA cases count trainable parameters, not checked here
   CHECK(r.params_exact == 344);
@@ -208,15 +203,11 @@ TEST_CASE("text architectures measured on the H200: exact parameters, each famil
 TEST_CASE("the README's model-type table is generated from src/spec/architectures", "[readme][arch]") {
   const std::filesystem::path root = VRAMFIT_SOURCE_DIR;
   const std::filesystem::path dir = root / "tests/accuracy/arch";
-  const std::string text = vramfit::test::read_text(dir / "results.jsonl");
-  const auto cases = accuracy::parse_truth(text, "results.jsonl");
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<accuracy::CaseResult> results;
-  for (const auto& c : cases) {
-    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
-    results.push_back(accuracy::evaluate(c, specs.at(c.config)));
-  }
-  const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
+  const test::Measured arch = test::evaluate_measured(dir, "results.jsonl");
+  const auto& cases = arch.cases;
+  const auto& specs = arch.specs;
+  const auto& results = arch.results;
+  const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(arch.text));
   // model name (cases.json's "model") -> its model_type, from the measured config itself.
   std::map<std::string, std::string> type_of;
   for (const auto& c : cases) type_of[c.model] = specs.at(c.config).model_type;

@@ -14,6 +14,7 @@
 #include "vramfit/render/validate.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
+#include "measured.hpp"
 
 using namespace vramfit;
 
@@ -42,16 +43,10 @@ constexpr HybridBound kBounds[] = {
 TEST_CASE("qwen3_next measured on the H200: exact parameters, forward and generate within bounds",
           "[accuracy][hybrid]") {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/hybrid";
-  const std::string text = vramfit::test::read_text(dir / "results.jsonl");
-  const auto cases = accuracy::parse_truth(text, "results.jsonl");
+  const test::Measured measured = test::evaluate_measured(dir, "results.jsonl");
+  const auto& cases = measured.cases;
   REQUIRE(cases.size() == 11);
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<accuracy::CaseResult> results;
-  for (const auto& c : cases) {
-    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
-    results.push_back(accuracy::evaluate(c, specs.at(c.config)));
-  }
-  const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(text));
+  const auto r = accuracy::make_report(measured.results, *accuracy::truth_device_bytes(measured.text));
   INFO(render::accuracy_text(r));
   CHECK(r.params_checked == 11);
   CHECK(r.params_exact == 11);
