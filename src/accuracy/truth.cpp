@@ -267,6 +267,7 @@ CaseResult result_of(const TruthCase& truth, const spec::ModelSpec& model, const
   r.estimate_peak = b.peak_allocated;
   r.estimate_device_total = b.device_total;
   r.estimate_device_upper = b.upper();
+  r.estimate_context = b.cuda_context;
   r.estimate_params = model.params;
   if (truth.status == "ok" && truth.peak_allocated.value() > 0) {
     r.error = static_cast<double>(b.peak_allocated.value()) / static_cast<double>(truth.peak_allocated.value()) - 1;

@@ -84,7 +84,7 @@ ExitCode run_validate(const std::string& path, render::Format format, std::ostre
     std::vector<const accuracy::CaseResult*> reserved_ptrs;
     for (auto& r : reserved) {
       const accuracy::TruthCase& t = *r.truth;
-      const Bytes context = t.workload.cuda_context.value_or(engine::kCudaContext);
+      const Bytes context = r.estimate_context;
       if (t.status == "ok" && t.peak_reserved.value() > 0 && r.estimate_device_total > context)
         r.device_error = static_cast<double>((r.estimate_device_total - context).value()) /
                              static_cast<double>(t.peak_reserved.value()) - 1;

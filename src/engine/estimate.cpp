@@ -41,6 +41,7 @@
 #include "weights.hpp"
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/constants.hpp"
+#include "vramfit/engine/context.hpp"
 #include "vramfit/engine/optimizers.hpp"
 #include "vramfit/spec/architectures.hpp"
 
@@ -770,11 +771,36 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
                                     w.lora.half_is_fp16 ? "fp16" : "bf16");
   const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident, history);
   b.allocator_reserve = reserve.bytes;
-  b.cuda_context = w.cuda_context.value_or(kCudaContext);
+  // The context (engine/context.hpp): in a process of its own, what this workload loads after CUDA
+  // init (kernels, a cuDNN attention graph per SDPA shape); never below kCudaContext, the allowance
+  // for a typical process that ran other work before (the median over shared/truth's processes).
+  // In a process with history (estimate_in_process), the history's context after this case.
+  ContextState fresh;
+  const std::uint64_t shapes = add_workload(fresh, m, w);
+  const Bytes alone = context_bytes(fresh);
+  Bytes context = std::max(kCudaContext, alone);
+  if (history) {
+    (void)add_workload(history->context, m, w);
+    context = context_bytes(history->context);
+  }
+  b.cuda_context = w.cuda_context.value_or(context);
+  std::string context_description(info(ComponentId::cuda_context).description);
+  if (!w.cuda_context && !history && alone > kCudaContext) {
+    const Bytes plans{detail::mul(shapes, kCudnnPlan.value())};
+    context_description += fmt::format("; cuDNN attention plans: {} shapes x {} KiB", shapes, kCudnnPlan.value() >> 10);
+    notes.push_back(fmt::format(
+        "cuda_context {:.1f} MiB: CUDA context after init {:.1f} MiB, kernels {:.1f} MiB and cuDNN attention plans: {} "
+        "shapes x {} KiB = {:.1f} MiB (PyTorch's SDPA keeps one compiled cuDNN graph per attention shape for the life "
+        "of the process, and each generated token attends over one more key; with "
+        "torch.backends.cuda.enable_cudnn_sdp(False) flash attention runs it and builds none, as --attn eager); above "
+        "the {:.1f} MiB allowed for a typical process",
+        static_cast<double>(alone.value()) / 1048576.0, static_cast<double>(kContextAfterInit.value()) / 1048576.0,
+        static_cast<double>((alone - kContextAfterInit - plans).value()) / 1048576.0, shapes, kCudnnPlan.value() >> 10,
+        static_cast<double>(plans.value()) / 1048576.0, static_cast<double>(kCudaContext.value()) / 1048576.0));
+  }
   b.components.push_back({ComponentId::allocator_reserve, b.allocator_reserve,
                           std::string(info(ComponentId::allocator_reserve).description), false});
-  b.components.push_back(
-      {ComponentId::cuda_context, b.cuda_context, std::string(info(ComponentId::cuda_context).description), false});
+  b.components.push_back({ComponentId::cuda_context, b.cuda_context, std::move(context_description), false});
   b.device_total = b.peak_allocated + b.allocator_reserve + b.cuda_context;
   if (paged.value() > 0) {
     b.components.push_back({ComponentId::paged_optimizer_state, paged,

@@ -120,8 +120,8 @@ std::string render_validate(const Validation& v, Format f) {
     const accuracy::Stats& rs = p.reserved;
     shown += fmt::format("  {:<16} {:>5} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.1f}%\n", "without context", rs.cases,
                          rs.median_abs * 100, rs.p90_abs * 100, rs.max_abs * 100, rs.unsafe_share * 100);
-    shown += "  (without context: estimated peak + reserve against the measured peak reserved; the context grows\n"
-             "  within a process as its cases load kernels, the estimate's is a fresh process's)\n";
+    shown += "  (without context: estimated peak + reserve against the measured peak reserved; the context is the\n"
+             "  process's too: kernels loaded once, a cuDNN attention graph per SDPA shape of every case so far)\n";
     if (p.unknown > 0)
       shown += fmt::format("  ({} case{} after a first backward whose workspace placement is not modelled: as in a "
                            "process of their own)\n",

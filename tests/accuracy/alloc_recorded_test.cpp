@@ -27,6 +27,7 @@
 
 #include "vramfit/accuracy/truth.hpp"
 #include "vramfit/engine/allocator.hpp"
+#include "vramfit/engine/constants.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/engine/process.hpp"
 #include "vramfit/spec/parse.hpp"
@@ -325,7 +326,13 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   engine::ProcessHistory h;
   const auto fresh = engine::estimate(*models[train], cases[train].workload);
   const auto first = engine::estimate_in_process(*models[train], cases[train].workload, h);
-  CHECK(first.device_total == fresh.device_total);  // the first backward's case is its own fresh process
+  // The first backward's case is its own fresh process: the same peak and reserve. Its context is the
+  // fresh process's (init, a forward's, training's and cuDNN's forward and backward kernels, two
+  // attention graphs: 768.8 MiB; measured alone 766.8, heldout-arch-fresh), not the 938.8 allowance.
+  CHECK(first.peak_allocated == fresh.peak_allocated);
+  CHECK(first.allocator_reserve == fresh.allocator_reserve);
+  CHECK(fresh.cuda_context == engine::kCudaContext);
+  CHECK(first.cuda_context.value() == 718077952ULL + (84ULL << 20));
   CHECK(h.pinned_segment == 3000ULL << 20);
   CHECK(h.pinned_offset == 1125ULL << 20);
   CHECK_FALSE(h.unknown);
@@ -338,13 +345,17 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   CHECK(later.peak_allocated == alone.peak_allocated);
   CHECK(alone.allocator_reserve.value() >> 20 == 278);
   CHECK(later.allocator_reserve.value() >> 20 == 1741);
-  // A process with no backward yet estimates as engine::estimate does.
+  // A process with no backward yet estimates the reserve as engine::estimate does; its context is
+  // the fresh process's after a bf16 forward (696.8 MiB, measured 694.8) instead of the allowance.
   engine::ProcessHistory none;
-  CHECK(engine::estimate_in_process(*models[pythia], cases[pythia].workload, none).device_total == alone.device_total);
+  const auto first_case = engine::estimate_in_process(*models[pythia], cases[pythia].workload, none);
+  CHECK(first_case.device_total - first_case.cuda_context == alone.device_total - alone.cuda_context);
+  CHECK(first_case.cuda_context.value() == 718077952ULL + (12ULL << 20));
 
   // The whole file as measure.py ran it (one process): heldout-arch's 8 cases under by more than 5 %
-  // become 2 (gemma-2-2b's own training, replayed 4.2 GiB under, and pythia-410m bf16 training);
-  // the 7 small-model cases after gemma's training are over.
+  // become 3 (gemma-2-2b's own training, replayed 4.2 GiB under, gemma-2-2b LoRA r64 and pythia-410m
+  // bf16 training: reserve misses the 938.8 MiB allowance hid while the process's context was
+  // 797-855 MiB, now modelled within 2 MiB); the 7 small-model cases after gemma's training are over.
   std::vector<accuracy::CaseResult> own;
   for (std::size_t i = 0; i < cases.size(); ++i) own.push_back(accuracy::evaluate(cases[i], *models[i]));
   const auto one = accuracy::evaluate_in_process(cases, models);
@@ -357,7 +368,9 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
     if (one.results[i].device_error < -0.05) under_one.push_back(cases[i].id);
   }
   CHECK(under_own.size() == 8);
-  CHECK(under_one == std::vector<std::string>{"gemma-2-2b/train/bf16/adamw/b3s1024", "pythia-410m/train/bf16/adamw/b2s1024"});
+  CHECK(under_one == std::vector<std::string>{"gemma-2-2b/train/bf16/adamw/b3s1024",
+                                              "gemma-2-2b/lora/bf16/adamw/r64-all-linear/b1s1024",
+                                              "pythia-410m/train/bf16/adamw/b2s1024"});
 }
 
 TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as measured, the gpt2 cases over",
@@ -397,16 +410,12 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
     if (cases[i].status == "ok" && one.results[i].device_error < -0.05) under.push_back(cases[i].id);
   }
   // Own process: 8 under (4 gpt2, 3 smollm2-135m, qwen2.5-0.5b generate b32). In one process the
-  // gpt2 cases are over; those left are late in the first process, whose context had grown to
-  // 1053-1277 MiB (the estimate's 938.8), and llama-3.1-8b fused AdamW checkpointed.
-  CHECK(under == std::vector<std::string>{"llama-3.1-8b/train/bf16/adamw-fused/b2s2048/ckpt",
-                                          "qwen2.5-0.5b/generate/bf16/b8s1024n512",
-                                          "qwen2.5-0.5b/generate/bf16/b32s256n256",
-                                          "smollm2-135m/forward/bf16/b4s1024/eager",
-                                          "smollm2-135m/forward/bf16/b8s2048",
-                                          "smollm2-135m/forward/bf16/b1s8192",
-                                          "smollm2-135m/generate/bf16/b1s512n256"});
+  // gpt2 cases are over; the cases late in the first process, whose context had grown to 1053-1277
+  // MiB against the allowance's 938.8, are modelled with the process's context (engine/context.hpp:
+  // kernels loaded once, a cuDNN attention graph per SDPA shape; was 7 under, 1.41 % / 5.95 %).
+  // Left: llama-3.1-8b fused AdamW checkpointed (its reserve).
+  CHECK(under == std::vector<std::string>{"llama-3.1-8b/train/bf16/adamw-fused/b2s2048/ckpt"});
   const auto st = accuracy::stats(ptrs, true);
-  CHECK(st.median_abs == Approx(0.0141).margin(0.0001));
-  CHECK(st.p90_abs == Approx(0.0595).margin(0.0001));
+  CHECK(st.median_abs == Approx(0.0069).margin(0.0001));
+  CHECK(st.p90_abs == Approx(0.0244).margin(0.0001));
 }

@@ -38,6 +38,7 @@ struct CaseResult {
   Bytes estimate_peak;
   Bytes estimate_device_total;
   Bytes estimate_device_upper;    ///< Breakdown::upper(): the device total's upper bound
+  Bytes estimate_context;         ///< Breakdown::cuda_context: the estimate's non-PyTorch memory
   std::uint64_t estimate_params = 0;
   double error = 0;          ///< estimate / measured - 1 (peak allocated), ok cases only
   double device_error = 0;   ///< device total against peak_reserved + non_torch

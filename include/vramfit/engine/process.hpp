@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "vramfit/engine/breakdown.hpp"
+#include "vramfit/engine/context.hpp"
 #include "vramfit/spec/model_spec.hpp"
 #include "vramfit/spec/workload.hpp"
 
@@ -23,13 +24,18 @@ struct ProcessHistory {
   std::uint64_t pinned_segment = 0;  ///< bytes of the segment holding the workspace; 0: no backward yet
   std::uint64_t pinned_offset = 0;   ///< the workspace's offset in it
   bool unknown = false;              ///< a backward ran whose workspace placement is not modelled
+  /// What the process has loaded outside PyTorch's allocator (engine/context.hpp): kernels loaded
+  /// once, a cuDNN attention graph per distinct SDPA shape of every case so far. The case's
+  /// cuda_context is this state's context_bytes() after the case, not the one-process allowance.
+  ContextState context;
 };
 
 /// Estimates `workload` run after `history` in the same process, and updates `history` with
-/// what this case pins (its first backward's workspace, when none was pinned before). Only the
-/// allocator reserve differs from estimate(): replayed workloads start from the pinned segment
-/// (and do not allocate the workspace again); the others take the pinned segment as a floor of
-/// what is reserved. Pure: same input, same output.
+/// what this case pins (its first backward's workspace, when none was pinned before) and loads
+/// (kernels, cuDNN graphs). The allocator reserve and the context differ from estimate():
+/// replayed workloads start from the pinned segment (and do not allocate the workspace again);
+/// the others take the pinned segment as a floor of what is reserved; the context is the
+/// process's, grown by every case before (context_bytes(history.context)). Pure: same input, same output.
 Breakdown estimate_in_process(const spec::ModelSpec& model, const spec::Workload& workload, ProcessHistory& history);
 
 }  // namespace vramfit::engine
