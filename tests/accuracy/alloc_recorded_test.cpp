@@ -43,7 +43,7 @@ using vramfit::engine::CachingAllocator;
 namespace fs = std::filesystem;
 
 const fs::path kTraces = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/fresh/traces_s8";
-// Session 10 (fresh3.py): the trace from the warm-up on ("build_events": CUDA's init, the main
+// Session 10 (fresh.py --addresses): the trace from the warm-up on ("build_events": CUDA's init, the main
 // thread's cuBLAS workspace, the model's build) and the segments at the case's start and end.
 const fs::path kTraces10 = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/fresh/traces_s10";
 
