@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 #include <cmath>
 #include <string_view>
 
@@ -606,6 +607,19 @@ std::uint64_t attention_scalars(const Release& r) {
   return 7;
 }
 
+/// The decoder layers [first, last) of pipeline stage `stage` of `pp` (vllm/distributed/utils.py
+/// get_pp_indices, VLLM_PP_LAYER_PARTITION unset): layers // pp each, and the remainder one more
+/// each to the stages before the last, from the second-last back (partitions[-i] += 1 for i in
+/// 2 .. remainder + 1), since the last stage also holds the final norm and the lm_head.
+std::pair<std::uint64_t, std::uint64_t> stage_layers(std::uint64_t layers, std::uint64_t stage, std::uint64_t pp) {
+  const std::uint64_t base = layers / pp, extra = layers % pp;
+  // Stages pp - 1 - extra .. pp - 2 get one more.
+  const auto count = [&](std::uint64_t k) { return base + (k + 1 < pp && k + 1 + extra >= pp ? 1 : 0); };
+  std::uint64_t first = 0;
+  for (std::uint64_t k = 0; k < stage; ++k) first += count(k);
+  return {first, first + count(stage)};
+}
+
 /// More layers than this are not replayed one by one (no model has them; a hostile config might).
 constexpr std::uint64_t kMaxReplayedLayers = 4096;
 
@@ -631,12 +645,18 @@ constexpr std::uint64_t kMaxReplayedLayers = 4096;
 ///  - the final norm and the lm_head (padded and split like the embedding) unless tied.
 /// R1-Distill-Qwen-14B with TP 2 (vllm#13061): o_proj 25 MiB and qkv_proj 35 MiB in segments of
 /// 26 and 36, gate_up 135 in 136, down 67.5 in 68: 164.05 MiB more than the parameters.
-/// Unquantized decoders on one pipeline stage only; nullopt for anything else (quantized kernels
-/// repack their weights after loading, MLA fuses its own way, a vision tower is not laid out).
+/// With pipeline parallel each stage is one process that builds only its own part (the layers
+/// of stage_layers, PPMissingLayer for the others): the first stage the embedding, the last the
+/// final norm and the lm_head (and, tied, the embedding again: llama.py and qwen2.py build
+/// embed_tokens on the first rank or, with tie_word_embeddings, the last); each stage's first
+/// layer builds its rotary cache. vLLM sizes the KV cache by the tightest worker, so the stage
+/// holding the most is the figure.
+/// Unquantized decoders only; nullopt for anything else (quantized kernels repack their weights
+/// after loading, MLA fuses its own way, a vision tower is not laid out).
 std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb,
                                                std::uint64_t rope_rows, std::uint64_t rotary_dim,
-                                               std::uint64_t rope_bytes) {
-  if (s.pipeline_parallel != 1 || m.kv_lora_rank > 0 || m.learned_positions || m.vision ||
+                                               std::uint64_t rope_bytes, std::uint64_t stage) {
+  if (m.kv_lora_rank > 0 || m.learned_positions || m.vision ||
       m.packed_weight_bytes || spec::scheme_of(s.weights).method != spec::QuantMethod::none ||
       !is_float_compute(s.weights.weights) || spec::count_params(m) != m.params || m.hidden_size == 0 ||
       m.vocab_size == 0 || m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
@@ -647,17 +667,21 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
   if (layers > kMaxReplayedLayers) return std::nullopt;
   const std::uint64_t tp = s.tensor_parallel;
   const std::uint64_t H = m.hidden_size;
+  const auto [from, to] = stage_layers(layers, stage, s.pipeline_parallel);
+  const bool first_stage = stage == 0, last_stage = stage + 1 == s.pipeline_parallel;
   CachingAllocator alloc;
   const auto keep = [&](std::uint64_t bytes) { (void)alloc.malloc(bytes); };
   const std::uint64_t vocab = round_up(m.vocab_size, 64);
-  keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
+  if (first_stage || (last_stage && m.lm_head_params == 0)) keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
   const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
   const std::uint64_t qkv_full = checked_mul(m.num_heads + 2 * kvh, m.head_dim);
   const std::uint64_t qkv_rank = checked_mul(m.num_heads / tp + 2 * std::max<std::uint64_t>(1, kvh / tp), m.head_dim);
   const std::uint64_t scalars = attention_scalars(s.release);
   bool rope_built = m.learned_positions;
+  std::uint64_t index = 0;  // the layer's number in the model
   for (const spec::LayerGroup& g : m.layers) {
-    for (std::uint64_t layer = 0; layer < g.count; ++layer) {
+    for (std::uint64_t layer = 0; layer < g.count; ++layer, ++index) {
+      if (index < from || index >= to) continue;  // another stage's (PPMissingLayer)
       // Consecutive linears of one role (and kind) are one vLLM module.
       std::size_t i = 0;
       bool attention_done = false;
@@ -733,12 +757,43 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
       if (g.norm_params > 0) keep(checked_mul(g.norm_params, wb));
     }
   }
+  if (!last_stage) return alloc.allocated();
   if (m.final_norm_params > 0) keep(checked_mul(m.final_norm_params, wb));
   if (m.lm_head_params > 0) {
     keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
     if (m.lm_head_params > checked_mul(m.vocab_size, H)) keep(checked_mul(cdiv(vocab, tp), wb));  // its bias
   }
   return alloc.allocated();
+}
+
+/// What vLLM keeps whole on every tensor-parallel rank, in the bytes weight_bytes counts for it:
+/// the norms (RMSNorm and LayerNorm are plain parameters, never split), every MoE router
+/// (ReplicatedLinear: qwen2_moe.py, qwen3_moe.py, deepseek_v2.py `self.gate`), and MLA's
+/// down-projections (deepseek_v2.py DeepseekV2MLAAttention: q_a_proj and kv_a_proj_with_mqa are
+/// ReplicatedLinear, later releases fuse them as fused_qkv_a_proj, a MergedColumnParallelLinear
+/// with disable_tp=True): each rank runs them on the whole hidden state, and only q_b_proj,
+/// kv_b_proj and o_proj are split by heads.
+std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb) {
+  const spec::Quantization q = spec::scheme_of(s.weights);
+  const bool mla = m.kv_lora_rank > 0 && model_row(m.model_type).mla;
+  const auto stored = [&](const spec::Linear& l) -> std::uint64_t {
+    if (q.method == spec::QuantMethod::none) return checked_mul(l.params(), wb);
+    if (detail::skipped(l, q)) return checked_mul(l.params(), 2);
+    return detail::quantized_linear_bytes(l, q).value();
+  };
+  // MLA's down-projections write the latents (q_lora_rank; kv_lora_rank + the rope key), not
+  // heads: q_proj (no q_lora) reads the same input but is split by heads.
+  const auto latent = [&](const spec::Linear& l) {
+    return l.out_features == m.kv_lora_rank + m.qk_rope_head_dim || (m.q_lora_rank > 0 && l.out_features == m.q_lora_rank);
+  };
+  std::uint64_t b = checked_mul(m.final_norm_params, wb);
+  for (const spec::LayerGroup& g : m.layers) {
+    std::uint64_t layer = checked_mul(g.norm_params, wb);
+    for (const spec::Linear& l : g.linears)
+      if (l.role == spec::Role::router || (mla && l.role == spec::Role::attn_in && latent(l))) layer = checked_add(layer, stored(l));
+    b = checked_add(b, checked_mul(layer, g.count));
+  }
+  return b;
 }
 
 /// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
@@ -754,9 +809,11 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   const std::uint64_t ends = std::min(all.value(), emb + head);
   const std::uint64_t body = all.value() - ends;
   // Each stage holds its share of the layers; the first the embeddings, the last the lm_head
-  // (the larger end is counted, the stage that binds); vocab-parallel over TP.
+  // (the larger end is counted, the stage that binds); vocab-parallel over TP. What every
+  // tensor-parallel rank keeps whole (replicated_bytes) is not split.
   const std::uint64_t end = pp == 1 ? ends : std::max(emb, head);
-  Bytes w{cdiv(body, tp * pp) + cdiv(end, tp)};
+  const std::uint64_t whole = std::min(body, replicated_bytes(m, s, wb));
+  Bytes w{cdiv(body - whole, tp * pp) + cdiv(whole, pp) + cdiv(end, tp)};
   // The rotary embedding's cos/sin cache, a buffer of [max_position_embeddings, rotary_dim]
   // in the model dtype on every GPU (vllm/model_executor/layers/rotary_embedding.py,
   // _compute_cos_sin_cache): Llama-3.1-8B's 131072 x 128 x 2 bytes = 32 MiB is why vLLM
@@ -773,8 +830,13 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
                                                       : static_cast<std::uint64_t>(static_cast<double>(m.head_dim) * factor);
   if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};
   // An unquantized decoder: its tensors as the caching allocator places them (allocated_weights).
-  if (const auto laid_out = allocated_weights(m, s, wb, m.learned_positions ? 0 : rope_cache_rows(m), rotary_dim, rope_bytes))
-    w = Bytes{*laid_out};
+  std::optional<std::uint64_t> laid_out;
+  for (std::uint64_t stage = 0; stage < pp; ++stage) {
+    const auto one = allocated_weights(m, s, wb, m.learned_positions ? 0 : rope_cache_rows(m), rotary_dim, rope_bytes, stage);
+    if (!one) break;
+    laid_out = std::max(laid_out.value_or(0), *one);
+  }
+  if (laid_out) w = Bytes{*laid_out};
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
   const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
   w += Bytes{cdiv(mx, pp)};

@@ -585,3 +585,41 @@ TEST_CASE("vllm: weights as the caching allocator lays them out, per tensor-para
   CHECK(estimate(preset("qwen2.5-1.5b"), t).weights ==
         estimate(preset_with("qwen2.5-1.5b", {{"num_key_value_heads", 4}}), t).weights);
 }
+
+TEST_CASE("vllm: what every tensor-parallel rank keeps whole: norms, routers, MLA's down-projections", "[vllm]") {
+  // DeepSeek-V2-Lite (no q_lora): kv_a_proj_with_mqa 2048 x (512 + 64) is a ReplicatedLinear, as
+  // is each MoE layer's router 2048 x 64 (26 of the 27 layers); the two RMSNorms of a layer, the
+  // kv_a_layernorm (512) and the final norm are plain parameters. The rest is split by TP. The
+  // rotary cache is the same on every rank, so 2 x (TP 2) - (TP 1) leaves the whole part and it.
+  const spec::ModelSpec ds = preset("deepseek-v2-lite");
+  Settings s = on(GiB(80));
+  const std::uint64_t one = estimate(ds, s).weights.value();
+  s.tensor_parallel = 2;
+  const std::uint64_t two = estimate(ds, s).weights.value();
+  const std::uint64_t whole = 27ULL * (2 * 2048 + 512 + 2048ULL * 576) * 2 + 26ULL * 2048 * 64 * 2 + 2048 * 2;
+  const std::uint64_t rope = 4096ULL * 40 * 64 * 2;  // yarn: original 4096 x factor 40 rows of 64
+  CHECK(2 * two - one == whole + rope);
+}
+
+TEST_CASE("vllm: pipeline parallel replays each stage's own layers; the stage holding most is the figure", "[vllm]") {
+  // Three small llama layers (every tensor a multiple of 512 bytes, so each block is its size):
+  // qkv 768 x 256, o_proj 256 x 256, gate_up 1024 x 256, down 256 x 512, two norms of 256, the
+  // 7 attention scalars of 512 bytes: 1315328 bytes a layer; embedding and lm_head 1024 x 256
+  // (524288), the final norm 512, the rotary cache [64, 64] in bf16 (8192) on every stage.
+  const nlohmann::json cfg = {{"model_type", "llama"},          {"hidden_size", 256},       {"num_hidden_layers", 3},
+                              {"num_attention_heads", 4},       {"num_key_value_heads", 4}, {"intermediate_size", 512},
+                              {"vocab_size", 1024},             {"max_position_embeddings", 64},
+                              {"tie_word_embeddings", false}};
+  const spec::ModelSpec m = spec::from_config(cfg, "three-layers");
+  const std::uint64_t layer = 393216 + 131072 + 524288 + 262144 + 1024 + 7 * 512;
+  Settings s = on(GiB(80));
+  CHECK(estimate(m, s).weights.value() == 524288 + 3 * layer + 8192 + 512 + 524288);
+  // Two stages: get_pp_indices gives the odd layer to the stage before the last, [2, 1]: the
+  // first holds the embedding and two layers, the last one layer, the final norm and lm_head.
+  s.pipeline_parallel = 2;
+  CHECK(estimate(m, s).weights.value() == std::max<std::uint64_t>(524288 + 2 * layer + 8192, layer + 8192 + 512 + 524288));
+  CHECK(estimate(m, s).weights.value() == 3163136);
+  // Three stages of one layer: the first and the last hold their end, the last also the norm.
+  s.pipeline_parallel = 3;
+  CHECK(estimate(m, s).weights.value() == layer + 8192 + 512 + 524288);
+}
