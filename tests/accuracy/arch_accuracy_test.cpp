@@ -205,12 +205,11 @@ TEST_CASE("the README's model-type table is generated from src/spec/architecture
   const std::filesystem::path dir = root / "tests/accuracy/arch";
   const test::Measured arch = test::evaluate_measured(dir, "results.jsonl");
   const auto& cases = arch.cases;
-  const auto& specs = arch.specs;
   const auto& results = arch.results;
   const auto r = accuracy::make_report(results, *accuracy::truth_device_bytes(arch.text));
   // model name (cases.json's "model") -> its model_type, from the measured config itself.
   std::map<std::string, std::string> type_of;
-  for (const auto& c : cases) type_of[c.model] = specs.at(c.config).model_type;
+  for (const auto& c : cases) type_of[c.model] = arch.models.of(c).model_type;
   const auto counts = nlohmann::json::parse(vramfit::test::read_text(root / "tests/unit/spec/data/arch/transformers_counts.json"));
 
   std::string table =
