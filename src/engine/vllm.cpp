@@ -89,9 +89,14 @@ struct ModelRow {
   /// get_rope(dtype=torch.float32): an fp32 cos/sin cache (models/gpt_oss.py OAIAttention).
   bool rope_fp32 = false;
   /// MLA served as MLA (config/model.py is_deepseek_mla: these model types with a kv_lora_rank):
-  /// the cache keeps the latent and the rope key. Another type with a kv_lora_rank (minicpm3,
-  /// youtu) runs its own attention, whose cache vramfit does not lay out: refused.
+  /// the cache keeps the latent and the rope key. Another type with a kv_lora_rank runs its own
+  /// attention: refused unless its row says how it caches (heads_cache).
   bool mla = false;
+  /// Latent projections decompressed into every head before attention, which caches them all
+  /// (models/minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_head_dim,
+  /// num_kv_heads=num_local_heads), V padded with zeros to qk_head_dim): K and V of
+  /// qk_nope + qk_rope per head, the heads split over tensor parallel.
+  bool heads_cache = false;
 };
 constexpr ModelRow kModelRows[] = {
     {.model_type = "gemma3", .substring = true, .positions_prescaled = true},
@@ -102,6 +107,7 @@ constexpr ModelRow kModelRows[] = {
     {.model_type = "deepseek_mtp", .mla = true},
     {.model_type = "kimi_k2", .mla = true},
     {.model_type = "longcat_flash", .mla = true},
+    {.model_type = "minicpm3", .heads_cache = true},
 };
 
 const ModelRow& model_row(std::string_view model_type) {
@@ -197,7 +203,11 @@ std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s) {
   const std::uint64_t elem = s.kv_fp8 ? 1 : 2;
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
   std::uint64_t per_layer = 0;
-  if (m.kv_lora_rank > 0) {
+  if (m.kv_lora_rank > 0 && model_row(m.model_type).heads_cache) {
+    // Every head's K and V of qk_nope + qk_rope (ModelRow::heads_cache), split over TP.
+    const std::uint64_t per_gpu = std::max<std::uint64_t>(1, m.num_heads / s.tensor_parallel);
+    per_layer = checked_mul(checked_mul(checked_mul(2, per_gpu), m.qk_nope_head_dim + m.qk_rope_head_dim), elem);
+  } else if (m.kv_lora_rank > 0) {
     // MLA: one latent (kv_lora_rank) + the rope key per token, not split by tensor parallel.
     per_layer = checked_mul(m.kv_lora_rank + m.qk_rope_head_dim, elem);
   } else {
@@ -549,11 +559,11 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
   if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
   if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
   check_max_model_len(m, s, diags);
-  if (m.kv_lora_rank > 0 && !model_row(m.model_type).mla)
+  if (m.kv_lora_rank > 0 && !model_row(m.model_type).mla && !model_row(m.model_type).heads_cache)
     diags.add("--engine",
               fmt::format("vllm: model_type '{}' has latent attention (kv_lora_rank {}) that vLLM does not serve as "
-                          "MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash); "
-                          "its own attention's cache is not laid out by vramfit",
+                          "MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash) "
+                          "nor as minicpm3's every-head cache; its own attention's cache is not laid out by vramfit",
                           m.model_type, m.kv_lora_rank),
               "estimate it with the default engine (--engine transformers)");
   diags.throw_if_any();
@@ -768,14 +778,14 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
 
 /// What vLLM keeps whole on every tensor-parallel rank, in the bytes weight_bytes counts for it:
 /// the norms (RMSNorm and LayerNorm are plain parameters, never split), every MoE router
-/// (ReplicatedLinear: qwen2_moe.py, qwen3_moe.py, deepseek_v2.py `self.gate`), and MLA's
-/// down-projections (deepseek_v2.py DeepseekV2MLAAttention: q_a_proj and kv_a_proj_with_mqa are
+/// (ReplicatedLinear: qwen2_moe.py, qwen3_moe.py, deepseek_v2.py `self.gate`), and the latent
+/// down-projections (deepseek_v2.py DeepseekV2MLAAttention, minicpm3.py: q_a_proj and kv_a_proj_with_mqa are
 /// ReplicatedLinear, later releases fuse them as fused_qkv_a_proj, a MergedColumnParallelLinear
 /// with disable_tp=True): each rank runs them on the whole hidden state, and only q_b_proj,
 /// kv_b_proj and o_proj are split by heads.
 std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb) {
   const spec::Quantization q = spec::scheme_of(s.weights);
-  const bool mla = m.kv_lora_rank > 0 && model_row(m.model_type).mla;
+  const bool mla = m.kv_lora_rank > 0;  // deepseek_v2.py and minicpm3.py alike
   const auto stored = [&](const spec::Linear& l) -> std::uint64_t {
     if (q.method == spec::QuantMethod::none) return checked_mul(l.params(), wb);
     if (detail::skipped(l, q)) return checked_mul(l.params(), 2);

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_helper.hpp"
 
 using vramfit::test::CliResult;
@@ -38,12 +40,14 @@ TEST_CASE("serving engines refuse layers of different widths (gemma4_text), nami
 }
 
 TEST_CASE("serving engines serve latent attention only as their MLA models do", "[cli][serving]") {
-  const CliResult v = serve("vllm", "minicpm3-mini");
-  CHECK(v.code == 2);
-  CHECK(v.err ==
-        "vramfit: error: --engine: vllm: model_type 'minicpm3' has latent attention (kv_lora_rank 256) that vLLM does "
-        "not serve as MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash); its own "
-        "attention's cache is not laid out by vramfit (estimate it with the default engine (--engine transformers))\n");
+  // vLLM serves minicpm3 with every head's K and V cached (engine/vllm.cpp ModelRow::heads_cache):
+  // 8 layers x 2 x 16 heads x (64 + 32) x 2 bytes = 49152 bytes a token, a block of 16 tokens 768 KiB.
+  const CliResult v = run_cli({"estimate", "--engine", "vllm", "--config", arch_config("minicpm3-mini"), "--gpu",
+                               "h100-80gb", "--json"});
+  REQUIRE(v.code == 0);
+  const nlohmann::json e = nlohmann::json::parse(v.out)["engine"];
+  CHECK(e["kv_cache_bytes"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 786432);
+  CHECK(e["kv_cache_tokens"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 16);
   const CliResult l = serve("llama.cpp", "minicpm3-mini");
   CHECK(l.code == 2);
   CHECK(l.err ==

@@ -623,3 +623,27 @@ TEST_CASE("vllm: pipeline parallel replays each stage's own layers; the stage ho
   s.pipeline_parallel = 3;
   CHECK(estimate(m, s).weights.value() == layer + 8192 + 512 + 524288);
 }
+
+TEST_CASE("vllm: minicpm3 caches every head's decompressed K and V", "[vllm]") {
+  // models/minicpm3.py: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads),
+  // V padded to qk_head_dim: 2 x heads x (qk_nope 64 + qk_rope 32) per layer, not the latent.
+  const nlohmann::json cfg = {{"model_type", "minicpm3"},  {"hidden_size", 1024},      {"intermediate_size", 2560},
+                              {"num_attention_heads", 16}, {"num_key_value_heads", 16}, {"q_lora_rank", 768},
+                              {"kv_lora_rank", 256},       {"qk_nope_head_dim", 64},    {"qk_rope_head_dim", 32},
+                              {"num_hidden_layers", 8},    {"vocab_size", 73448},       {"max_position_embeddings", 32768},
+                              {"tie_word_embeddings", true}};
+  const spec::ModelSpec m = spec::from_config(cfg, "minicpm3-mini");
+  Settings s = on(GiB(80));
+  CHECK(kv_bytes_per_token(m, s) == 8 * 2 * 16 * 96 * 2);
+  s.tensor_parallel = 2;
+  CHECK(kv_bytes_per_token(m, s) == 8 * 2 * 8 * 96 * 2);
+  const Result r = estimate(m, s);
+  CHECK(r.page_bytes == 8 * 2 * 8 * 96 * 2 * 16);
+  // Its q_a_proj (1024 x 768) and kv_a_proj_with_mqa (1024 x 288) are ReplicatedLinear, whole on
+  // each rank with the norms (2 x 1024 a layer, q_a 768, kv_a 256, the final 1024).
+  Settings one = on(GiB(80));
+  const std::uint64_t w1 = estimate(m, one).weights.value(), w2 = r.weights.value();
+  const std::uint64_t whole = 8ULL * (1024 * 768 + 1024 * 288 + 2 * 1024 + 768 + 256) * 2 + 1024 * 2;
+  const std::uint64_t rope = 32768ULL * 32 * 2;  // [max_position_embeddings, qk_rope_head_dim] in bf16
+  CHECK(2 * w2 - w1 == whole + rope);
+}
