@@ -199,8 +199,74 @@ std::string long_len_message(const spec::ModelSpec& m, const Settings& s, const 
 
 }  // namespace
 
+namespace {
+
+/// One kind of attention layer that keeps a cache of its own, where a model's layers differ
+/// (gemma4_text): its key/value heads and head size, and how many layers.
+struct LayerKind {
+  std::uint64_t kv_heads = 0, head_dim = 0, layers = 0;
+};
+
+/// The caching layers of a model whose layers differ (gemma4_text), as vLLM's gemma4.py builds
+/// them: full-attention layers of global_head_dim (num_global_key_value_heads with
+/// attention_k_eq_v, whose V slot is still cached: the K weights are loaded into both), sliding
+/// layers of head_dim, and the last num_kv_shared_layers layers with kv_sharing_target_layer_name
+/// set, which get no KV cache spec of their own. The spec keeps each layer's heads and head size
+/// and the totals per kind (kv_full_per_token, kv_sliding_per_token); the kinds are told apart by
+/// their widths and checked against those totals. nullopt: every layer alike (the plain layout);
+/// throws when the layers cannot be put into two kinds of one width each.
+std::optional<std::pair<LayerKind, LayerKind>> layer_kinds(const spec::ModelSpec& m) {
+  bool differ = m.kv_full_per_token != 0 || m.kv_sliding_per_token != 0;
+  for (const spec::LayerGroup& g : m.layers) differ = differ || g.kv_shared || g.head_dim != 0 || g.kv_heads != 0;
+  if (!differ) return std::nullopt;
+  const std::uint64_t kvh0 = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+  std::vector<LayerKind> widths;  // distinct (kv heads, head size) of the caching layers
+  for (const spec::LayerGroup& g : m.layers) {
+    if (g.kv_shared || g.linear_attention) continue;
+    const LayerKind k{g.kv_heads != 0 ? g.kv_heads : kvh0, g.head_dim != 0 ? g.head_dim : m.head_dim, g.count};
+    auto it = std::find_if(widths.begin(), widths.end(),
+                           [&](const LayerKind& w) { return w.kv_heads == k.kv_heads && w.head_dim == k.head_dim; });
+    if (it == widths.end()) widths.push_back(k);
+    else it->layers = checked_add(it->layers, k.layers);
+  }
+  const auto width = [](const LayerKind& k) { return checked_mul(checked_mul(2, k.kv_heads), k.head_dim); };
+  const std::uint64_t F = m.kv_full_per_token, S = m.kv_sliding_per_token;
+  std::optional<std::pair<LayerKind, LayerKind>> kinds;
+  if (widths.size() == 1 && width(widths[0]) > 0 && F % width(widths[0]) == 0 && S % width(widths[0]) == 0 &&
+      F / width(widths[0]) + S / width(widths[0]) == widths[0].layers) {
+    LayerKind full = widths[0], sliding = widths[0];
+    full.layers = F / width(full);
+    sliding.layers = S / width(sliding);
+    kinds = {full, sliding};
+  } else if (widths.size() == 2) {
+    const auto is = [&](const LayerKind& f, const LayerKind& sl) {
+      return checked_mul(width(f), f.layers) == F && checked_mul(width(sl), sl.layers) == S;
+    };
+    const bool first_full = is(widths[0], widths[1]), second_full = is(widths[1], widths[0]);
+    if (first_full != second_full) kinds = first_full ? std::pair{widths[0], widths[1]} : std::pair{widths[1], widths[0]};
+  }
+  if (!kinds)
+    throw InputError("--engine",
+                     fmt::format("vllm: model_type '{}' has caching layers of more than one width within a kind "
+                                 "(full or sliding-window attention); vramfit lays out one width per kind",
+                                 m.model_type),
+                     "estimate it with the default engine (--engine transformers), which lays these layers out");
+  return kinds;
+}
+
+}  // namespace
+
 std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s) {
   const std::uint64_t elem = s.kv_fp8 ? 1 : 2;
+  if (const auto kinds = layer_kinds(m)) {
+    // Every caching layer's K and V, its KV heads split over TP (replicated below one a GPU).
+    std::uint64_t b = 0;
+    for (const LayerKind& k : {kinds->first, kinds->second})
+      b = checked_add(b, checked_mul(checked_mul(checked_mul(2, std::max<std::uint64_t>(1, k.kv_heads / s.tensor_parallel)),
+                                                 checked_mul(k.head_dim, elem)),
+                                     k.layers));
+    return b;
+  }
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
   std::uint64_t per_layer = 0;
   if (m.kv_lora_rank > 0 && model_row(m.model_type).heads_cache) {
@@ -239,21 +305,87 @@ struct KvLayout {
   std::uint64_t full_groups = 1;
   std::uint64_t sliding_groups = 0;
   std::uint64_t window = 0;
-  std::uint64_t block_size = 16;
+  std::uint64_t block_size = 16;  // tokens a block of a full-attention group holds
+  /// Tokens a block of a sliding-window group holds: block_size unless the pages were unified
+  /// (unify_kv_cache_spec_page_size: the smaller page's block grows by max page / its page).
+  std::uint64_t sliding_block = 16;
   std::uint64_t batched_tokens = 0;
   [[nodiscard]] std::uint64_t blocks(std::uint64_t len) const {
     std::uint64_t b = checked_mul(full_groups, cdiv(len, block_size));
     if (sliding_groups > 0) {
       const std::uint64_t tokens = std::min(checked_add(window - 1, batched_tokens), len);
-      b = checked_add(b, checked_mul(sliding_groups, cdiv(tokens, block_size) + 1));
+      b = checked_add(b, checked_mul(sliding_groups, cdiv(tokens, sliding_block) + 1));
     }
     return b;
   }
+  /// The tokens a block id stands for in "GPU KV cache size" (_report_kv_cache_config: the
+  /// smallest block size of the groups).
+  [[nodiscard]] std::uint64_t min_block() const {
+    return full_groups > 0 && sliding_groups > 0 ? std::min(block_size, sliding_block)
+           : full_groups > 0                      ? block_size
+                                                  : sliding_block;
+  }
 };
 
-KvLayout kv_layout(const spec::ModelSpec& m, const Settings& s) {
+/// A model whose layers differ (layer_kinds): vLLM's get_kv_cache_groups over their specs. With
+/// the hybrid manager and both kinds: the pages unified to the larger (the smaller kind's blocks
+/// hold max page / its page times the tokens; vLLM raises NotImplementedError when it does not
+/// divide), then the uniform-page grouping as below. Without it (or one kind only): a uniform
+/// spec when the pages agree, else UniformTypeKVCacheSpecs, one group whose page is every caching
+/// layer's page summed (num_blocks = available // that sum).
+KvLayout kv_layout_per_kind(const std::pair<LayerKind, LayerKind>& kinds, const spec::ModelSpec& m, const Settings& s) {
   KvLayout k;
-  k.block_size = s.block_size;
+  k.block_size = k.sliding_block = s.block_size;
+  k.batched_tokens = s.max_num_batched_tokens;
+  const std::uint64_t elem = s.kv_fp8 ? 1 : 2;
+  const auto page = [&](const LayerKind& kind) {
+    return checked_mul(checked_mul(checked_mul(2, std::max<std::uint64_t>(1, kind.kv_heads / s.tensor_parallel)),
+                                   checked_mul(kind.head_dim, elem)),
+                       s.block_size);
+  };
+  const LayerKind& full = kinds.first;
+  const LayerKind& sliding = kinds.second;
+  const bool hybrid = s.hybrid_kv && !s.v0_engine && m.sliding_window > 0 && full.layers > 0 && sliding.layers > 0;
+  if (!hybrid) {
+    const std::uint64_t pf = full.layers > 0 ? page(full) : 0, ps = sliding.layers > 0 ? page(sliding) : 0;
+    if (pf == 0 || ps == 0 || pf == ps) {
+      k.layer_page = pf != 0 ? pf : ps;
+      k.group_size = full.layers + sliding.layers;
+    } else {
+      k.layer_page = checked_add(checked_mul(pf, full.layers), checked_mul(ps, sliding.layers));
+      k.group_size = 1;
+    }
+    if (full.layers == 0 && m.sliding_window > 0 && s.hybrid_kv && !s.v0_engine) {  // sliding layers alone
+      k.window = m.sliding_window;
+      k.full_groups = 0;
+      k.sliding_groups = 1;
+    }
+    return k;
+  }
+  const std::uint64_t pf = page(full), ps = page(sliding), p = std::max(pf, ps);
+  if (p % pf != 0 || p % ps != 0)
+    throw InputError("--engine",
+                     fmt::format("vllm: the full-attention layers' page ({} bytes a block) and the sliding-window "
+                                 "layers' ({}) do not divide: vLLM's unify_kv_cache_spec_page_size raises "
+                                 "NotImplementedError (\"The page size of the layer is not divisible by the maximum "
+                                 "page size. Cannot unify by adjusting block_size.\")",
+                                 pf, ps),
+                     "serve it with --disable-hybrid-kv-cache-manager (one group of every layer's page)");
+  k.layer_page = p;
+  k.block_size = checked_mul(s.block_size, p / pf);
+  k.sliding_block = checked_mul(s.block_size, p / ps);
+  k.window = m.sliding_window;
+  const std::uint64_t lo = std::min(full.layers, sliding.layers), hi = std::max(full.layers, sliding.layers);
+  k.group_size = 2 * hi < 3 * lo ? hi : lo;
+  k.full_groups = cdiv(full.layers, k.group_size);
+  k.sliding_groups = cdiv(sliding.layers, k.group_size);
+  return k;
+}
+
+KvLayout kv_layout(const spec::ModelSpec& m, const Settings& s) {
+  if (const auto kinds = layer_kinds(m)) return kv_layout_per_kind(*kinds, m, s);
+  KvLayout k;
+  k.block_size = k.sliding_block = s.block_size;
   k.batched_tokens = s.max_num_batched_tokens;
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
   k.layer_page = checked_mul(kv_bytes_per_token(m, s) / layers, s.block_size);
@@ -347,6 +479,7 @@ std::uint64_t forward_peak(const spec::ModelSpec& m, const Settings& s, std::uin
   const std::uint64_t d = 2;  // activations in the model dtype
   const std::uint64_t H = m.hidden_size;
   std::uint64_t I = m.intermediate_size;
+  for (const spec::LayerGroup& g : m.layers) I = std::max(I, g.intermediate);  // gemma4's double-wide MLPs
   if (m.moe.num_experts > 0) I = std::max(I, checked_mul(m.moe.expert_intermediate, m.moe.experts_per_token));
   const std::uint64_t q = checked_mul(m.num_heads, m.head_dim);
   const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
@@ -567,7 +700,14 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
                           m.model_type, m.kv_lora_rank),
               "estimate it with the default engine (--engine transformers)");
   diags.throw_if_any();
-  require_uniform_layers(m, "vllm");
+  // Layers that differ (gemma4_text) are laid out per kind (layer_kinds), on one pipeline stage.
+  if (!layer_kinds(m)) require_uniform_layers(m, "vllm");
+  else if (s.pipeline_parallel > 1)
+    throw InputError("--pipeline-parallel-size",
+                     fmt::format("model_type '{}' has caching layers of different widths and KV-shared layers; vramfit "
+                                 "lays them out on one pipeline stage only",
+                                 m.model_type),
+                     "use --tensor-parallel-size instead, or estimate with --pipeline-parallel-size 1");
 }
 
 /// The rows of vLLM's rotary cos/sin caches (model_executor/layers/rotary_embedding get_rope, one
@@ -839,6 +979,29 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim
                                                       : static_cast<std::uint64_t>(static_cast<double>(m.head_dim) * factor);
   if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};
+  // Layers that differ (gemma4.py Gemma4Attention): every layer builds a whole QKVParallelLinear,
+  // (heads + 2 x KV heads) x head size, where the checkpoint has no k_proj/v_proj (KV-shared
+  // layers) or no v_proj (attention_k_eq_v: the K weights are loaded into the V slot too), and
+  // a k_norm of the head size on the KV-shared layers: what vLLM allocates beyond the parameters.
+  if (layer_kinds(m)) {
+    const std::uint64_t kvh0 = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+    std::uint64_t linear = 0, norms = 0;
+    for (const spec::LayerGroup& g : m.layers) {
+      const std::uint64_t hd = g.head_dim != 0 ? g.head_dim : m.head_dim, kvh = g.kv_heads != 0 ? g.kv_heads : kvh0;
+      std::uint64_t out = 0;
+      bool bias = false;
+      for (const spec::Linear& l : g.linears)
+        if (l.role == spec::Role::attn_in) {
+          out = checked_add(out, l.out_features);
+          bias = bias || l.bias;
+        }
+      const std::uint64_t want = checked_mul(m.num_heads + 2 * kvh, hd);
+      if (want > out)
+        linear = checked_add(linear, checked_mul(checked_mul(want - out, m.hidden_size + (bias ? 1 : 0)), g.count));
+      if (g.kv_shared) norms = checked_add(norms, checked_mul(hd, g.count));
+    }
+    w += Bytes{checked_add(cdiv(checked_mul(linear, wb), tp), checked_mul(norms, wb))};
+  }
   // An unquantized decoder: its tensors as the caching allocator places them (allocated_weights).
   std::optional<std::uint64_t> laid_out;
   for (std::uint64_t stage = 0; stage < pp; ++stage) {
@@ -920,14 +1083,14 @@ std::uint64_t cublas_workspace(const Settings& s) {
 
 /// What is left of the budget becomes KV blocks: the block count, the tokens, the concurrency at
 /// max_model_len and the longest request that fits (kv_cache_utils.py).
-void kv_blocks(Result& r, const spec::ModelSpec& m, const Settings& s, const KvLayout& kv) {
+void kv_blocks(Result& r, const spec::ModelSpec& m, const KvLayout& kv) {
   r.kv_groups = kv.full_groups + kv.sliding_groups;
   r.kv_group_size = kv.group_size;
   r.page_bytes = checked_mul(kv.layer_page, kv.group_size);
   const std::uint64_t available = r.available_kv > 0 ? static_cast<std::uint64_t>(r.available_kv) : 0;
   r.num_gpu_blocks = available / r.page_bytes;
   // "GPU KV cache size": the blocks of one group, in tokens (_report_kv_cache_config).
-  r.kv_cache_tokens = checked_mul(r.num_gpu_blocks / r.kv_groups, s.block_size);
+  r.kv_cache_tokens = checked_mul(r.num_gpu_blocks / r.kv_groups, kv.min_block());
   r.kv_cache = Bytes{checked_mul(r.num_gpu_blocks, r.page_bytes)};
   r.blocks_per_request = kv.blocks(r.max_model_len);
   r.max_concurrency = static_cast<double>(r.num_gpu_blocks) / static_cast<double>(r.blocks_per_request);
@@ -1029,7 +1192,7 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   if (r.graphs.in_budget) taken += r.cuda_graphs;
   r.available_kv = static_cast<std::int64_t>(r.budget.value()) - static_cast<std::int64_t>(taken.value());
   const KvLayout kv = kv_layout(m, s);
-  kv_blocks(r, m, s, kv);
+  kv_blocks(r, m, kv);
   startup_error(r, kv);
   closing_notes(r, m, s, kv);
   return r;

@@ -23,18 +23,21 @@ CliResult serve(const std::string& engine, const std::string& config) {
 
 }  // namespace
 
-TEST_CASE("serving engines refuse layers of different widths (gemma4_text), naming --engine", "[cli][serving]") {
-  for (const std::string engine : {"vllm", "llama.cpp"}) {
-    const CliResult r = serve(engine, "gemma4-e2b-mini");
-    CHECK(r.code == 2);
-    CHECK(r.out.empty());
-    CHECK(r.err ==
-          "vramfit: error: --engine: model_type 'gemma4_text' has layers whose attention head size or key/value heads "
-          "differ; the " +
-              engine +
-              " estimate lays every layer out alike and would size its KV cache for layers the model does not have "
-              "(estimate it with the default engine (--engine transformers), which lays these layers out)\n");
-  }
+TEST_CASE("llama.cpp refuses layers of different widths (gemma4_text), naming --engine; vLLM lays them out", "[cli][serving]") {
+  const CliResult r = serve("llama.cpp", "gemma4-e2b-mini");
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err ==
+        "vramfit: error: --engine: model_type 'gemma4_text' has layers whose attention head size or key/value heads "
+        "differ; the llama.cpp estimate lays every layer out alike and would size its KV cache for layers the model "
+        "does not have (estimate it with the default engine (--engine transformers), which lays these layers out)\n");
+  // vLLM: per kind of layer (engine/vllm.cpp layer_kinds): 6 groups of one layer, pages of 32768 bytes.
+  const CliResult v = run_cli({"estimate", "--engine", "vllm", "--config", arch_config("gemma4-e2b-mini"), "--gpu",
+                               "h100-80gb", "--json"});
+  REQUIRE(v.code == 0);
+  const nlohmann::json e = nlohmann::json::parse(v.out)["engine"];
+  CHECK(e["kv_cache_groups"] == 6);
+  CHECK(e["kv_cache_bytes"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 32768);
   // The transformers estimate lays them out.
   CHECK(run_cli({"estimate", "--config", arch_config("gemma4-e2b-mini"), "--gpu", "h100-80gb"}).code == 0);
 }

@@ -647,3 +647,54 @@ TEST_CASE("vllm: minicpm3 caches every head's decompressed K and V", "[vllm]") {
   const std::uint64_t rope = 32768ULL * 32 * 2;  // [max_position_embeddings, qk_rope_head_dim] in bf16
   CHECK(2 * w2 - w1 == whole + rope);
 }
+
+namespace {
+spec::ModelSpec gemma4_e2b_mini() {
+  // tests/accuracy/arch/models/gemma4-e2b-mini.json: 10 layers, sliding but layers 5 and 9 (the
+  // last is forced full), the last 4 KV-shared: caching layers 0-4 (sliding, 1 KV head of 256)
+  // and 5 (full, 1 KV head of global_head_dim 512).
+  const nlohmann::json cfg = {{"model_type", "gemma4_text"}, {"hidden_size", 1024},          {"intermediate_size", 2048},
+                              {"num_attention_heads", 8},    {"num_key_value_heads", 1},     {"head_dim", 256},
+                              {"global_head_dim", 512},      {"num_hidden_layers", 10},      {"num_kv_shared_layers", 4},
+                              {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 256},
+                              {"vocab_size", 262144},        {"vocab_size_per_layer_input", 262144},
+                              {"sliding_window", 512},       {"max_position_embeddings", 131072},
+                              {"final_logit_softcapping", 30.0}, {"tie_word_embeddings", true}};
+  return spec::from_config(cfg, "gemma4-e2b-mini");
+}
+}  // namespace
+
+TEST_CASE("vllm: gemma4's layers laid out per kind: KV-shared layers cache nothing, pages unified", "[vllm]") {
+  const spec::ModelSpec m = gemma4_e2b_mini();
+  Settings s = on(GiB(80));
+  s.max_model_len = 131072;
+  s.max_num_batched_tokens = 8192;
+  // Every caching layer's K and V: 5 x 2 x 256 + 1 x 2 x 512 values a token, in bf16.
+  CHECK(kv_bytes_per_token(m, s) == (5 * 2 * 256 + 2 * 512) * 2);
+  // The hybrid manager: a sliding page (16 x 2 x 256 x 2 = 16384) and a full one (32768) unified
+  // to 32768, the sliding blocks holding 32 tokens; 5 sliding layers and 1 full: group size 1,
+  // 6 groups; num_blocks = available // 32768; "GPU KV cache size" num_blocks // 6 x 16 tokens; a
+  // request of 131072 tokens takes 8192 full blocks and 5 x (cdiv(511 + 8192, 32) + 1) sliding.
+  const Result r = estimate(m, s);
+  CHECK(r.page_bytes == 32768);
+  CHECK(r.kv_groups == 6);
+  CHECK(r.kv_group_size == 1);
+  CHECK(r.num_gpu_blocks == static_cast<std::uint64_t>(r.available_kv) / 32768);
+  CHECK(r.kv_cache_tokens == r.num_gpu_blocks / 6 * 16);
+  CHECK(r.blocks_per_request == 8192 + 5 * (272 + 1));
+  CHECK(kv_bytes_for_request(m, s, 131072) == (8192ULL + 5 * 273) * 32768);
+  // Without the hybrid manager: one UniformTypeKVCacheSpecs group, every layer's page summed.
+  s.hybrid_kv = false;
+  const Result u = estimate(m, s);
+  CHECK(u.page_bytes == 5 * 16384 + 32768);
+  CHECK(u.kv_groups == 1);
+  CHECK(u.kv_cache_tokens == u.num_gpu_blocks * 16);
+  CHECK(u.blocks_per_request == 8192);
+  // Weights: Gemma4Attention builds a whole qkv_proj on every layer, so the KV-shared layers
+  // hold K and V slots the checkpoint lacks (3 sliding x 2 x 256 and 1 full x 2 x 512 rows of
+  // 1024) and a k_norm (3 x 256 + 512), beyond the parameters and the rotary cache (131072 x 256).
+  CHECK(r.weights.value() == m.params * 2 + 131072ULL * 256 * 2 + (3 * 512 + 1024) * 1024 * 2 + (3 * 256 + 512) * 2);
+  // Pipeline parallel is not laid out for these layers.
+  s.pipeline_parallel = 2;
+  CHECK_THROWS_AS(estimate(m, s), InputError);
+}
