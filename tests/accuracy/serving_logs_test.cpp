@@ -370,10 +370,20 @@ TEST_CASE("vLLM logs: unquantized weights to the printed digit, as the caching a
   // the print's rounding).
   std::size_t n = 0, exact = 0, rounded = 0;
   const std::vector<Item> items = vllm_items();
+  std::size_t mla = 0;
   for (const json& e : read_lines("vllm_logs.jsonl")) {
     if (e.contains("quant") || spec_of(e).quantization) continue;
     for (const Item& i : items) {
       if (i.log_id != e.at("id") || i.item != "weights") continue;
+      if (spec_of(e).kv_lora_rank > 0) {
+        // MLA is not replayed: the parameters' bytes, the norms, routers and the latent
+        // projections whole on each tensor-parallel rank (DeepSeek-Coder-V2-Lite on TP 4: 7.3858
+        // logged, 7.3829 here; 7.3335, -0.71%, with the latent projections split).
+        INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB");
+        CHECK(std::abs(i.error()) <= 0.001);
+        ++mla;
+        continue;
+      }
       INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB (printed to +-" << i.tolerance << ")");
       ++n;
       const bool known_gap = i.log_id == "qwen2.5-1.5b-v1-0.11-len32768" || i.log_id == "llama3.1-8b-h100-late2026-len131072";
@@ -382,6 +392,7 @@ TEST_CASE("vLLM logs: unquantized weights to the printed digit, as the caching a
       if (i.log == 14.99 && std::abs(i.ours - i.log) <= i.tolerance) ++rounded;
     }
   }
+  CHECK(mla == 1);
   CHECK(rounded == 5);  // 14.9889 inside "14.99"'s rounding
   CHECK(n == 27);
   CHECK(exact == 25);
