@@ -283,6 +283,34 @@ CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model) {
   return result_of(truth, model, engine::estimate(model, truth.workload));
 }
 
+CaseModels::CaseModels(const std::vector<TruthCase>& cases, const Loader& load) {
+  for (const auto& c : cases)
+    if (by_config_.count(c.config) == 0) by_config_.emplace(c.config, load(c));
+}
+
+std::vector<const spec::ModelSpec*> CaseModels::of_all(const std::vector<TruthCase>& cases) const {
+  std::vector<const spec::ModelSpec*> out;
+  out.reserve(cases.size());
+  for (const auto& c : cases) out.push_back(&of(c));
+  return out;
+}
+
+std::vector<CaseResult> evaluate_all(const std::vector<TruthCase>& cases, const CaseModels& models,
+                                     std::string_view origin) {
+  std::vector<CaseResult> out;
+  out.reserve(cases.size());
+  for (const auto& c : cases) {
+    try {
+      out.push_back(evaluate(c, models.of(c)));
+    } catch (const InputError& e) {
+      std::vector<Diagnostic> diags = e.diagnostics();
+      for (auto& d : diags) d.field = fmt::format("{}: case '{}': {}", origin, c.id, d.field);
+      throw InputError(std::move(diags));
+    }
+  }
+  return out;
+}
+
 InProcess evaluate_in_process(const std::vector<TruthCase>& cases, const std::vector<const spec::ModelSpec*>& models) {
   InProcess out;
   engine::ProcessHistory history;

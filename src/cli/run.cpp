@@ -133,6 +133,14 @@ CLI::Option* add(CLI::App* app, Options& o, const std::string& name, std::string
   return opt;
 }
 
+/// A flag without a value (on when given), registered like add()'s options.
+CLI::Option* add_switch(CLI::App* app, Options& o, const std::string& name, bool& target, const std::string& help,
+                        const std::string& group) {
+  CLI::Option* opt = app->add_flag(name, target, help)->group(group);
+  o.flag_options[app->get_name()].emplace_back(name, opt);
+  return opt;
+}
+
 /// The model and workload flags (every command that estimates), and the budget flags.
 void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string& model_group) {
   auto& f = o.estimate;
@@ -155,10 +163,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "a GGUF type q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k_s/m/l q4_k_s/m q5_k_s/m q6_k",
       quant);
   add(e, o, "--group-size", f.group_size, "N", "GPTQ/AWQ group size (default 128; 0 = one group per row)", quant);
-  CLI::Option* dq = e->add_flag("--double-quant", f.double_quant,
-                                "bitsandbytes 4-bit double quantization (bnb_4bit_use_double_quant)")
-                        ->group(quant);
-  o.flag_options[e->get_name()].emplace_back("--double-quant", dq);
+  add_switch(e, o, "--double-quant", f.double_quant,
+             "bitsandbytes 4-bit double quantization (bnb_4bit_use_double_quant)", quant);
   add(e, o, "--skip-modules", f.skip_modules, "LIST",
       "linear modules left in 16 bits (llm_int8_skip_modules), e.g. down_proj,o_proj", quant);
   add(e, o, "--kv-cache", f.kv_cache, "DTYPE",
@@ -202,10 +208,8 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--nodes", f.nodes, "N", "machines, each with --gpus GPUs (default 1)", work);
   add(e, o, "--offload", f.offload, "WHAT",
       "none, optimizer (ZeRO-Offload) or params (ZeRO-3 offload_param, FSDP CPUOffload)", work);
-  CLI::Option* mw = e->add_flag("--master-weights", f.master_weights,
-                                "16-bit weights with an fp32 master copy in the optimizer (DeepSpeed, Megatron)")
-                        ->group(work);
-  o.flag_options[e->get_name()].emplace_back("--master-weights", mw);
+  add_switch(e, o, "--master-weights", f.master_weights,
+             "16-bit weights with an fp32 master copy in the optimizer (DeepSpeed, Megatron)", work);
   add(e, o, "--alloc-conf", f.alloc_conf, "CONF",
       "PYTORCH_CUDA_ALLOC_CONF for the job: expandable_segments:True,max_split_size_mb:512,...", work);
   add(e, o, "--cuda-context", f.cuda_context, "SIZE",
@@ -227,19 +231,14 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "default when no WHAT is given) or layers (each decoder layer, the loss eager: torchtitan)",
       levers)
       ->expected(0, 1);
-  CLI::Option* off = e->add_flag("--activation-offload", f.activation_offload,
-                                 "saved activations go to host memory (torch.autograd.graph.save_on_cpu)")
-                          ->group(levers);
-  o.flag_options[e->get_name()].emplace_back("--activation-offload", off);
-  CLI::Option* oib = e->add_flag("--optimizer-in-backward", f.optimizer_in_backward,
-                                 "step each parameter as its gradient is ready and free the gradient (torchtune)")
-                          ->group(levers);
-  o.flag_options[e->get_name()].emplace_back("--optimizer-in-backward", oib);
-  CLI::Option* pk = e->add_flag("--packing", f.sequence_packing,
-                                "padding-free packed rows (DataCollatorWithFlattening): --batch rows of --seq tokens "
-                                "each, several sequences per row")
-                        ->group(levers);
-  o.flag_options[e->get_name()].emplace_back("--packing", pk);
+  add_switch(e, o, "--activation-offload", f.activation_offload,
+             "saved activations go to host memory (torch.autograd.graph.save_on_cpu)", levers);
+  add_switch(e, o, "--optimizer-in-backward", f.optimizer_in_backward,
+             "step each parameter as its gradient is ready and free the gradient (torchtune)", levers);
+  add_switch(e, o, "--packing", f.sequence_packing,
+             "padding-free packed rows (DataCollatorWithFlattening): --batch rows of --seq tokens each, "
+             "several sequences per row",
+             levers);
   if (!budget) return;
   const std::string group = e->get_name() == "estimate" ? "Budget (at most one)" : "Budget (exactly one)";
   add(e, o, "--gpu", f.gpu, "ID", "a GPU of the catalog (list them with 'vramfit gpus')", group);
@@ -249,11 +248,10 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
       "keep a margin free on the GPU: 10% of its memory, or a size (2GiB); fits when total + margin <= "
       "budget",
       group);
-  CLI::Option* ft = e->add_flag("--fail-on-tight", f.fail_on_tight,
-                                "exit 1 (does not fit) when the verdict is TIGHT: the estimate fits but its "
-                                "measured upper bound does not (default: TIGHT exits 0)")
-                        ->group(group);
-  o.flag_options[e->get_name()].emplace_back("--fail-on-tight", ft);
+  add_switch(e, o, "--fail-on-tight", f.fail_on_tight,
+             "exit 1 (does not fit) when the verdict is TIGHT: the estimate fits but its measured upper bound "
+             "does not (default: TIGHT exits 0)",
+             group);
 }
 
 /// --engine and the llama.cpp/Ollama and vLLM flags (estimate, advise, fit; see cli/serving).
@@ -279,21 +277,17 @@ void add_serving_flags(CLI::App* e, Options& o) {
       g);
   add(e, o, "--override-tensor", s.override_tensor, "PATTERN=BUF,...",
       "llama.cpp -ot: tensors whose GGUF name matches the regex go to CPU or CUDA<n>", g);
-  CLI::Option* nm = e->add_flag("--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them")->group(g);
-  o.flag_options[e->get_name()].emplace_back("--no-mmap", nm);
+  add_switch(e, o, "--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them", g);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
   add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings)", g);
   add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default 256)", g);
   add(e, o, "--max-num-batched-tokens", s.max_num_batched_tokens, "N", "vLLM: tokens per step, sizes the profile run (default as vllm serve: 8192 on a card of 70 GiB or more but an A100, else 2048; V0 releases: see the README)", g);
   add(e, o, "--kv-cache-dtype", s.kv_cache_dtype, "D", "vLLM: auto or fp8 (fp8_e4m3, fp8_e5m2)", g);
-  CLI::Option* ee = e->add_flag("--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs")->group(g);
-  o.flag_options[e->get_name()].emplace_back("--enforce-eager", ee);
-  CLI::Option* hk = e->add_flag("--disable-hybrid-kv-cache-manager", s.disable_hybrid_kv_cache_manager,
-                                "vLLM: sliding-window layers keep a full-length KV cache")->group(g);
-  o.flag_options[e->get_name()].emplace_back("--disable-hybrid-kv-cache-manager", hk);
-  CLI::Option* nf = e->add_flag("--no-flashinfer", s.no_flashinfer,
-                                "vLLM: FlashInfer not installed: the profile run's sampler sorts the logits")->group(g);
-  o.flag_options[e->get_name()].emplace_back("--no-flashinfer", nf);
+  add_switch(e, o, "--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs", g);
+  add_switch(e, o, "--disable-hybrid-kv-cache-manager", s.disable_hybrid_kv_cache_manager,
+             "vLLM: sliding-window layers keep a full-length KV cache", g);
+  add_switch(e, o, "--no-flashinfer", s.no_flashinfer,
+             "vLLM: FlashInfer not installed: the profile run's sampler sorts the logits", g);
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);

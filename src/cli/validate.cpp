@@ -3,7 +3,6 @@
 
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <optional>
 #include <vector>
 #include <ostream>
@@ -49,23 +48,11 @@ ExitCode run_validate(const std::string& path, render::Format format, std::ostre
     throw InputError("truth file", fmt::format("'{}' holds no cases", file.string()),
                      "give a JSONL file written by measure.py: one case per line");
 
-  std::map<std::string, spec::ModelSpec> specs;
-  for (const auto& c : cases) {
-    if (specs.count(c.config) != 0) continue;
+  const accuracy::CaseModels models(cases, [&](const accuracy::TruthCase& c) {
     const fs::path config = find_config(file, c);
-    specs.emplace(c.config, spec::from_config_text(read_file(config, "config"), config.string()));
-  }
-  std::vector<accuracy::CaseResult> results;
-  results.reserve(cases.size());
-  for (const auto& c : cases) {
-    try {
-      results.push_back(accuracy::evaluate(c, specs.at(c.config)));
-    } catch (const InputError& e) {
-      std::vector<Diagnostic> diags = e.diagnostics();
-      for (auto& d : diags) d.field = fmt::format("{}: case '{}': {}", file.string(), c.id, d.field);
-      throw InputError(std::move(diags));
-    }
-  }
+    return spec::from_config_text(read_file(config, "config"), config.string());
+  });
+  const std::vector<accuracy::CaseResult> results = accuracy::evaluate_all(cases, models, file.string());
   // Without the environment line the card's memory is unknown: no OOM case counts as predicted.
   const std::optional<Bytes> device = accuracy::truth_device_bytes(text);
   const accuracy::Report report =
@@ -74,9 +61,7 @@ ExitCode run_validate(const std::string& path, render::Format format, std::ostre
   render::Validation v{file.string(), cases.size(), device, report, {}};
   std::optional<accuracy::InProcess> in_process;
   if (one_process) {
-    std::vector<const spec::ModelSpec*> models;
-    for (const auto& c : cases) models.push_back(&specs.at(c.config));
-    in_process = accuracy::evaluate_in_process(cases, models);
+    in_process = accuracy::evaluate_in_process(cases, models.of_all(cases));
     v.one_process = render::OneProcess{in_process->processes, in_process->unknown, {}, {}, {}};
     std::vector<const accuracy::CaseResult*> ptrs;
     // The reserved column: a copy whose device error leaves the context out on both sides.

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 #include <cmath>
 #include <string_view>
 
@@ -88,9 +89,14 @@ struct ModelRow {
   /// get_rope(dtype=torch.float32): an fp32 cos/sin cache (models/gpt_oss.py OAIAttention).
   bool rope_fp32 = false;
   /// MLA served as MLA (config/model.py is_deepseek_mla: these model types with a kv_lora_rank):
-  /// the cache keeps the latent and the rope key. Another type with a kv_lora_rank (minicpm3,
-  /// youtu) runs its own attention, whose cache vramfit does not lay out: refused.
+  /// the cache keeps the latent and the rope key. Another type with a kv_lora_rank runs its own
+  /// attention: refused unless its row says how it caches (heads_cache).
   bool mla = false;
+  /// Latent projections decompressed into every head before attention, which caches them all
+  /// (models/minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_head_dim,
+  /// num_kv_heads=num_local_heads), V padded with zeros to qk_head_dim): K and V of
+  /// qk_nope + qk_rope per head, the heads split over tensor parallel.
+  bool heads_cache = false;
 };
 constexpr ModelRow kModelRows[] = {
     {.model_type = "gemma3", .substring = true, .positions_prescaled = true},
@@ -101,6 +107,7 @@ constexpr ModelRow kModelRows[] = {
     {.model_type = "deepseek_mtp", .mla = true},
     {.model_type = "kimi_k2", .mla = true},
     {.model_type = "longcat_flash", .mla = true},
+    {.model_type = "minicpm3", .heads_cache = true},
 };
 
 const ModelRow& model_row(std::string_view model_type) {
@@ -192,11 +199,81 @@ std::string long_len_message(const spec::ModelSpec& m, const Settings& s, const 
 
 }  // namespace
 
+namespace {
+
+/// One kind of attention layer that keeps a cache of its own, where a model's layers differ
+/// (gemma4_text): its key/value heads and head size, and how many layers.
+struct LayerKind {
+  std::uint64_t kv_heads = 0, head_dim = 0, layers = 0;
+};
+
+/// The caching layers of a model whose layers differ (gemma4_text), as vLLM's gemma4.py builds
+/// them: full-attention layers of global_head_dim (num_global_key_value_heads with
+/// attention_k_eq_v, whose V slot is still cached: the K weights are loaded into both), sliding
+/// layers of head_dim, and the last num_kv_shared_layers layers with kv_sharing_target_layer_name
+/// set, which get no KV cache spec of their own. The spec keeps each layer's heads and head size
+/// and the totals per kind (kv_full_per_token, kv_sliding_per_token); the kinds are told apart by
+/// their widths and checked against those totals. nullopt: every layer alike (the plain layout);
+/// throws when the layers cannot be put into two kinds of one width each.
+std::optional<std::pair<LayerKind, LayerKind>> layer_kinds(const spec::ModelSpec& m) {
+  bool differ = m.kv_full_per_token != 0 || m.kv_sliding_per_token != 0;
+  for (const spec::LayerGroup& g : m.layers) differ = differ || g.kv_shared || g.head_dim != 0 || g.kv_heads != 0;
+  if (!differ) return std::nullopt;
+  const std::uint64_t kvh0 = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+  std::vector<LayerKind> widths;  // distinct (kv heads, head size) of the caching layers
+  for (const spec::LayerGroup& g : m.layers) {
+    if (g.kv_shared || g.linear_attention) continue;
+    const LayerKind k{g.kv_heads != 0 ? g.kv_heads : kvh0, g.head_dim != 0 ? g.head_dim : m.head_dim, g.count};
+    auto it = std::find_if(widths.begin(), widths.end(),
+                           [&](const LayerKind& w) { return w.kv_heads == k.kv_heads && w.head_dim == k.head_dim; });
+    if (it == widths.end()) widths.push_back(k);
+    else it->layers = checked_add(it->layers, k.layers);
+  }
+  const auto width = [](const LayerKind& k) { return checked_mul(checked_mul(2, k.kv_heads), k.head_dim); };
+  const std::uint64_t F = m.kv_full_per_token, S = m.kv_sliding_per_token;
+  std::optional<std::pair<LayerKind, LayerKind>> kinds;
+  if (widths.size() == 1 && width(widths[0]) > 0 && F % width(widths[0]) == 0 && S % width(widths[0]) == 0 &&
+      F / width(widths[0]) + S / width(widths[0]) == widths[0].layers) {
+    LayerKind full = widths[0], sliding = widths[0];
+    full.layers = F / width(full);
+    sliding.layers = S / width(sliding);
+    kinds = {full, sliding};
+  } else if (widths.size() == 2) {
+    const auto is = [&](const LayerKind& f, const LayerKind& sl) {
+      return checked_mul(width(f), f.layers) == F && checked_mul(width(sl), sl.layers) == S;
+    };
+    const bool first_full = is(widths[0], widths[1]), second_full = is(widths[1], widths[0]);
+    if (first_full != second_full) kinds = first_full ? std::pair{widths[0], widths[1]} : std::pair{widths[1], widths[0]};
+  }
+  if (!kinds)
+    throw InputError("--engine",
+                     fmt::format("vllm: model_type '{}' has caching layers of more than one width within a kind "
+                                 "(full or sliding-window attention); vramfit lays out one width per kind",
+                                 m.model_type),
+                     "estimate it with the default engine (--engine transformers), which lays these layers out");
+  return kinds;
+}
+
+}  // namespace
+
 std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s) {
   const std::uint64_t elem = s.kv_fp8 ? 1 : 2;
+  if (const auto kinds = layer_kinds(m)) {
+    // Every caching layer's K and V, its KV heads split over TP (replicated below one a GPU).
+    std::uint64_t b = 0;
+    for (const LayerKind& k : {kinds->first, kinds->second})
+      b = checked_add(b, checked_mul(checked_mul(checked_mul(2, std::max<std::uint64_t>(1, k.kv_heads / s.tensor_parallel)),
+                                                 checked_mul(k.head_dim, elem)),
+                                     k.layers));
+    return b;
+  }
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
   std::uint64_t per_layer = 0;
-  if (m.kv_lora_rank > 0) {
+  if (m.kv_lora_rank > 0 && model_row(m.model_type).heads_cache) {
+    // Every head's K and V of qk_nope + qk_rope (ModelRow::heads_cache), split over TP.
+    const std::uint64_t per_gpu = std::max<std::uint64_t>(1, m.num_heads / s.tensor_parallel);
+    per_layer = checked_mul(checked_mul(checked_mul(2, per_gpu), m.qk_nope_head_dim + m.qk_rope_head_dim), elem);
+  } else if (m.kv_lora_rank > 0) {
     // MLA: one latent (kv_lora_rank) + the rope key per token, not split by tensor parallel.
     per_layer = checked_mul(m.kv_lora_rank + m.qk_rope_head_dim, elem);
   } else {
@@ -228,21 +305,87 @@ struct KvLayout {
   std::uint64_t full_groups = 1;
   std::uint64_t sliding_groups = 0;
   std::uint64_t window = 0;
-  std::uint64_t block_size = 16;
+  std::uint64_t block_size = 16;  // tokens a block of a full-attention group holds
+  /// Tokens a block of a sliding-window group holds: block_size unless the pages were unified
+  /// (unify_kv_cache_spec_page_size: the smaller page's block grows by max page / its page).
+  std::uint64_t sliding_block = 16;
   std::uint64_t batched_tokens = 0;
   [[nodiscard]] std::uint64_t blocks(std::uint64_t len) const {
     std::uint64_t b = checked_mul(full_groups, cdiv(len, block_size));
     if (sliding_groups > 0) {
       const std::uint64_t tokens = std::min(checked_add(window - 1, batched_tokens), len);
-      b = checked_add(b, checked_mul(sliding_groups, cdiv(tokens, block_size) + 1));
+      b = checked_add(b, checked_mul(sliding_groups, cdiv(tokens, sliding_block) + 1));
     }
     return b;
   }
+  /// The tokens a block id stands for in "GPU KV cache size" (_report_kv_cache_config: the
+  /// smallest block size of the groups).
+  [[nodiscard]] std::uint64_t min_block() const {
+    return full_groups > 0 && sliding_groups > 0 ? std::min(block_size, sliding_block)
+           : full_groups > 0                      ? block_size
+                                                  : sliding_block;
+  }
 };
 
-KvLayout kv_layout(const spec::ModelSpec& m, const Settings& s) {
+/// A model whose layers differ (layer_kinds): vLLM's get_kv_cache_groups over their specs. With
+/// the hybrid manager and both kinds: the pages unified to the larger (the smaller kind's blocks
+/// hold max page / its page times the tokens; vLLM raises NotImplementedError when it does not
+/// divide), then the uniform-page grouping as below. Without it (or one kind only): a uniform
+/// spec when the pages agree, else UniformTypeKVCacheSpecs, one group whose page is every caching
+/// layer's page summed (num_blocks = available // that sum).
+KvLayout kv_layout_per_kind(const std::pair<LayerKind, LayerKind>& kinds, const spec::ModelSpec& m, const Settings& s) {
   KvLayout k;
-  k.block_size = s.block_size;
+  k.block_size = k.sliding_block = s.block_size;
+  k.batched_tokens = s.max_num_batched_tokens;
+  const std::uint64_t elem = s.kv_fp8 ? 1 : 2;
+  const auto page = [&](const LayerKind& kind) {
+    return checked_mul(checked_mul(checked_mul(2, std::max<std::uint64_t>(1, kind.kv_heads / s.tensor_parallel)),
+                                   checked_mul(kind.head_dim, elem)),
+                       s.block_size);
+  };
+  const LayerKind& full = kinds.first;
+  const LayerKind& sliding = kinds.second;
+  const bool hybrid = s.hybrid_kv && !s.v0_engine && m.sliding_window > 0 && full.layers > 0 && sliding.layers > 0;
+  if (!hybrid) {
+    const std::uint64_t pf = full.layers > 0 ? page(full) : 0, ps = sliding.layers > 0 ? page(sliding) : 0;
+    if (pf == 0 || ps == 0 || pf == ps) {
+      k.layer_page = pf != 0 ? pf : ps;
+      k.group_size = full.layers + sliding.layers;
+    } else {
+      k.layer_page = checked_add(checked_mul(pf, full.layers), checked_mul(ps, sliding.layers));
+      k.group_size = 1;
+    }
+    if (full.layers == 0 && m.sliding_window > 0 && s.hybrid_kv && !s.v0_engine) {  // sliding layers alone
+      k.window = m.sliding_window;
+      k.full_groups = 0;
+      k.sliding_groups = 1;
+    }
+    return k;
+  }
+  const std::uint64_t pf = page(full), ps = page(sliding), p = std::max(pf, ps);
+  if (p % pf != 0 || p % ps != 0)
+    throw InputError("--engine",
+                     fmt::format("vllm: the full-attention layers' page ({} bytes a block) and the sliding-window "
+                                 "layers' ({}) do not divide: vLLM's unify_kv_cache_spec_page_size raises "
+                                 "NotImplementedError (\"The page size of the layer is not divisible by the maximum "
+                                 "page size. Cannot unify by adjusting block_size.\")",
+                                 pf, ps),
+                     "serve it with --disable-hybrid-kv-cache-manager (one group of every layer's page)");
+  k.layer_page = p;
+  k.block_size = checked_mul(s.block_size, p / pf);
+  k.sliding_block = checked_mul(s.block_size, p / ps);
+  k.window = m.sliding_window;
+  const std::uint64_t lo = std::min(full.layers, sliding.layers), hi = std::max(full.layers, sliding.layers);
+  k.group_size = 2 * hi < 3 * lo ? hi : lo;
+  k.full_groups = cdiv(full.layers, k.group_size);
+  k.sliding_groups = cdiv(sliding.layers, k.group_size);
+  return k;
+}
+
+KvLayout kv_layout(const spec::ModelSpec& m, const Settings& s) {
+  if (const auto kinds = layer_kinds(m)) return kv_layout_per_kind(*kinds, m, s);
+  KvLayout k;
+  k.block_size = k.sliding_block = s.block_size;
   k.batched_tokens = s.max_num_batched_tokens;
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
   k.layer_page = checked_mul(kv_bytes_per_token(m, s) / layers, s.block_size);
@@ -336,6 +479,7 @@ std::uint64_t forward_peak(const spec::ModelSpec& m, const Settings& s, std::uin
   const std::uint64_t d = 2;  // activations in the model dtype
   const std::uint64_t H = m.hidden_size;
   std::uint64_t I = m.intermediate_size;
+  for (const spec::LayerGroup& g : m.layers) I = std::max(I, g.intermediate);  // gemma4's double-wide MLPs
   if (m.moe.num_experts > 0) I = std::max(I, checked_mul(m.moe.expert_intermediate, m.moe.experts_per_token));
   const std::uint64_t q = checked_mul(m.num_heads, m.head_dim);
   const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
@@ -548,15 +692,22 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
   if (s.max_num_seqs == 0) diags.add("--max-num-seqs", "0 sequences", "give at least 1");
   if (s.gpu_memory.value() == 0) diags.add("budget", "no GPU memory", "give --gpu ID or --budget SIZE");
   check_max_model_len(m, s, diags);
-  if (m.kv_lora_rank > 0 && !model_row(m.model_type).mla)
+  if (m.kv_lora_rank > 0 && !model_row(m.model_type).mla && !model_row(m.model_type).heads_cache)
     diags.add("--engine",
               fmt::format("vllm: model_type '{}' has latent attention (kv_lora_rank {}) that vLLM does not serve as "
-                          "MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash); "
-                          "its own attention's cache is not laid out by vramfit",
+                          "MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash) "
+                          "nor as minicpm3's every-head cache; its own attention's cache is not laid out by vramfit",
                           m.model_type, m.kv_lora_rank),
               "estimate it with the default engine (--engine transformers)");
   diags.throw_if_any();
-  require_uniform_layers(m, "vllm");
+  // Layers that differ (gemma4_text) are laid out per kind (layer_kinds), on one pipeline stage.
+  if (!layer_kinds(m)) require_uniform_layers(m, "vllm");
+  else if (s.pipeline_parallel > 1)
+    throw InputError("--pipeline-parallel-size",
+                     fmt::format("model_type '{}' has caching layers of different widths and KV-shared layers; vramfit "
+                                 "lays them out on one pipeline stage only",
+                                 m.model_type),
+                     "use --tensor-parallel-size instead, or estimate with --pipeline-parallel-size 1");
 }
 
 /// The rows of vLLM's rotary cos/sin caches (model_executor/layers/rotary_embedding get_rope, one
@@ -606,6 +757,19 @@ std::uint64_t attention_scalars(const Release& r) {
   return 7;
 }
 
+/// The decoder layers [first, last) of pipeline stage `stage` of `pp` (vllm/distributed/utils.py
+/// get_pp_indices, VLLM_PP_LAYER_PARTITION unset): layers // pp each, and the remainder one more
+/// each to the stages before the last, from the second-last back (partitions[-i] += 1 for i in
+/// 2 .. remainder + 1), since the last stage also holds the final norm and the lm_head.
+std::pair<std::uint64_t, std::uint64_t> stage_layers(std::uint64_t layers, std::uint64_t stage, std::uint64_t pp) {
+  const std::uint64_t base = layers / pp, extra = layers % pp;
+  // Stages pp - 1 - extra .. pp - 2 get one more.
+  const auto count = [&](std::uint64_t k) { return base + (k + 1 < pp && k + 1 + extra >= pp ? 1 : 0); };
+  std::uint64_t first = 0;
+  for (std::uint64_t k = 0; k < stage; ++k) first += count(k);
+  return {first, first + count(stage)};
+}
+
 /// More layers than this are not replayed one by one (no model has them; a hostile config might).
 constexpr std::uint64_t kMaxReplayedLayers = 4096;
 
@@ -631,12 +795,18 @@ constexpr std::uint64_t kMaxReplayedLayers = 4096;
 ///  - the final norm and the lm_head (padded and split like the embedding) unless tied.
 /// R1-Distill-Qwen-14B with TP 2 (vllm#13061): o_proj 25 MiB and qkv_proj 35 MiB in segments of
 /// 26 and 36, gate_up 135 in 136, down 67.5 in 68: 164.05 MiB more than the parameters.
-/// Unquantized decoders on one pipeline stage only; nullopt for anything else (quantized kernels
-/// repack their weights after loading, MLA fuses its own way, a vision tower is not laid out).
+/// With pipeline parallel each stage is one process that builds only its own part (the layers
+/// of stage_layers, PPMissingLayer for the others): the first stage the embedding, the last the
+/// final norm and the lm_head (and, tied, the embedding again: llama.py and qwen2.py build
+/// embed_tokens on the first rank or, with tie_word_embeddings, the last); each stage's first
+/// layer builds its rotary cache. vLLM sizes the KV cache by the tightest worker, so the stage
+/// holding the most is the figure.
+/// Unquantized decoders only; nullopt for anything else (quantized kernels repack their weights
+/// after loading, MLA fuses its own way, a vision tower is not laid out).
 std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb,
                                                std::uint64_t rope_rows, std::uint64_t rotary_dim,
-                                               std::uint64_t rope_bytes) {
-  if (s.pipeline_parallel != 1 || m.kv_lora_rank > 0 || m.learned_positions || m.vision ||
+                                               std::uint64_t rope_bytes, std::uint64_t stage) {
+  if (m.kv_lora_rank > 0 || m.learned_positions || m.vision ||
       m.packed_weight_bytes || spec::scheme_of(s.weights).method != spec::QuantMethod::none ||
       !is_float_compute(s.weights.weights) || spec::count_params(m) != m.params || m.hidden_size == 0 ||
       m.vocab_size == 0 || m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
@@ -647,17 +817,21 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
   if (layers > kMaxReplayedLayers) return std::nullopt;
   const std::uint64_t tp = s.tensor_parallel;
   const std::uint64_t H = m.hidden_size;
+  const auto [from, to] = stage_layers(layers, stage, s.pipeline_parallel);
+  const bool first_stage = stage == 0, last_stage = stage + 1 == s.pipeline_parallel;
   CachingAllocator alloc;
   const auto keep = [&](std::uint64_t bytes) { (void)alloc.malloc(bytes); };
   const std::uint64_t vocab = round_up(m.vocab_size, 64);
-  keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
+  if (first_stage || (last_stage && m.lm_head_params == 0)) keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
   const std::uint64_t kvh = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
   const std::uint64_t qkv_full = checked_mul(m.num_heads + 2 * kvh, m.head_dim);
   const std::uint64_t qkv_rank = checked_mul(m.num_heads / tp + 2 * std::max<std::uint64_t>(1, kvh / tp), m.head_dim);
   const std::uint64_t scalars = attention_scalars(s.release);
   bool rope_built = m.learned_positions;
+  std::uint64_t index = 0;  // the layer's number in the model
   for (const spec::LayerGroup& g : m.layers) {
-    for (std::uint64_t layer = 0; layer < g.count; ++layer) {
+    for (std::uint64_t layer = 0; layer < g.count; ++layer, ++index) {
+      if (index < from || index >= to) continue;  // another stage's (PPMissingLayer)
       // Consecutive linears of one role (and kind) are one vLLM module.
       std::size_t i = 0;
       bool attention_done = false;
@@ -733,12 +907,43 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
       if (g.norm_params > 0) keep(checked_mul(g.norm_params, wb));
     }
   }
+  if (!last_stage) return alloc.allocated();
   if (m.final_norm_params > 0) keep(checked_mul(m.final_norm_params, wb));
   if (m.lm_head_params > 0) {
     keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
     if (m.lm_head_params > checked_mul(m.vocab_size, H)) keep(checked_mul(cdiv(vocab, tp), wb));  // its bias
   }
   return alloc.allocated();
+}
+
+/// What vLLM keeps whole on every tensor-parallel rank, in the bytes weight_bytes counts for it:
+/// the norms (RMSNorm and LayerNorm are plain parameters, never split), every MoE router
+/// (ReplicatedLinear: qwen2_moe.py, qwen3_moe.py, deepseek_v2.py `self.gate`), and the latent
+/// down-projections (deepseek_v2.py DeepseekV2MLAAttention, minicpm3.py: q_a_proj and kv_a_proj_with_mqa are
+/// ReplicatedLinear, later releases fuse them as fused_qkv_a_proj, a MergedColumnParallelLinear
+/// with disable_tp=True): each rank runs them on the whole hidden state, and only q_b_proj,
+/// kv_b_proj and o_proj are split by heads.
+std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb) {
+  const spec::Quantization q = spec::scheme_of(s.weights);
+  const bool mla = m.kv_lora_rank > 0;  // deepseek_v2.py and minicpm3.py alike
+  const auto stored = [&](const spec::Linear& l) -> std::uint64_t {
+    if (q.method == spec::QuantMethod::none) return checked_mul(l.params(), wb);
+    if (detail::skipped(l, q)) return checked_mul(l.params(), 2);
+    return detail::quantized_linear_bytes(l, q).value();
+  };
+  // MLA's down-projections write the latents (q_lora_rank; kv_lora_rank + the rope key), not
+  // heads: q_proj (no q_lora) reads the same input but is split by heads.
+  const auto latent = [&](const spec::Linear& l) {
+    return l.out_features == m.kv_lora_rank + m.qk_rope_head_dim || (m.q_lora_rank > 0 && l.out_features == m.q_lora_rank);
+  };
+  std::uint64_t b = checked_mul(m.final_norm_params, wb);
+  for (const spec::LayerGroup& g : m.layers) {
+    std::uint64_t layer = checked_mul(g.norm_params, wb);
+    for (const spec::Linear& l : g.linears)
+      if (l.role == spec::Role::router || (mla && l.role == spec::Role::attn_in && latent(l))) layer = checked_add(layer, stored(l));
+    b = checked_add(b, checked_mul(layer, g.count));
+  }
+  return b;
 }
 
 /// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
@@ -754,9 +959,11 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   const std::uint64_t ends = std::min(all.value(), emb + head);
   const std::uint64_t body = all.value() - ends;
   // Each stage holds its share of the layers; the first the embeddings, the last the lm_head
-  // (the larger end is counted, the stage that binds); vocab-parallel over TP.
+  // (the larger end is counted, the stage that binds); vocab-parallel over TP. What every
+  // tensor-parallel rank keeps whole (replicated_bytes) is not split.
   const std::uint64_t end = pp == 1 ? ends : std::max(emb, head);
-  Bytes w{cdiv(body, tp * pp) + cdiv(end, tp)};
+  const std::uint64_t whole = std::min(body, replicated_bytes(m, s, wb));
+  Bytes w{cdiv(body - whole, tp * pp) + cdiv(whole, pp) + cdiv(end, tp)};
   // The rotary embedding's cos/sin cache, a buffer of [max_position_embeddings, rotary_dim]
   // in the model dtype on every GPU (vllm/model_executor/layers/rotary_embedding.py,
   // _compute_cos_sin_cache): Llama-3.1-8B's 131072 x 128 x 2 bytes = 32 MiB is why vLLM
@@ -772,9 +979,37 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   const std::uint64_t rotary_dim = m.kv_lora_rank > 0 ? m.qk_rope_head_dim
                                                       : static_cast<std::uint64_t>(static_cast<double>(m.head_dim) * factor);
   if (!m.learned_positions) w += Bytes{checked_mul(checked_mul(rope_cache_rows(m), rotary_dim), rope_bytes)};
+  // Layers that differ (gemma4.py Gemma4Attention): every layer builds a whole QKVParallelLinear,
+  // (heads + 2 x KV heads) x head size, where the checkpoint has no k_proj/v_proj (KV-shared
+  // layers) or no v_proj (attention_k_eq_v: the K weights are loaded into the V slot too), and
+  // a k_norm of the head size on the KV-shared layers: what vLLM allocates beyond the parameters.
+  if (layer_kinds(m)) {
+    const std::uint64_t kvh0 = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+    std::uint64_t linear = 0, norms = 0;
+    for (const spec::LayerGroup& g : m.layers) {
+      const std::uint64_t hd = g.head_dim != 0 ? g.head_dim : m.head_dim, kvh = g.kv_heads != 0 ? g.kv_heads : kvh0;
+      std::uint64_t out = 0;
+      bool bias = false;
+      for (const spec::Linear& l : g.linears)
+        if (l.role == spec::Role::attn_in) {
+          out = checked_add(out, l.out_features);
+          bias = bias || l.bias;
+        }
+      const std::uint64_t want = checked_mul(m.num_heads + 2 * kvh, hd);
+      if (want > out)
+        linear = checked_add(linear, checked_mul(checked_mul(want - out, m.hidden_size + (bias ? 1 : 0)), g.count));
+      if (g.kv_shared) norms = checked_add(norms, checked_mul(hd, g.count));
+    }
+    w += Bytes{checked_add(cdiv(checked_mul(linear, wb), tp), checked_mul(norms, wb))};
+  }
   // An unquantized decoder: its tensors as the caching allocator places them (allocated_weights).
-  if (const auto laid_out = allocated_weights(m, s, wb, m.learned_positions ? 0 : rope_cache_rows(m), rotary_dim, rope_bytes))
-    w = Bytes{*laid_out};
+  std::optional<std::uint64_t> laid_out;
+  for (std::uint64_t stage = 0; stage < pp; ++stage) {
+    const auto one = allocated_weights(m, s, wb, m.learned_positions ? 0 : rope_cache_rows(m), rotary_dim, rope_bytes, stage);
+    if (!one) break;
+    laid_out = std::max(laid_out.value_or(0), *one);
+  }
+  if (laid_out) w = Bytes{*laid_out};
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
   const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
   w += Bytes{cdiv(mx, pp)};
@@ -848,14 +1083,14 @@ std::uint64_t cublas_workspace(const Settings& s) {
 
 /// What is left of the budget becomes KV blocks: the block count, the tokens, the concurrency at
 /// max_model_len and the longest request that fits (kv_cache_utils.py).
-void kv_blocks(Result& r, const spec::ModelSpec& m, const Settings& s, const KvLayout& kv) {
+void kv_blocks(Result& r, const spec::ModelSpec& m, const KvLayout& kv) {
   r.kv_groups = kv.full_groups + kv.sliding_groups;
   r.kv_group_size = kv.group_size;
   r.page_bytes = checked_mul(kv.layer_page, kv.group_size);
   const std::uint64_t available = r.available_kv > 0 ? static_cast<std::uint64_t>(r.available_kv) : 0;
   r.num_gpu_blocks = available / r.page_bytes;
   // "GPU KV cache size": the blocks of one group, in tokens (_report_kv_cache_config).
-  r.kv_cache_tokens = checked_mul(r.num_gpu_blocks / r.kv_groups, s.block_size);
+  r.kv_cache_tokens = checked_mul(r.num_gpu_blocks / r.kv_groups, kv.min_block());
   r.kv_cache = Bytes{checked_mul(r.num_gpu_blocks, r.page_bytes)};
   r.blocks_per_request = kv.blocks(r.max_model_len);
   r.max_concurrency = static_cast<double>(r.num_gpu_blocks) / static_cast<double>(r.blocks_per_request);
@@ -957,7 +1192,7 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   if (r.graphs.in_budget) taken += r.cuda_graphs;
   r.available_kv = static_cast<std::int64_t>(r.budget.value()) - static_cast<std::int64_t>(taken.value());
   const KvLayout kv = kv_layout(m, s);
-  kv_blocks(r, m, s, kv);
+  kv_blocks(r, m, kv);
   startup_error(r, kv);
   closing_notes(r, m, s, kv);
   return r;

@@ -14,17 +14,13 @@
 #include "vramfit/render/validate.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
+#include "measured.hpp"
 
 namespace {
 
 using namespace vramfit;
 
-struct Loaded {
-  std::string text;
-  std::vector<accuracy::TruthCase> cases;
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<accuracy::CaseResult> results;
-};
+using Loaded = test::Measured;
 
 // Loads and estimates a truth file once per test run; empty when the folder is absent.
 // Config paths in a truth file are relative to `dir` (shared/truth's layout).
@@ -34,12 +30,7 @@ const Loaded& load(const std::string& file, const std::filesystem::path& dir = V
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   Loaded& l = cache[key];
-  if (!std::filesystem::exists(dir / file)) return l;
-  l.text = vramfit::test::read_text(dir / file);
-  l.cases = accuracy::parse_truth(l.text, file);
-  for (const auto& c : l.cases)
-    if (!l.specs.count(c.config)) l.specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
-  for (const auto& c : l.cases) l.results.push_back(accuracy::evaluate(c, l.specs.at(c.config)));
+  if (std::filesystem::exists(dir / file)) l = test::evaluate_measured(dir, file);
   return l;
 }
 
@@ -104,7 +95,7 @@ TEST_CASE("parts add up to the total on every truth case", "[accuracy][engine]")
   for (const Loaded* l : {&load("results/architectures.jsonl", tests / "h200"),
                           &load("results/sharded.jsonl", tests / "sharded"), &load("results/public.jsonl")}) {
     for (const auto& c : l->cases) {
-      const auto b = engine::estimate(l->specs.at(c.config), c.workload);
+      const auto b = engine::estimate(l->models.of(c), c.workload);
       Bytes sum;
       Bytes outside;
       for (const auto& comp : b.components) (comp.in_peak_allocated ? sum : outside) += comp.bytes;

@@ -14,6 +14,7 @@
 #include "vramfit/accuracy/truth.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "measured.hpp"
 
 TEST_CASE("dump estimates and measured figures", "[.dump]") {
   using namespace vramfit;
@@ -31,13 +32,12 @@ TEST_CASE("dump estimates and measured figures", "[.dump]") {
       {"snap", snaps / "snap_default.jsonl"},            {"snap", snaps / "snap_more_default.jsonl"},
       {"snapx", snaps / "snap_expandable.jsonl"},        {"snapx", snaps / "snap_more_expandable.jsonl"},
       {"held", snaps / "snap_heldout_default.jsonl"},    {"heldx", snaps / "snap_heldout_expandable.jsonl"}};
-  std::map<std::string, spec::ModelSpec> specs;
   for (const auto& [src, file] : files) {
     const std::string text = slurp(file);
     const auto cases = accuracy::parse_truth(text, file.string());
+    const auto specs = test::models_in(truth, cases);
     for (const auto& c : cases) {
-      if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(slurp(truth / c.config), c.config));
-      const auto b = engine::estimate(specs.at(c.config), c.workload);
+      const auto b = engine::estimate(specs.of(c), c.workload);
       nlohmann::json j;
       j["src"] = src;
       j["id"] = c.id;

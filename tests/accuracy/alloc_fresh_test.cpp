@@ -22,6 +22,7 @@
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
+#include "measured.hpp"
 
 namespace {
 
@@ -93,15 +94,13 @@ struct Row {
 };
 
 std::vector<Row> estimate_file(const char* file) {
-  const fs::path truth = VRAMFIT_TRUTH_DIR;
-  std::map<std::string, spec::ModelSpec> specs;
+  const auto m = test::evaluate_measured(kFresh, file, VRAMFIT_TRUTH_DIR);
   std::vector<Row> rows;
-  for (const auto& c : accuracy::parse_truth(vramfit::test::read_text(kFresh / file), file)) {
+  for (const auto& r : m.results) {
+    const accuracy::TruthCase& c = *r.truth;
     REQUIRE(c.status == "ok");
-    if (!specs.count(c.config))
-      specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(truth / c.config), c.config));
-    const auto b = engine::estimate(specs.at(c.config), c.workload);
-    rows.push_back({c.id, b.allocator_reserve.value() >> 20, accuracy::evaluate(c, specs.at(c.config)).device_error});
+    const auto b = engine::estimate(m.models.of(c), c.workload);
+    rows.push_back({c.id, b.allocator_reserve.value() >> 20, r.device_error});
     if (std::getenv("VRAMFIT_PRINT_FRESH_TABLE"))
       std::printf("    {\"%s\", %d, %d},  // measured reserve %llu MiB\n", c.id.c_str(),
                   static_cast<int>(rows.back().reserve_mib), static_cast<int>(std::lround(rows.back().device * 1000)),

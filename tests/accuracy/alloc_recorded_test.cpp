@@ -31,6 +31,7 @@
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/engine/process.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "measured.hpp"
 
 #ifdef VRAMFIT_HAVE_ZLIB
 #include <zlib.h>
@@ -43,7 +44,7 @@ using vramfit::engine::CachingAllocator;
 namespace fs = std::filesystem;
 
 const fs::path kTraces = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/fresh/traces_s8";
-// Session 10 (fresh3.py): the trace from the warm-up on ("build_events": CUDA's init, the main
+// Session 10 (fresh.py --addresses): the trace from the warm-up on ("build_events": CUDA's init, the main
 // thread's cuBLAS workspace, the model's build) and the segments at the case's start and end.
 const fs::path kTraces10 = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/fresh/traces_s10";
 
@@ -309,11 +310,8 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout";
   const std::string text = slurp(dir / "results/heldout-arch.jsonl");
   const auto cases = accuracy::parse_truth(text, "heldout-arch.jsonl");
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<const spec::ModelSpec*> models;
-  for (const auto& c : cases)
-    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(slurp(dir / c.config), c.config));
-  for (const auto& c : cases) models.push_back(&specs.at(c.config));
+  const auto specs = test::models_in(dir, cases);
+  const auto models = specs.of_all(cases);
   const auto find = [&](const std::string& id) {
     return static_cast<std::size_t>(
         std::find_if(cases.begin(), cases.end(), [&](const auto& c) { return c.id == id; }) - cases.begin());
@@ -383,20 +381,17 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
   }
   const std::string text = slurp(dir / "results/public.jsonl");
   const auto cases = accuracy::parse_truth(text, "public.jsonl");
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<const spec::ModelSpec*> models;
-  for (const auto& c : cases)
-    if (!specs.count(c.config)) specs.emplace(c.config, spec::from_config_text(slurp(dir / c.config), c.config));
-  for (const auto& c : cases) models.push_back(&specs.at(c.config));
+  const auto specs = test::models_in(dir, cases);
+  const auto models = specs.of_all(cases);
   // The first backward of the first process: the replay puts the workspace 100 MiB into a 786 MiB
   // fp32-logits segment; recorded (traces_s10/history-public): 98 MiB into a 786 MiB one.
   engine::ProcessHistory h;
   for (const auto& c : cases) {
     if (c.id == "gpt2-medium/train/bf16/adamw/b4s1024") {
-      (void)engine::estimate_in_process(specs.at(c.config), c.workload, h);
+      (void)engine::estimate_in_process(specs.of(c), c.workload, h);
       break;
     }
-    (void)engine::estimate_in_process(specs.at(c.config), c.workload, h);
+    (void)engine::estimate_in_process(specs.of(c), c.workload, h);
   }
   CHECK(h.pinned_segment == 786ULL << 20);
   CHECK(h.pinned_offset == 105023488);  // 100.16 MiB

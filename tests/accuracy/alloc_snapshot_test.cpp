@@ -24,6 +24,7 @@
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
+#include "measured.hpp"
 
 namespace {
 
@@ -151,7 +152,6 @@ std::vector<Row> compute() {
   std::vector<Row> rows;
   const fs::path truth = VRAMFIT_TRUTH_DIR;
   const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/snapshots";
-  std::map<std::string, spec::ModelSpec> specs;
   const std::pair<const char*, const char*> files[] = {{"default", "snap_default.jsonl"},
                                                        {"default", "snap_more_default.jsonl"},
                                                        {"default", "snap_heldout_default.jsonl"},
@@ -159,14 +159,9 @@ std::vector<Row> compute() {
                                                        {"expandable", "snap_more_expandable.jsonl"},
                                                        {"expandable", "snap_heldout_expandable.jsonl"}};
   for (const auto& [setting, file] : files) {
-    const auto cases = accuracy::parse_truth(vramfit::test::read_text(dir / file), file);
-    for (const auto& c : cases) {
-      if (c.status != "ok") continue;
-      if (!specs.count(c.config))
-        specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(truth / c.config), c.config));
-      const auto r = accuracy::evaluate(c, specs.at(c.config));
-      rows.push_back({setting, c.id, r.error, r.device_error});
-    }
+    const auto m = test::evaluate_measured(dir, file, truth);
+    for (const auto& r : m.results)
+      if (r.truth->status == "ok") rows.push_back({setting, r.truth->id, r.error, r.device_error});
   }
   return rows;
 }

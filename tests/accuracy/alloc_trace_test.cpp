@@ -27,6 +27,7 @@
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
+#include "measured.hpp"
 #include "../../src/engine/reserve.hpp"
 
 namespace {
@@ -105,15 +106,14 @@ TEST_CASE("the estimate against fresh-process runs on the H200", "[accuracy][all
     std::uint64_t reserve_mib;
     double device;
   };
-  std::map<std::string, spec::ModelSpec> specs;
   std::vector<Row> rows;
   for (const char* file : {"fresh_default.jsonl", "fresh_expandable.jsonl"}) {
-    for (const auto& c : accuracy::parse_truth(vramfit::test::read_text(kDir / file), file)) {
+    const auto m = test::evaluate_measured(kDir, file, truth);
+    for (const auto& r : m.results) {
+      const accuracy::TruthCase& c = *r.truth;
       REQUIRE(c.status == "ok");
-      if (!specs.count(c.config))
-        specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(truth / c.config), c.config));
-      const auto b = engine::estimate(specs.at(c.config), c.workload);
-      rows.push_back({file, c.id, b.allocator_reserve.value() >> 20, accuracy::evaluate(c, specs.at(c.config)).device_error});
+      const auto b = engine::estimate(m.models.of(c), c.workload);
+      rows.push_back({file, c.id, b.allocator_reserve.value() >> 20, r.device_error});
       if (std::getenv("VRAMFIT_PRINT_TRACE_TABLE"))
         std::printf("    {\"%s\", \"%s\", %d, %d},\n", file, c.id.c_str(), static_cast<int>(rows.back().reserve_mib),
                     static_cast<int>(std::lround(rows.back().device * 1000)));
@@ -143,12 +143,12 @@ TEST_CASE("the built model's segments against fresh-process builds on the H200",
     return;
   }
   constexpr std::uint64_t kWorkspace = 32ULL << 20;
-  std::map<std::string, spec::ModelSpec> specs;
   std::size_t builds = 0, exact = 0;
   for (const char* file : {"fresh_forward.jsonl", "fresh_generate.jsonl"}) {
     const std::string text = vramfit::test::read_text(kDir.parent_path() / "fresh" / file);
     std::istringstream lines(text);
     const auto cases = accuracy::parse_truth(text, file);
+    const auto specs = test::models_in(truth, cases);
     for (std::string line; std::getline(lines, line);) {
       if (line.find("\"start_reserved\"") == std::string::npos) continue;
       const auto num = [&](const std::string& key) {
@@ -160,9 +160,7 @@ TEST_CASE("the built model's segments against fresh-process builds on the H200",
       const std::string id = line.substr(id_at, line.find('"', id_at) - id_at);
       const auto c = std::find_if(cases.begin(), cases.end(), [&](const auto& x) { return x.id == id; });
       REQUIRE(c != cases.end());
-      if (!specs.count(c->config))
-        specs.emplace(c->config, spec::from_config_text(vramfit::test::read_text(truth / c->config), c->config));
-      const auto built = engine::detail::built_model(specs.at(c->config), c->workload);
+      const auto built = engine::detail::built_model(specs.of(*c), c->workload);
       REQUIRE(built);
       const std::uint64_t reserved = num("start_reserved") - kWorkspace, allocated = num("start_allocated") - kWorkspace;
       INFO(id << ": measured reserved " << reserved << " allocated " << allocated << ", replayed " << built->reserved
@@ -198,14 +196,13 @@ TEST_CASE("the forward replay against one-case runs on the H200", "[accuracy][al
     WARN("shared/truth not found beside the checkout (its models/ hold the configs): skipped");
     return;
   }
-  std::map<std::string, spec::ModelSpec> specs;
   std::vector<double> errors;
   const std::string file = "fresh_forward.jsonl";
-  for (const auto& c : accuracy::parse_truth(vramfit::test::read_text(kDir.parent_path() / "fresh" / file), file)) {
+  const auto cases = accuracy::parse_truth(vramfit::test::read_text(kDir.parent_path() / "fresh" / file), file);
+  const auto specs = test::models_in(truth, cases);
+  for (const auto& c : cases) {
     REQUIRE(c.status == "ok");
-    if (!specs.count(c.config))
-      specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(truth / c.config), c.config));
-    const auto b = engine::estimate(specs.at(c.config), c.workload);
+    const auto b = engine::estimate(specs.of(c), c.workload);
     const double measured = static_cast<double>(c.peak_reserved.value() - c.peak_allocated.value());
     const double replayed = static_cast<double>(b.allocator_reserve.value());
     INFO(c.id << ": measured " << measured / (1 << 20) << " MiB, replayed " << replayed / (1 << 20));

@@ -15,6 +15,7 @@
 #include "vramfit/engine/upper_bound.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
+#include "measured.hpp"
 
 namespace {
 
@@ -40,8 +41,7 @@ const std::vector<std::string>& sources() {
 }
 
 struct All {
-  std::vector<std::vector<accuracy::TruthCase>> cases;  // per source, kept alive for the results
-  std::map<std::string, spec::ModelSpec> specs;
+  std::vector<test::Measured> files;  // per source, kept alive for the results
   std::vector<accuracy::CaseResult> results;
 };
 
@@ -49,18 +49,16 @@ const All& all() {
   static const All a = [] {
     All out;
     const fs::path root = VRAMFIT_SOURCE_DIR;
-    out.cases.reserve(sources().size());
+    out.files.reserve(sources().size());
     for (const auto& src : sources()) {
       const fs::path file = root / src;
       REQUIRE(fs::exists(file));
-      out.cases.push_back(accuracy::parse_truth(vramfit::test::read_text(file), src));
-      fs::path dir = file.parent_path().parent_path();
-      if (!out.cases.back().empty() && !fs::exists(dir / out.cases.back().front().config)) dir = VRAMFIT_TRUTH_DIR;
-      for (const auto& c : out.cases.back()) {
-        const std::string key = (dir / c.config).lexically_normal().string();
-        if (!out.specs.count(key)) out.specs.emplace(key, spec::from_config_text(vramfit::test::read_text(dir / c.config), c.config));
-        out.results.push_back(accuracy::evaluate(c, out.specs.at(key)));
-      }
+      // Configs are relative to the results folder's parent, else shared/truth's (the runs of its models).
+      const fs::path dir = file.parent_path().parent_path();
+      const auto first = accuracy::parse_truth(vramfit::test::read_text(file), src);
+      const bool own = first.empty() || fs::exists(dir / first.front().config);
+      out.files.push_back(test::evaluate_measured(file.parent_path(), file.filename().string(), own ? dir : VRAMFIT_TRUTH_DIR));
+      out.results.insert(out.results.end(), out.files.back().results.begin(), out.files.back().results.end());
     }
     return out;
   }();

@@ -20,6 +20,7 @@
 #include "vramfit/spec/parse.hpp"
 #include "../cli/cli_helper.hpp"
 #include "../../src/engine/levers.hpp"
+#include "measured.hpp"
 
 namespace {
 
@@ -29,7 +30,7 @@ const std::filesystem::path kDir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "
 
 struct Measured {
   std::vector<accuracy::TruthCase> cases;
-  std::map<std::string, spec::ModelSpec> specs;
+  accuracy::CaseModels models;
   std::vector<accuracy::CaseResult> results;
   std::string text;
 };
@@ -44,10 +45,8 @@ const Measured& measured() {
       if (out.text.empty()) out.text = text;
       for (auto& c : accuracy::parse_truth(text, file)) out.cases.push_back(std::move(c));
     }
-    for (const auto& c : out.cases)
-      if (!out.specs.count(c.config))
-        out.specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(kDir / c.config), c.config));
-    for (const auto& c : out.cases) out.results.push_back(accuracy::evaluate(c, out.specs.at(c.config)));
+    out.models = test::models_in(kDir, out.cases);
+    out.results = accuracy::evaluate_all(out.cases, out.models, "tests/accuracy/levers/results");
     return out;
   }();
   return m;
@@ -125,7 +124,7 @@ TEST_CASE("parts add up on every levers case", "[accuracy][levers]") {
   const auto& m = measured();
   REQUIRE(!m.cases.empty());
   for (const auto& c : m.cases) {
-    const auto b = engine::estimate(m.specs.at(c.config), c.workload);
+    const auto b = engine::estimate(m.models.of(c), c.workload);
     Bytes sum;
     for (const auto& comp : b.components)
       if (comp.in_peak_allocated) sum += comp.bytes;
@@ -138,22 +137,10 @@ namespace {
 
 // --packing (results/packing.jsonl): packed rows of T tokens beside the unpacked batch of the
 // same tokens, per model and mode.
-struct Packing {
-  std::vector<accuracy::TruthCase> cases;
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<accuracy::CaseResult> results;
-};
+using Packing = test::Measured;
 
 const Packing& packing() {
-  static const Packing p = [] {
-    Packing out;
-    out.cases = accuracy::parse_truth(vramfit::test::read_text(kDir / "results/packing.jsonl"), "results/packing.jsonl");
-    for (const auto& c : out.cases)
-      if (!out.specs.count(c.config))
-        out.specs.emplace(c.config, spec::from_config_text(vramfit::test::read_text(kDir / c.config), c.config));
-    for (const auto& c : out.cases) out.results.push_back(accuracy::evaluate(c, out.specs.at(c.config)));
-    return out;
-  }();
+  static const Packing p = test::evaluate_measured(kDir, "results/packing.jsonl");
   return p;
 }
 
@@ -226,22 +213,10 @@ namespace {
 // --compile (results/compile.jsonl, measure_compile.py): each case compiled ("all": the decoder
 // layers and the loss; "layers": the layers only; "model": torch.compile(model)) beside the
 // same step in eager.
-struct Compiled {
-  std::vector<accuracy::TruthCase> cases;
-  std::map<std::string, spec::ModelSpec> specs;
-  std::vector<accuracy::CaseResult> results;
-};
+using Compiled = test::Measured;
 
 const Compiled& compiled() {
-  static const Compiled c = [] {
-    Compiled out;
-    out.cases = accuracy::parse_truth(vramfit::test::read_text(kDir / "results/compile.jsonl"), "results/compile.jsonl");
-    for (const auto& t : out.cases)
-      if (!out.specs.count(t.config))
-        out.specs.emplace(t.config, spec::from_config_text(vramfit::test::read_text(kDir / t.config), t.config));
-    for (const auto& t : out.cases) out.results.push_back(accuracy::evaluate(t, out.specs.at(t.config)));
-    return out;
-  }();
+  static const Compiled c = test::evaluate_measured(kDir, "results/compile.jsonl");
   return c;
 }
 
@@ -348,7 +323,7 @@ namespace {
 // replayed from what was allocated at its start.
 struct Probed {
   std::vector<accuracy::TruthCase> cases;
-  std::map<std::string, spec::ModelSpec> specs;
+  accuracy::CaseModels models;
   std::vector<accuracy::CaseResult> results;
   std::map<std::string, nlohmann::json> probe;
 };
@@ -366,10 +341,8 @@ const Probed& probed() {
         if (j.contains("id")) out.probe[j.at("id").get<std::string>()] = j.at("backward_probe");
       }
     }
-    for (const auto& t : out.cases)
-      if (!out.specs.count(t.config))
-        out.specs.emplace(t.config, spec::from_config_text(vramfit::test::read_text(kDir / t.config), t.config));
-    for (const auto& t : out.cases) out.results.push_back(accuracy::evaluate(t, out.specs.at(t.config)));
+    out.models = test::models_in(kDir, out.cases);
+    out.results = accuracy::evaluate_all(out.cases, out.models, "tests/accuracy/levers/results");
     return out;
   }();
   return p;
@@ -395,7 +368,7 @@ TEST_CASE("chunked loss: the backward's peak, block by block, against the alloca
   int checked = 0, head_peaks = 0;
   for (const auto& c : pr.cases) {
     if (c.workload.loss != spec::Loss::chunked) continue;
-    const auto& m = pr.specs.at(c.config);
+    const auto& m = pr.models.of(c);
     const auto p = engine::detail::precision_of(c.workload);
     const std::uint64_t tokens = c.workload.batch * c.workload.seq;
     const auto loss = engine::detail::loss_bytes(m, c.workload, p, tokens);
@@ -425,7 +398,7 @@ TEST_CASE("chunked loss: a tied embedding's gradient is added in place, the hf l
   int checked = 0;
   for (const auto& c : probed().cases) {
     if (c.workload.mode != spec::Mode::train) continue;
-    const auto& m = probed().specs.at(c.config);
+    const auto& m = probed().models.of(c);
     REQUIRE(m.tied_embeddings);
     const std::uint64_t vh = m.embedding_params * 2;
     std::string tail;

@@ -197,7 +197,13 @@ std::vector<Item> vllm_items() {
     const json& log = e.at("log");
     const std::string id = e.at("id");
     const auto gib = [](Bytes b) { return static_cast<double>(b.value()) / kGiB; };
-    if (log.contains("weights_gib")) items.push_back({id, "weights", log["weights_gib"], gib(r.weights), "GiB"});
+    if (log.contains("weights_gib")) {
+      // vLLM prints "Model loading took" with %.4f (V0, V1 to late 2025) or as format_gib's
+      // round(x, 2) (vllm/utils/mem_utils.py): "14.99" is any figure in [14.985, 14.995) GiB.
+      const double logged = log["weights_gib"];
+      const double unit = std::abs(logged * 100 - std::round(logged * 100)) < 1e-9 ? 0.01 : 0.0001;
+      items.push_back({id, "weights", logged, gib(r.weights), "GiB", true, false, unit / 2});
+    }
     if (log.contains("activation_gib"))
       items.push_back({id, "activation_peak", log["activation_gib"], gib(r.activation_peak), "GiB", true,
                        e.value("sampler_bound", false)});
@@ -283,8 +289,9 @@ std::vector<Item> vllm_graph_items() {
 std::string table(const std::vector<Item>& items) {
   std::string s = fmt::format("{:<38} {:<22} {:>12} {:>12} {:>8}\n", "log", "line item", "log", "vramfit", "error");
   for (const auto& i : items)
-    s += fmt::format("{:<38} {:<22} {:>12.4f} {:>12.4f} {:>+7.2f}%  {}{}\n", i.log_id, i.item, i.log, i.ours,
-                     100 * i.error(), i.unit, i.reported ? "  (reported)" : "");
+    s += fmt::format("{:<38} {:<22} {:>12.4f} {:>12.4f} {:>+7.2f}%  {}{}{}\n", i.log_id, i.item, i.log, i.ours,
+                     100 * i.error(), i.unit, i.reported ? "  (reported)" : "",
+                     i.tolerance > 0 && std::abs(i.ours - i.log) <= i.tolerance ? "  (exact: within the log's rounding)" : "");
   return s;
 }
 
@@ -354,26 +361,41 @@ TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within
 TEST_CASE("vLLM logs: unquantized weights to the printed digit, as the caching allocator lays them out", "[accuracy][serving]") {
   // engine/vllm.cpp allocated_weights: every tensor's block (a segment rounded to 2 MiB is not
   // split when 1 MiB or less would be left), the norms whole on each tensor-parallel rank, the
-  // attention's scalar tensors. The logs print 0.0001 or 0.01 GiB. Not to the digit: a
-  // Qwen2.5-1.5B on V1 0.11.2 (2.8871 logged, +0.5 MiB here: V1's model runner allocates its
-  // input buffers before the load, whose free blocks a few weights may take) and an 8B on a
-  // late-2026 release (15.00 logged, 14.9889 here).
-  std::size_t n = 0, exact = 0;
+  // attention's scalar tensors. The logs print 0.0001 GiB (%.4f) or round(x, 2) (format_gib, from
+  // late 2025): the five Llama 3.1 8B logs printing "14.99" hold 14.9889 GiB here, inside that
+  // print's [14.985, 14.995): exact, not 11 MiB short. Not to the digit: a Qwen2.5-1.5B on V1
+  // 0.11.2 (2.8871 logged, +0.5 MiB here: V1's model runner allocates its input buffers before
+  // the load, whose free blocks a few weights may take) and an 8B on a late-2026 release's Model
+  // Runner V2 ("15.0" is round(x, 2), so x >= 14.995 GiB: 6 to 17 MiB more than 14.9889, not
+  // the print's rounding).
+  std::size_t n = 0, exact = 0, rounded = 0;
   const std::vector<Item> items = vllm_items();
+  std::size_t mla = 0;
   for (const json& e : read_lines("vllm_logs.jsonl")) {
-    if (e.contains("quant") || spec_of(e).quantization || e.value("pipeline_parallel_size", 1) != 1) continue;
+    if (e.contains("quant") || spec_of(e).quantization) continue;
     for (const Item& i : items) {
       if (i.log_id != e.at("id") || i.item != "weights") continue;
-      const double unit = std::abs(i.log * 100 - std::round(i.log * 100)) < 1e-9 ? 0.01 : 0.0001;
-      INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB (printed to " << unit << ")");
+      if (spec_of(e).kv_lora_rank > 0) {
+        // MLA is not replayed: the parameters' bytes, the norms, routers and the latent
+        // projections whole on each tensor-parallel rank (DeepSeek-Coder-V2-Lite on TP 4: 7.3858
+        // logged, 7.3829 here; 7.3335, -0.71%, with the latent projections split).
+        INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB");
+        CHECK(std::abs(i.error()) <= 0.001);
+        ++mla;
+        continue;
+      }
+      INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB (printed to +-" << i.tolerance << ")");
       ++n;
       const bool known_gap = i.log_id == "qwen2.5-1.5b-v1-0.11-len32768" || i.log_id == "llama3.1-8b-h100-late2026-len131072";
-      if (!known_gap) CHECK(std::abs(i.ours - i.log) <= unit / 2);
-      if (std::abs(i.ours - i.log) <= unit / 2) ++exact;
+      if (!known_gap) CHECK(std::abs(i.ours - i.log) <= i.tolerance);
+      if (std::abs(i.ours - i.log) <= i.tolerance) ++exact;
+      if (i.log == 14.99 && std::abs(i.ours - i.log) <= i.tolerance) ++rounded;
     }
   }
-  CHECK(n == 26);
-  CHECK(exact == 24);
+  CHECK(mla == 1);
+  CHECK(rounded == 5);  // 14.9889 inside "14.99"'s rounding
+  CHECK(n == 27);
+  CHECK(exact == 25);
 }
 
 TEST_CASE("vLLM logs: the sorting sampler's profile peak within 1%, the KV memory within 0.11 GiB", "[accuracy][serving]") {

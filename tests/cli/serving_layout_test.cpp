@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_helper.hpp"
 
 using vramfit::test::CliResult;
@@ -21,29 +23,34 @@ CliResult serve(const std::string& engine, const std::string& config) {
 
 }  // namespace
 
-TEST_CASE("serving engines refuse layers of different widths (gemma4_text), naming --engine", "[cli][serving]") {
-  for (const std::string engine : {"vllm", "llama.cpp"}) {
-    const CliResult r = serve(engine, "gemma4-e2b-mini");
-    CHECK(r.code == 2);
-    CHECK(r.out.empty());
-    CHECK(r.err ==
-          "vramfit: error: --engine: model_type 'gemma4_text' has layers whose attention head size or key/value heads "
-          "differ; the " +
-              engine +
-              " estimate lays every layer out alike and would size its KV cache for layers the model does not have "
-              "(estimate it with the default engine (--engine transformers), which lays these layers out)\n");
-  }
+TEST_CASE("llama.cpp refuses layers of different widths (gemma4_text), naming --engine; vLLM lays them out", "[cli][serving]") {
+  const CliResult r = serve("llama.cpp", "gemma4-e2b-mini");
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err ==
+        "vramfit: error: --engine: model_type 'gemma4_text' has layers whose attention head size or key/value heads "
+        "differ; the llama.cpp estimate lays every layer out alike and would size its KV cache for layers the model "
+        "does not have (estimate it with the default engine (--engine transformers), which lays these layers out)\n");
+  // vLLM: per kind of layer (engine/vllm.cpp layer_kinds): 6 groups of one layer, pages of 32768 bytes.
+  const CliResult v = run_cli({"estimate", "--engine", "vllm", "--config", arch_config("gemma4-e2b-mini"), "--gpu",
+                               "h100-80gb", "--json"});
+  REQUIRE(v.code == 0);
+  const nlohmann::json e = nlohmann::json::parse(v.out)["engine"];
+  CHECK(e["kv_cache_groups"] == 6);
+  CHECK(e["kv_cache_bytes"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 32768);
   // The transformers estimate lays them out.
   CHECK(run_cli({"estimate", "--config", arch_config("gemma4-e2b-mini"), "--gpu", "h100-80gb"}).code == 0);
 }
 
 TEST_CASE("serving engines serve latent attention only as their MLA models do", "[cli][serving]") {
-  const CliResult v = serve("vllm", "minicpm3-mini");
-  CHECK(v.code == 2);
-  CHECK(v.err ==
-        "vramfit: error: --engine: vllm: model_type 'minicpm3' has latent attention (kv_lora_rank 256) that vLLM does "
-        "not serve as MLA (is_deepseek_mla: deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, longcat_flash); its own "
-        "attention's cache is not laid out by vramfit (estimate it with the default engine (--engine transformers))\n");
+  // vLLM serves minicpm3 with every head's K and V cached (engine/vllm.cpp ModelRow::heads_cache):
+  // 8 layers x 2 x 16 heads x (64 + 32) x 2 bytes = 49152 bytes a token, a block of 16 tokens 768 KiB.
+  const CliResult v = run_cli({"estimate", "--engine", "vllm", "--config", arch_config("minicpm3-mini"), "--gpu",
+                               "h100-80gb", "--json"});
+  REQUIRE(v.code == 0);
+  const nlohmann::json e = nlohmann::json::parse(v.out)["engine"];
+  CHECK(e["kv_cache_bytes"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 786432);
+  CHECK(e["kv_cache_tokens"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 16);
   const CliResult l = serve("llama.cpp", "minicpm3-mini");
   CHECK(l.code == 2);
   CHECK(l.err ==

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +48,26 @@ struct CaseResult {
 
 /// Estimates one case on its model (the spec built from the case's config).
 CaseResult evaluate(const TruthCase& truth, const spec::ModelSpec& model);
+
+/// The model of every case of a truth file: one spec per distinct `config` path, built once by
+/// `load(case)` for the first case naming it (it reads the case's config where the caller keeps
+/// it and parses it; its InputError passes through).
+class CaseModels {
+ public:
+  using Loader = std::function<spec::ModelSpec(const TruthCase& first)>;
+  CaseModels() = default;
+  CaseModels(const std::vector<TruthCase>& cases, const Loader& load);
+  const spec::ModelSpec& of(const TruthCase& c) const { return by_config_.at(c.config); }
+  /// One pointer per case, in the order of `cases` (what evaluate_in_process takes).
+  std::vector<const spec::ModelSpec*> of_all(const std::vector<TruthCase>& cases) const;
+
+ private:
+  std::map<std::string, spec::ModelSpec> by_config_;
+};
+
+/// evaluate() for every case, in order. An InputError a case raises names `origin` and the case.
+std::vector<CaseResult> evaluate_all(const std::vector<TruthCase>& cases, const CaseModels& models,
+                                     std::string_view origin);
 
 /// The cases of a truth file estimated as shared/truth's measure.py ran them: in one process, in
 /// the file's order, each case after the ones before it (engine::estimate_in_process: the segment

@@ -147,8 +147,8 @@ struct ModelSpec {
   Activation activation = Activation::silu;
   MoE moe;
 
-  /// Multi-head latent attention (deepseek_v2/v3): kv cache holds per-head K and V
-  /// as Hugging Face's implementation expands them.
+  /// Multi-head latent attention (deepseek_v2/v3, minicpm3, ...): the projections' ranks and head
+  /// widths. What the KV cache holds (the latent, or per-head K and V) is mla_latent_cache's.
   std::uint64_t kv_lora_rank = 0;
   std::uint64_t q_lora_rank = 0;          ///< 0 when q_lora_rank is null (a plain q_proj)
   std::uint64_t qk_rope_head_dim = 0;
@@ -211,8 +211,8 @@ struct ModelSpec {
   std::uint64_t kv_sliding_per_token = 0;
   /// Multi-head latent attention whose cache keeps the compressed latent (kv_lora_rank +
   /// qk_rope_head_dim a token and layer, one "head") rather than the expanded per-head keys and
-  /// values (MiniCPM3Attention, YoutuAttention: past_key_values.update(k_pass, k_rot) before
-  /// expand_kv).
+  /// values: the rows that set it in src/spec/architectures.cpp (transformers 5.17's DeepSeek-V2/V3,
+  /// GLM-4 MoE Lite, MiniCPM3, Youtu: past_key_values.update(k_pass, k_rot) before expand_kv).
   bool mla_latent_cache = false;
 };
 

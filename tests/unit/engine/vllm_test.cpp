@@ -585,3 +585,116 @@ TEST_CASE("vllm: weights as the caching allocator lays them out, per tensor-para
   CHECK(estimate(preset("qwen2.5-1.5b"), t).weights ==
         estimate(preset_with("qwen2.5-1.5b", {{"num_key_value_heads", 4}}), t).weights);
 }
+
+TEST_CASE("vllm: what every tensor-parallel rank keeps whole: norms, routers, MLA's down-projections", "[vllm]") {
+  // DeepSeek-V2-Lite (no q_lora): kv_a_proj_with_mqa 2048 x (512 + 64) is a ReplicatedLinear, as
+  // is each MoE layer's router 2048 x 64 (26 of the 27 layers); the two RMSNorms of a layer, the
+  // kv_a_layernorm (512) and the final norm are plain parameters. The rest is split by TP. The
+  // rotary cache is the same on every rank, so 2 x (TP 2) - (TP 1) leaves the whole part and it.
+  const spec::ModelSpec ds = preset("deepseek-v2-lite");
+  Settings s = on(GiB(80));
+  const std::uint64_t one = estimate(ds, s).weights.value();
+  s.tensor_parallel = 2;
+  const std::uint64_t two = estimate(ds, s).weights.value();
+  const std::uint64_t whole = 27ULL * (2 * 2048 + 512 + 2048ULL * 576) * 2 + 26ULL * 2048 * 64 * 2 + 2048 * 2;
+  const std::uint64_t rope = 4096ULL * 40 * 64 * 2;  // yarn: original 4096 x factor 40 rows of 64
+  CHECK(2 * two - one == whole + rope);
+}
+
+TEST_CASE("vllm: pipeline parallel replays each stage's own layers; the stage holding most is the figure", "[vllm]") {
+  // Three small llama layers (every tensor a multiple of 512 bytes, so each block is its size):
+  // qkv 768 x 256, o_proj 256 x 256, gate_up 1024 x 256, down 256 x 512, two norms of 256, the
+  // 7 attention scalars of 512 bytes: 1315328 bytes a layer; embedding and lm_head 1024 x 256
+  // (524288), the final norm 512, the rotary cache [64, 64] in bf16 (8192) on every stage.
+  const nlohmann::json cfg = {{"model_type", "llama"},          {"hidden_size", 256},       {"num_hidden_layers", 3},
+                              {"num_attention_heads", 4},       {"num_key_value_heads", 4}, {"intermediate_size", 512},
+                              {"vocab_size", 1024},             {"max_position_embeddings", 64},
+                              {"tie_word_embeddings", false}};
+  const spec::ModelSpec m = spec::from_config(cfg, "three-layers");
+  const std::uint64_t layer = 393216 + 131072 + 524288 + 262144 + 1024 + 7 * 512;
+  Settings s = on(GiB(80));
+  CHECK(estimate(m, s).weights.value() == 524288 + 3 * layer + 8192 + 512 + 524288);
+  // Two stages: get_pp_indices gives the odd layer to the stage before the last, [2, 1]: the
+  // first holds the embedding and two layers, the last one layer, the final norm and lm_head.
+  s.pipeline_parallel = 2;
+  CHECK(estimate(m, s).weights.value() == std::max<std::uint64_t>(524288 + 2 * layer + 8192, layer + 8192 + 512 + 524288));
+  CHECK(estimate(m, s).weights.value() == 3163136);
+  // Three stages of one layer: the first and the last hold their end, the last also the norm.
+  s.pipeline_parallel = 3;
+  CHECK(estimate(m, s).weights.value() == layer + 8192 + 512 + 524288);
+}
+
+TEST_CASE("vllm: minicpm3 caches every head's decompressed K and V", "[vllm]") {
+  // models/minicpm3.py: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads),
+  // V padded to qk_head_dim: 2 x heads x (qk_nope 64 + qk_rope 32) per layer, not the latent.
+  const nlohmann::json cfg = {{"model_type", "minicpm3"},  {"hidden_size", 1024},      {"intermediate_size", 2560},
+                              {"num_attention_heads", 16}, {"num_key_value_heads", 16}, {"q_lora_rank", 768},
+                              {"kv_lora_rank", 256},       {"qk_nope_head_dim", 64},    {"qk_rope_head_dim", 32},
+                              {"num_hidden_layers", 8},    {"vocab_size", 73448},       {"max_position_embeddings", 32768},
+                              {"tie_word_embeddings", true}};
+  const spec::ModelSpec m = spec::from_config(cfg, "minicpm3-mini");
+  Settings s = on(GiB(80));
+  CHECK(kv_bytes_per_token(m, s) == 8 * 2 * 16 * 96 * 2);
+  s.tensor_parallel = 2;
+  CHECK(kv_bytes_per_token(m, s) == 8 * 2 * 8 * 96 * 2);
+  const Result r = estimate(m, s);
+  CHECK(r.page_bytes == 8 * 2 * 8 * 96 * 2 * 16);
+  // Its q_a_proj (1024 x 768) and kv_a_proj_with_mqa (1024 x 288) are ReplicatedLinear, whole on
+  // each rank with the norms (2 x 1024 a layer, q_a 768, kv_a 256, the final 1024).
+  Settings one = on(GiB(80));
+  const std::uint64_t w1 = estimate(m, one).weights.value(), w2 = r.weights.value();
+  const std::uint64_t whole = 8ULL * (1024 * 768 + 1024 * 288 + 2 * 1024 + 768 + 256) * 2 + 1024 * 2;
+  const std::uint64_t rope = 32768ULL * 32 * 2;  // [max_position_embeddings, qk_rope_head_dim] in bf16
+  CHECK(2 * w2 - w1 == whole + rope);
+}
+
+namespace {
+spec::ModelSpec gemma4_e2b_mini() {
+  // tests/accuracy/arch/models/gemma4-e2b-mini.json: 10 layers, sliding but layers 5 and 9 (the
+  // last is forced full), the last 4 KV-shared: caching layers 0-4 (sliding, 1 KV head of 256)
+  // and 5 (full, 1 KV head of global_head_dim 512).
+  const nlohmann::json cfg = {{"model_type", "gemma4_text"}, {"hidden_size", 1024},          {"intermediate_size", 2048},
+                              {"num_attention_heads", 8},    {"num_key_value_heads", 1},     {"head_dim", 256},
+                              {"global_head_dim", 512},      {"num_hidden_layers", 10},      {"num_kv_shared_layers", 4},
+                              {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 256},
+                              {"vocab_size", 262144},        {"vocab_size_per_layer_input", 262144},
+                              {"sliding_window", 512},       {"max_position_embeddings", 131072},
+                              {"final_logit_softcapping", 30.0}, {"tie_word_embeddings", true}};
+  return spec::from_config(cfg, "gemma4-e2b-mini");
+}
+}  // namespace
+
+TEST_CASE("vllm: gemma4's layers laid out per kind: KV-shared layers cache nothing, pages unified", "[vllm]") {
+  const spec::ModelSpec m = gemma4_e2b_mini();
+  Settings s = on(GiB(80));
+  s.max_model_len = 131072;
+  s.max_num_batched_tokens = 8192;
+  // Every caching layer's K and V: 5 x 2 x 256 + 1 x 2 x 512 values a token, in bf16.
+  CHECK(kv_bytes_per_token(m, s) == (5 * 2 * 256 + 2 * 512) * 2);
+  // The hybrid manager: a sliding page (16 x 2 x 256 x 2 = 16384) and a full one (32768) unified
+  // to 32768, the sliding blocks holding 32 tokens; 5 sliding layers and 1 full: group size 1,
+  // 6 groups; num_blocks = available // 32768; "GPU KV cache size" num_blocks // 6 x 16 tokens; a
+  // request of 131072 tokens takes 8192 full blocks and 5 x (cdiv(511 + 8192, 32) + 1) sliding.
+  const Result r = estimate(m, s);
+  CHECK(r.page_bytes == 32768);
+  CHECK(r.kv_groups == 6);
+  CHECK(r.kv_group_size == 1);
+  CHECK(r.num_gpu_blocks == static_cast<std::uint64_t>(r.available_kv) / 32768);
+  CHECK(r.kv_cache_tokens == r.num_gpu_blocks / 6 * 16);
+  CHECK(r.blocks_per_request == 8192 + 5 * (272 + 1));
+  CHECK(kv_bytes_for_request(m, s, 131072) == (8192ULL + 5 * 273) * 32768);
+  // Without the hybrid manager: one UniformTypeKVCacheSpecs group, every layer's page summed.
+  s.hybrid_kv = false;
+  const Result u = estimate(m, s);
+  CHECK(u.page_bytes == 5 * 16384 + 32768);
+  CHECK(u.kv_groups == 1);
+  CHECK(u.kv_cache_tokens == u.num_gpu_blocks * 16);
+  CHECK(u.blocks_per_request == 8192);
+  // Weights: Gemma4Attention builds a whole qkv_proj on every layer, so the KV-shared layers
+  // hold K and V slots the checkpoint lacks (3 sliding x 2 x 256 and 1 full x 2 x 512 rows of
+  // 1024) and a k_norm (3 x 256 + 512), beyond the parameters and the rotary cache (131072 x 256).
+  CHECK(r.weights.value() == m.params * 2 + 131072ULL * 256 * 2 + (3 * 512 + 1024) * 1024 * 2 + (3 * 256 + 512) * 2);
+  // Pipeline parallel is not laid out for these layers.
+  s.pipeline_parallel = 2;
+  CHECK_THROWS_AS(estimate(m, s), InputError);
+}

@@ -47,6 +47,24 @@ def record_off():
     torch.cuda.memory._record_memory_history(enabled=None)
 
 
+def segments_of(snap):
+    """Each segment: [address, total_size, pool, [[offset, size, active], ...]]."""
+    out = []
+    for seg in sorted(snap["segments"], key=lambda x: x["address"]):
+        blocks, off = [], 0
+        for b in seg["blocks"]:
+            blocks.append([off, b["size"], 1 if b["state"].startswith("active") else 0])
+            off += b["size"]
+        out.append([seg["address"], seg["total_size"], seg.get("segment_type", ""), blocks])
+    return out
+
+
+# --addresses (session 10's fresh3 runs): record from the warm-up on (its cuBLAS workspace), so that
+# the build's addresses are known, and keep the build's events and the segments at the step's start
+# and end in the trace.
+ADDRESSES = False
+
+
 def build_summary(snap):
     """The built model's segments: free bytes per pool, segment counts, and its alloc/free counts."""
     segs = snap["segments"]
@@ -86,18 +104,25 @@ def run_one(base, case, trace_dir):
     started = time.time()
     try:
         torch.cuda.init()
+        if ADDRESSES:
+            record_on()
         harness.warm_up()
         harness.sync_reset()
         rec["non_torch_bytes_after_init"] = harness.non_torch_bytes()
         rec["reserved_after_init"] = torch.cuda.memory_reserved()
-        record_on()
+        if not ADDRESSES:
+            record_on()
         model = harness.load_model(base, case)
         torch.cuda.synchronize()
-        build = build_summary(torch.cuda.memory._snapshot())
+        snap0 = torch.cuda.memory._snapshot()
+        build = build_summary(snap0)
+        build_events = compact(snap0) if ADDRESSES else None
+        del snap0
         record_off()
         model.zero_grad(set_to_none=True)
         harness.sync_reset()
         snap = torch.cuda.memory._snapshot()
+        start_segments = segments_of(snap) if ADDRESSES else None
         build.update({k: v for k, v in build_summary(snap).items() if k not in ("allocs", "frees")})
         rec.update(build=build, start_reserved=torch.cuda.memory_reserved(),
                    start_allocated=torch.cuda.memory_allocated())
@@ -121,10 +146,15 @@ def run_one(base, case, trace_dir):
             rec["workspace"] = workspace_of(events, snap)
         if trace_dir:
             os.makedirs(trace_dir, exist_ok=True)
+            trace = {"id": case["id"], "start_reserved": rec["start_reserved"],
+                     "start_allocated": rec["start_allocated"], "marks": MARKS, "mark_base": MARK_BASE,
+                     "events": events}
+            if ADDRESSES:
+                trace.update(build_events=build_events, start_segments=start_segments,
+                             end_segments=segments_of(snap), peak_reserved_bytes=rec["peak_reserved_bytes"],
+                             peak_allocated_bytes=rec["peak_allocated_bytes"])
             with gzip.open(os.path.join(trace_dir, case["id"].replace("/", "__") + ".json.gz"), "wt") as f:
-                json.dump({"id": case["id"], "start_reserved": rec["start_reserved"],
-                           "start_allocated": rec["start_allocated"], "marks": MARKS, "mark_base": MARK_BASE,
-                           "events": events}, f, separators=(",", ":"))
+                json.dump(trace, f, separators=(",", ":"))
         rec["status"] = "ok"
     except torch.OutOfMemoryError as e:
         rec["status"] = "oom"
@@ -176,6 +206,8 @@ def in_interpreter(args, case, trace_dir):
     cmd = [sys.executable, os.path.abspath(__file__), args.cases, "-", "--one", case["id"]]
     if trace_dir:
         cmd += ["--traces", trace_dir]
+    if ADDRESSES:
+        cmd += ["--addresses"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -193,7 +225,11 @@ def main():
     ap.add_argument("--trace-ids", default="")
     ap.add_argument("--trace-modes", default="")
     ap.add_argument("--one", default="", help="run this case id here and print its record")
+    ap.add_argument("--addresses", action="store_true",
+                    help="record from the warm-up on; the trace keeps the build's events and the segments")
     args = ap.parse_args()
+    global ADDRESSES
+    ADDRESSES = args.addresses
     t0 = time.time()
     base, cases = harness.load_cases(args.cases, args.only)
     by_id = {c["id"]: c for c in cases}

@@ -12,7 +12,7 @@ sys.path.insert(0, _here)
 import torch
 import measure as m
 from snap_trace import compact
-from fresh3 import segments_of, WORKSPACE
+from fresh import segments_of, WORKSPACE
 
 
 def rec_on():
