@@ -5,6 +5,10 @@
 // for a prompt, causal_conv1d_update and torch_recurrent_gated_delta_rule for a decode step; and
 // cache_utils.py's LinearAttentionLayer for the states. With those packages installed the fused
 // kernels allocate other temporaries (not modelled). Measured: tests/accuracy/hybrid.
+// qwen3_5 / qwen3_5_moe (models/qwen3_5/modeling_qwen3_5.py Qwen3_5GatedDeltaNet.forward) run the
+// same conv, chunked rule, recurrent step and states from split projections: no
+// fix_query_key_value_ordering and no torch.cat of q, k and v (LinearMixer::gated_delta_net_split).
+// Not measured on the H200: they follow the rules measured on qwen3_next.
 #include "state_cache.hpp"
 
 #include <algorithm>
@@ -13,6 +17,7 @@
 
 #include "checked.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/spec/architectures.hpp"
 
 namespace vramfit::engine::detail {
 
@@ -49,8 +54,10 @@ Bytes linear_attention_forward(const spec::ModelSpec& m, std::uint64_t batch, st
   const std::uint64_t conv = la.conv_dim();
   const std::uint64_t tokens = mul(batch, seq);
   const std::uint64_t padded = mul(batch, seq + (kChunk - seq % kChunk) % kChunk);
-  const bool grouped = la.key_heads > 1;           // fix_query_key_value_ordering's reshapes copy
-  const bool repeated = hv > la.key_heads;         // repeat_interleave of q and k to the value heads
+  const spec::Architecture* row = spec::find_architecture(m.model_type);
+  const bool split = row != nullptr && row->linear_mixer == spec::LinearMixer::gated_delta_net_split;
+  const bool grouped = !split && la.key_heads > 1;  // fix_query_key_value_ordering's reshapes copy
+  const bool repeated = hv > la.key_heads;          // repeat_interleave of q and k to the value heads
 
   // Alive in the model beside the layer, per token: its input (the residual), the input norm's
   // output and Qwen3NextModel.forward's inputs_embeds.
@@ -59,7 +66,11 @@ Bytes linear_attention_forward(const spec::ModelSpec& m, std::uint64_t batch, st
   // projected_states_qkvz (2 key_dim + 2 value_dim) and _ba (2 value heads); z reshaped to heads (a
   // copy when there are several key-head groups); the conv's silu output (conv_dim), which q, k and v
   // are views of; q and k repeated to the value heads; beta (b.sigmoid()).
-  std::uint64_t locals = add(add(mul(2, kd), mul(2, vd)), mul(2, hv), conv);
+  // Qwen3_5GatedDeltaNet.forward's: z (in_proj_z, value_dim; its reshape is a view), b and a (a value
+  // head each), the silu output, the repeats and beta; in_proj_qkv's output (conv_dim) is only
+  // `mixed_qkv`, freed when the conv's output replaces it (the prefill's update_conv_state returns it
+  // as is).
+  std::uint64_t locals = split ? add(vd, mul(2, hv), conv) : add(add(mul(2, kd), mul(2, vd)), mul(2, hv), conv);
   if (grouped) locals = add(locals, vd, mul(2, hv));  // z, and b and a reshaped
   if (repeated) locals = add(locals, mul(2, hv, la.key_head_dim));
   locals = add(locals, hv);
@@ -67,8 +78,10 @@ Bytes linear_attention_forward(const spec::ModelSpec& m, std::uint64_t batch, st
 
   // The conv moment: the q/k/v copies and their torch.cat (conv_dim) beside F.conv1d's padded
   // output and its silu (conv_dim each), while the locals above but the silu output and the
-  // repeats are alive.
-  std::uint64_t at_conv = add(add(mul(2, kd), mul(2, vd)), mul(3, conv));
+  // repeats are alive. Split: in_proj_qkv's output (conv_dim), z, b and a beside the conv's output
+  // and its silu (causal_conv1d_fn's F.conv1d(...)[:, :, :seq_len] keeps the padded output alive).
+  std::uint64_t at_conv =
+      split ? add(mul(3, conv), vd, mul(2, hv)) : add(add(mul(2, kd), mul(2, vd)), mul(3, conv));
   if (grouped) at_conv = add(at_conv, mul(2, vd), mul(2, kd));  // the v and z reshapes, the q/k copies
   const Bytes conv_moment{mul(tokens, add(stream, at_conv), c)};
 

@@ -39,6 +39,25 @@ constexpr std::pair<std::string_view, std::uint64_t> kGemma4TextDefaults[] = {
 constexpr Dropouts kGpt2Dropouts{.attention = "attn_pdrop", .attention_dflt = 0.1, .hidden = "resid_pdrop",
                                  .hidden_dflt = 0.1, .embedding = "embd_pdrop", .embedding_dflt = 0.1};
 
+/// Qwen3_5TextConfig's defaults of the size keys (configuration_qwen3_5.py; the linear_* keys'
+/// defaults are spec/hybrid.cpp's, the same as Qwen3NextConfig's).
+constexpr std::pair<std::string_view, std::uint64_t> kQwen3_5TextDefaults[] = {
+    {"hidden_size", 4096},       {"intermediate_size", 12288}, {"num_hidden_layers", 32},
+    {"num_attention_heads", 16}, {"num_key_value_heads", 4},   {"head_dim", 256},
+    {"vocab_size", 248320},      {"max_position_embeddings", 32768},
+};
+
+/// Qwen3_5MoeTextConfig's defaults of the size keys (configuration_qwen3_5_moe.py; it has no
+/// intermediate_size: every layer is sparse).
+constexpr std::pair<std::string_view, std::uint64_t> kQwen3_5MoeTextDefaults[] = {
+    {"hidden_size", 2048},           {"num_hidden_layers", 40},
+    {"num_attention_heads", 16},     {"num_key_value_heads", 2},
+    {"head_dim", 256},               {"vocab_size", 248320},
+    {"max_position_embeddings", 32768}, {"moe_intermediate_size", 512},
+    {"shared_expert_intermediate_size", 512}, {"num_experts", 256},
+    {"num_experts_per_tok", 8},
+};
+
 constexpr ConfigFlag kAlways{{}, true};
 
 constexpr Architecture kArchitectures[] = {
@@ -558,6 +577,30 @@ constexpr Architecture kArchitectures[] = {
      .experts = Experts::num_experts_or_dense, .expert_width = ExpertWidth::moe_intermediate_size,
      .sparse_layers = SparseLayers::step, .shared_expert = SharedExpert::gated, .grouped_experts = true,
      .linear_mixer = LinearMixer::gated_delta_net},
+    // Qwen3_5TextConfig (the language model of Qwen3.5's Qwen3_5ForConditionalGeneration, text_config
+    // model_type qwen3_5_text; spec/vision.cpp has the tower): qwen3_next's hybrid (Qwen3_5Attention is
+    // Qwen3NextAttention, Qwen3_5RMSNorm Qwen3NextRMSNorm: (1 + weight) in fp32, Qwen3_5RMSNormGated over
+    // head_v_dim) with Qwen3_5GatedDeltaNet's split projections (in_proj_qkv, in_proj_z, in_proj_b,
+    // in_proj_a) and a dense Qwen3_5MLP of intermediate_size in every layer (the config class deletes the
+    // MoE keys). partial_rotary_factor 0.25 (__post_init__'s default), head_dim 256, attention_bias False,
+    // tie_word_embeddings False (the outer config's decides, config.cpp). The checkpoint's MTP layer
+    // (mtp.*) is not built.
+    {.model_type = "qwen3_5_text", .source = "qwen3_5/modeling_qwen3_5.py", .head_dim = 256,
+     .nested_defaults = {"Qwen3_5TextConfig", kQwen3_5TextDefaults}, .qk_norm = Q::head_dim, .rotary_fraction = 0.25,
+     .norm = N::rms_fp32, .linear_mixer = LinearMixer::gated_delta_net_split},
+    // Qwen3_5MoeTextConfig (Qwen3.5's MoE language models, text_config model_type qwen3_5_moe_text): as
+    // qwen3_5_text, with Qwen3_5MoeSparseMoeBlock in every layer (Qwen3_5MoeDecoderLayer ignores
+    // decoder_sparse_step and mlp_only_layers): num_experts fused experts (Qwen3_5MoeExperts: gate_up_proj
+    // [E, 2I, H], down_proj [E, H, I], run through integrations/moe.py) of moe_intermediate_size, the router
+    // `gate` (Qwen3_5MoeTopKRouter: E x H, no bias; it casts its top-k weights back to the logits' dtype,
+    // not fp32_routing_weights) and qwen2_moe's sigmoid-gated shared expert (shared_expert_intermediate_size,
+    // shared_expert_gate H -> 1).
+    {.model_type = "qwen3_5_moe_text", .source = "qwen3_5_moe/modeling_qwen3_5_moe.py", .head_dim = 256,
+     .nested_defaults = {"Qwen3_5MoeTextConfig", kQwen3_5MoeTextDefaults}, .qk_norm = Q::head_dim,
+     .rotary_fraction = 0.25, .mlp_width = W::intermediate_size_if_dense, .norm = N::rms_fp32,
+     .experts = Experts::num_experts, .expert_width = ExpertWidth::moe_intermediate_size,
+     .sparse_layers = SparseLayers::every, .shared_expert = SharedExpert::gated, .grouped_experts = true,
+     .linear_mixer = LinearMixer::gated_delta_net_split},
 };
 
 /// Encoders and encoder-decoders: their configs look enough like a decoder's to be laid out as

@@ -409,7 +409,7 @@ struct Ctx {
   std::optional<std::string> act_name = {};
   double rotary_fraction = 1.0;
   bool qwen_sliding = false;
-  std::uint64_t max_window_layers = 0, window_pattern = 0, window = 0, nextn = 0, mtp = 0;
+  std::uint64_t max_window_layers = 0, window_pattern = 0, window = 0, nextn = 0, mtp = 0, mtp_layers = 0;
   bool rotary_dim_ignored = false;
   double final_softcap = 0, attn_softcap = 0;
   // Keys of one layout.
@@ -507,9 +507,10 @@ void refuse_not_decoders(const json& config, const std::string& org, const std::
 /// What a hybrid model's refusal tells the user to do.
 constexpr std::string_view kHybridFix =
     "vramfit lays out full, sliding and chunked attention layers only: hybrid models with state-space (Mamba), "
-    "linear-attention, convolution or compressed/sparse-attention layers (qwen3_5, lfm2, falcon_h1, "
-    "granitemoehybrid, bamba, jamba, nemotron_h, zamba2, mamba, minimax, deepseek_v4) are not supported yet (qwen3_next's "
-    "Gated DeltaNet is, for inference and generate); see the README's list of supported model types";
+    "linear-attention, convolution or compressed/sparse-attention layers (lfm2, falcon_h1, "
+    "granitemoehybrid, bamba, jamba, nemotron_h, zamba2, mamba, minimax, deepseek_v4) are not supported yet (the Gated "
+    "DeltaNet of qwen3_next, qwen3_5 and qwen3_5_moe is, for inference and generate); see the README's list of "
+    "supported model types";
 
 /// Layers that are not attention have caches (SSM and conv states, not keys and values) and
 /// activations no row models: refused by name, whatever the model_type (a row that reads
@@ -892,6 +893,9 @@ void read_options(Ctx& c) {
   c.nextn = c.r.uint("num_nextn_predict_layers", true).value_or(0);
   // MiniMax-M2's config.json: num_mtp_modules (with use_mtp); MiniMaxM2Config reads neither.
   c.mtp = c.r.uint("num_mtp_modules", true).value_or(0);
+  // Qwen3.5's text_config: mtp_num_hidden_layers; Qwen3_5ForConditionalGeneration builds no MTP
+  // module (_keys_to_ignore_on_load_unexpected drops the checkpoint's mtp.* weights).
+  c.mtp_layers = c.r.uint("mtp_num_hidden_layers", true).value_or(0);
   // rotary_dim: only GPTJConfig reads it among the rows (MiniMaxM2Config does not: the Hub
   // config's 64 leaves the whole 128-wide head rotating in transformers 5.17).
   c.rotary_dim_ignored = c.layout() != Layout::gptj && c.r.has("rotary_dim");
@@ -1579,6 +1583,11 @@ void finish(Ctx& c) {
     spec.notes.push_back(fmt::format(
         "the {} multi-token-prediction modules (num_mtp_modules) are not built by transformers and are not counted",
         c.mtp));
+  if (c.mtp_layers != 0)
+    spec.notes.push_back(fmt::format(
+        "the {} multi-token-prediction layer(s) (mtp_num_hidden_layers; the checkpoint's mtp.* weights) are not "
+        "built by transformers and are not counted",
+        c.mtp_layers));
   if (c.rotary_dim_ignored)
     spec.notes.push_back(
         "rotary_dim is not read by transformers for this model_type: rotary embeddings cover the rotary share "

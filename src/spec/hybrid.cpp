@@ -1,6 +1,8 @@
 // Hybrid layer layouts (see vramfit/spec/hybrid.hpp). The modules and the config class's defaults
 // are those of transformers 5.17: models/qwen3_next/modeling_qwen3_next.py (Qwen3NextGatedDeltaNet,
-// Qwen3NextAttention, Qwen3NextDecoderLayer) and configuration_qwen3_next.py (Qwen3NextConfig).
+// Qwen3NextAttention, Qwen3NextDecoderLayer) and configuration_qwen3_next.py (Qwen3NextConfig);
+// models/qwen3_5/modeling_qwen3_5.py and qwen3_5_moe/modeling_qwen3_5_moe.py (Qwen3_5GatedDeltaNet,
+// split projections; Qwen3_5TextConfig / Qwen3_5MoeTextConfig keep Qwen3NextConfig's linear_* defaults).
 #include "vramfit/spec/hybrid.hpp"
 
 #include <algorithm>
@@ -21,7 +23,8 @@ using detail::add;
 using detail::mul;
 using nlohmann::json;
 
-/// Qwen3NextConfig's defaults of the linear-attention keys.
+/// Qwen3NextConfig's defaults of the linear-attention keys (Qwen3_5TextConfig's and
+/// Qwen3_5MoeTextConfig's are the same: 4, 128, 128, 16, 32, full_attention_interval 4).
 struct GdnDefaults {
   std::uint64_t conv_kernel = 4;        ///< linear_conv_kernel_dim
   std::uint64_t key_head_dim = 128;     ///< linear_key_head_dim
@@ -114,18 +117,30 @@ bool attention_module(const Linear& l) {
   return l.role == Role::attn_in || l.role == Role::attn_inner || l.role == Role::attn_out;
 }
 
-/// A Qwen3NextGatedDeltaNet in place of the attention of `g` (a layer the row laid out).
-LayerGroup gated_delta_net(LayerGroup g, const ModelSpec& spec, const LinearAttention& la) {
+/// A Qwen3NextGatedDeltaNet (or, `split`, a Qwen3_5GatedDeltaNet) in place of the attention of `g`
+/// (a layer the row laid out).
+LayerGroup gated_delta_net(LayerGroup g, const ModelSpec& spec, const LinearAttention& la, bool split) {
   const std::uint64_t h = spec.hidden_size;
   const std::uint64_t key_dim = mul(la.key_heads, la.key_head_dim);
   const std::uint64_t value_dim = mul(la.value_heads, la.value_head_dim);
   std::vector<Linear> linears;
-  // in_proj_qkvz (key_dim * 2 + value_dim * 2 outputs) and in_proj_ba (num_v_heads * 2), no
-  // biases; out_proj (value_dim -> hidden), no bias.
-  linears.push_back(Linear{.name = "in_proj_qkvz", .role = Role::attn_in, .in_features = h,
-                           .out_features = add(mul(2, key_dim), mul(2, value_dim))});
-  linears.push_back(Linear{.name = "in_proj_ba", .role = Role::attn_in, .in_features = h,
-                           .out_features = mul(2, la.value_heads)});
+  if (split) {
+    // Qwen3_5GatedDeltaNet.__init__: in_proj_qkv (key_dim * 2 + value_dim outputs), in_proj_z
+    // (value_dim), in_proj_b and in_proj_a (num_v_heads each), no biases.
+    linears.push_back(Linear{.name = "in_proj_qkv", .role = Role::attn_in, .in_features = h,
+                             .out_features = add(mul(2, key_dim), value_dim)});
+    linears.push_back(Linear{.name = "in_proj_z", .role = Role::attn_in, .in_features = h, .out_features = value_dim});
+    linears.push_back(Linear{.name = "in_proj_b", .role = Role::attn_in, .in_features = h, .out_features = la.value_heads});
+    linears.push_back(Linear{.name = "in_proj_a", .role = Role::attn_in, .in_features = h, .out_features = la.value_heads});
+  } else {
+    // in_proj_qkvz (key_dim * 2 + value_dim * 2 outputs) and in_proj_ba (num_v_heads * 2), no
+    // biases.
+    linears.push_back(Linear{.name = "in_proj_qkvz", .role = Role::attn_in, .in_features = h,
+                             .out_features = add(mul(2, key_dim), mul(2, value_dim))});
+    linears.push_back(Linear{.name = "in_proj_ba", .role = Role::attn_in, .in_features = h,
+                             .out_features = mul(2, la.value_heads)});
+  }
+  // out_proj (value_dim -> hidden), no bias.
   linears.push_back(Linear{.name = "out_proj", .role = Role::attn_out, .in_features = value_dim, .out_features = h});
   for (const Linear& l : g.linears)
     if (!attention_module(l)) linears.push_back(l);
@@ -168,7 +183,8 @@ void lay_out_linear_attention(const json& obj, const std::string& prefix, const 
   la.key_heads = positive(obj, "linear_num_key_heads", d.key_heads, prefix, diags);
   la.value_heads = positive(obj, "linear_num_value_heads", d.value_heads, prefix, diags);
   // fix_query_key_value_ordering views the projections as num_k_heads groups of
-  // num_v_heads / num_k_heads value heads, and repeat_interleave repeats q and k by that ratio.
+  // num_v_heads / num_k_heads value heads, and repeat_interleave repeats q and k by that ratio
+  // (Qwen3_5GatedDeltaNet too: a ratio that is not whole leaves q and k short of the value heads).
   if (la.value_heads % la.key_heads != 0)
     diags.add(prefix + "linear_num_value_heads",
               fmt::format("{} is not a multiple of linear_num_key_heads {}", la.value_heads, la.key_heads),
@@ -180,7 +196,7 @@ void lay_out_linear_attention(const json& obj, const std::string& prefix, const 
   std::vector<LayerGroup> out;
   std::uint64_t i = 0;
   for (const LayerGroup& g : spec.layers) {
-    const LayerGroup as_linear = gated_delta_net(g, spec, la);
+    const LayerGroup as_linear = gated_delta_net(g, spec, la, row.linear_mixer == LinearMixer::gated_delta_net_split);
     const LayerGroup as_full = gated_attention(g, spec);
     for (std::uint64_t k = 0; k < g.count && i < linear.size(); ++k, ++i) {
       LayerGroup one = linear[i] ? as_linear : as_full;

@@ -306,7 +306,15 @@ void qwen2_5_vl_tower(Keys& v, VisionSpec& s) {
 /// positions (num_position_embeddings), LayerNorm blocks with biased qkv/proj and an fc1/fc2
 /// MLP; the merger (LayerNorm over hidden, then fc1/fc2) and one deepstack merger per
 /// deepstack_visual_indexes entry (LayerNorm after the shuffle, over hidden * merge^2).
-void qwen3_vl_tower(Keys& v, VisionSpec& s) {
+void qwen3_vl_layout(Keys& v, VisionSpec& s, bool deepstack_mergers);
+void qwen3_vl_tower(Keys& v, VisionSpec& s) { qwen3_vl_layout(v, s, true); }
+/// Qwen3.5's ViT (models/qwen3_5/modeling_qwen3_5.py Qwen3_5VisionModel, and qwen3_5_moe's): Qwen3-VL's
+/// modules and Qwen3_5VisionConfig's defaults (the same as Qwen3VLVisionConfig's) without the deepstack
+/// mergers, whatever deepstack_visual_indexes says (Qwen3_5VisionConfig has no such key; the MoE's keeps
+/// it, empty by default, and builds none either). Its rotary module keeps inv_freq and original_inv_freq,
+/// head_dim / 4 fp32 values each: rotary_bytes(head_dim / 2), as Qwen3-VL's.
+void qwen3_5_tower(Keys& v, VisionSpec& s) { qwen3_vl_layout(v, s, false); }
+void qwen3_vl_layout(Keys& v, VisionSpec& s, bool deepstack_mergers) {
   const std::uint64_t H = v.uint("hidden_size", 1152);
   const std::uint64_t L = v.uint("depth", 27, true);
   const std::uint64_t heads = v.uint("num_heads", 16);
@@ -315,7 +323,7 @@ void qwen3_vl_tower(Keys& v, VisionSpec& s) {
   const std::uint64_t C = v.uint("in_channels", 3), p = v.uint("patch_size", 16), tp = v.uint("temporal_patch_size", 2);
   const std::uint64_t m = v.uint("spatial_merge_size", 2);
   const std::uint64_t positions = v.uint("num_position_embeddings", 2304);
-  const std::uint64_t deepstack = v.list_len("deepstack_visual_indexes", 3);
+  const std::uint64_t deepstack = deepstack_mergers ? v.list_len("deepstack_visual_indexes", 3) : 0;
   const std::uint64_t block = add(add(mul(2, layer_norm(H)), add(linear(H, mul(3, H), true), linear(H, H, true))),
                                   add(linear(H, I, true), linear(I, H, true)));
   s.tower_params = add(add(linear(mul(mul(C, tp), mul(p, p)), H, true), mul(positions, H)), mul(L, block));
@@ -598,6 +606,7 @@ constexpr TowerRow kTowers[] = {
     {"qwen2_vl", "qwen2_vl", qwen2_vl_tower},             // models/qwen2_vl/modeling_qwen2_vl.py
     {"qwen2_5_vl", "qwen2_5_vl", qwen2_5_vl_tower},       // models/qwen2_5_vl/modeling_qwen2_5_vl.py
     {"qwen3_vl", "qwen3_vl", qwen3_vl_tower},             // models/qwen3_vl/modeling_qwen3_vl.py
+    {"qwen3_5_vision", "qwen3_vl", qwen3_5_tower},        // models/qwen3_5/modeling_qwen3_5.py
     {"mllama_vision_model", "mllama", mllama_tower},      // models/mllama/modeling_mllama.py
     {"internvl_vision", "internvl", internvl_tower},      // models/internvl/modeling_internvl.py
     {"llama4_vision_model", "llama4", llama4_tower},      // models/llama4/modeling_llama4.py
@@ -627,6 +636,10 @@ constexpr OuterRow kOuters[] = {
     {"qwen2_vl", "models/qwen2_vl/modeling_qwen2_vl.py", "qwen2_vl", false, qwen_vl, nullptr, "{}"},
     {"qwen2_5_vl", "models/qwen2_5_vl/modeling_qwen2_5_vl.py", "qwen2_5_vl", false, qwen_vl, nullptr, "{}"},
     {"qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", "qwen3_vl", false, qwen_vl, nullptr, "{}"},
+    // Qwen3_5Model / Qwen3_5MoeModel build their own tower whatever vision_config.model_type says (old
+    // checkpoints write "qwen3_5" or "qwen3_5_moe" there; Qwen3_5Config.__post_init__ renames it).
+    {"qwen3_5", "models/qwen3_5/modeling_qwen3_5.py", "qwen3_5_vision", false, qwen_vl, nullptr, "{}"},
+    {"qwen3_5_moe", "models/qwen3_5_moe/modeling_qwen3_5_moe.py", "qwen3_5_vision", false, qwen_vl, nullptr, "{}"},
     {"gemma3", "models/gemma3/modeling_gemma3.py", "siglip_vision_model", false, gemma3, nullptr, "{}"},
     {"paligemma", "models/paligemma/modeling_paligemma.py", "siglip_vision_model", false, paligemma, nullptr,
      R"({"hidden_size":1152,"intermediate_size":4096,"num_hidden_layers":27,"num_attention_heads":16,"patch_size":14,"image_size":224,"vision_use_head":false})"},

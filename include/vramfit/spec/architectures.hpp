@@ -202,6 +202,10 @@ enum class LinearMixer {
   /// Qwen3NextGatedDeltaNet on the "linear_attention" entries of layer_types (default: all but every
   /// full_attention_interval-th, 4), Qwen3NextAttention (a gated q_proj of twice the heads) on the others.
   gated_delta_net,
+  /// Qwen3_5GatedDeltaNet: the same layer with its input projections split (in_proj_qkv, in_proj_z,
+  /// in_proj_b, in_proj_a: the same parameters), so its forward makes no reordering copies
+  /// (fix_query_key_value_ordering, the q/k/v torch.cat); the same attention on the other layers.
+  gated_delta_net_split,
 };
 
 /// One model type: how a config of that `model_type` is laid out, and the defaults of its

@@ -11,6 +11,7 @@
 
 #include "../../../src/engine/state_cache.hpp"
 #include "vramfit/core/error.hpp"
+#include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
 #include "../../cli/cli_helper.hpp"
 
@@ -163,4 +164,256 @@ TEST_CASE("hybrid: training modes and serving engines are refused with exit 2", 
   // Inference and generate are estimated.
   CHECK(vramfit::test::estimate({"--config", cfg, "--mode", "generate", "--seq", "4096", "--new-tokens", "256"}).code != 2);
   CHECK(vramfit::test::estimate({"--config", cfg, "--mode", "inference", "--seq", "4096"}).code != 2);
+}
+
+// --- qwen3_5 / qwen3_5_moe (session 11, arch5) ---------------------------------------------------
+// Qwen3.5's language models are qwen3_next's hybrid with Qwen3_5GatedDeltaNet's split projections
+// (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a; transformers 5.17 models/qwen3_5/modeling_qwen3_5.py)
+// and Qwen3.5's vision tower (Qwen3_5VisionModel: Qwen3-VL's without the deepstack mergers). No device
+// this session: every count below is worked out by hand from the 5.17 modeling files (the arithmetic is
+// written out), and the engine's rules are qwen3_next's, measured there (tests/accuracy/hybrid).
+
+namespace {
+
+std::string qwen35_397b() { return vramfit::test::read_text(kHybrid / "qwen3.5-397b-a17b.json"); }
+
+/// Qwen3_5TextConfig()'s defaults written out (configuration_qwen3_5.py; layer_types from
+/// full_attention_interval 4: 24 linear, 8 full).
+constexpr const char* kQwen35TextDefaults = R"({"model_type": "qwen3_5_text", "vocab_size": 248320,
+    "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 32, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 32768, "tie_word_embeddings": false})";
+
+/// Qwen3_5MoeTextConfig()'s defaults written out (configuration_qwen3_5_moe.py: 30 linear, 10 full).
+constexpr const char* kQwen35MoeTextDefaults = R"({"model_type": "qwen3_5_moe_text", "vocab_size": 248320,
+    "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16, "num_key_value_heads": 2,
+    "head_dim": 256, "max_position_embeddings": 32768, "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "num_experts": 256, "num_experts_per_tok": 8})";
+
+/// Qwen3.5-27B's sizes (the Hub config's text_config and vision_config, as THUDM/slime's
+/// scripts/models/qwen3.5-27B.sh and the Qwen3.5-27B configs quoted in public repositories give them:
+/// hidden 5120, 64 layers, 24 heads over 4 kv heads of 256, MLP 17408, 16 key / 48 value linear heads
+/// of 128; vision out_hidden_size 5120, no deepstack).
+std::string qwen35_27b() {
+  nlohmann::json t = nlohmann::json::parse(kQwen35TextDefaults);
+  t["hidden_size"] = 5120;
+  t["intermediate_size"] = 17408;
+  t["num_hidden_layers"] = 64;
+  t["num_attention_heads"] = 24;
+  t["linear_num_value_heads"] = 48;
+  t["max_position_embeddings"] = 262144;
+  t["mtp_num_hidden_layers"] = 1;
+  nlohmann::json c = {{"model_type", "qwen3_5"}, {"tie_word_embeddings", false}, {"text_config", t},
+                      {"vision_config", {{"model_type", "qwen3_5_vision"}, {"deepstack_visual_indexes", nlohmann::json::array()},
+                                         {"out_hidden_size", 5120}}}};
+  return c.dump();
+}
+
+}  // namespace
+
+TEST_CASE("qwen3_5: the config classes' defaults, counted by hand from the 5.17 modeling files", "[spec][hybrid]") {
+  // Qwen3_5TextConfig(): H 4096, I 12288, 32 layers (24 Gated DeltaNet, 8 attention), V 248320.
+  //   Gated DeltaNet layer: in_proj_qkv 4096 x (2 x 16 x 128 + 32 x 128 = 8192) = 33,554,432; in_proj_z
+  //   4096 x 4096 = 16,777,216; in_proj_b, in_proj_a 4096 x 32 each = 262,144; conv1d 8192 x 4 = 32,768;
+  //   dt_bias, A_log 32 each = 64; norm (head_v_dim) 128; out_proj 4096 x 4096 = 16,777,216: 67,403,968.
+  //   Attention layer: q_proj 4096 x 2 x 16 x 256 = 33,554,432; k_proj, v_proj 4096 x 4 x 256 each =
+  //   8,388,608; o_proj 4096 x 4096 = 16,777,216; q_norm, k_norm 256 each: 58,720,768.
+  //   Every layer: MLP 3 x 4096 x 12288 = 150,994,944 and two norms of 4096: 151,003,136.
+  //   24 x 67,403,968 + 8 x 58,720,768 + 32 x 151,003,136 = 1,617,695,232 + 469,766,144 + 4,832,100,352;
+  //   embeddings and lm_head 2 x 248320 x 4096 = 2,034,237,440; final norm 4096: 8,953,803,264.
+  const ModelSpec dense = from_config_text(kQwen35TextDefaults, "config.json");
+  CHECK(dense.model_type == "qwen3_5_text");
+  CHECK(dense.params == 8'953'803'264ULL);
+  CHECK(dense.linear_attention.layers == 24);
+  CHECK(dense.intermediate_size == 12288);
+  REQUIRE(dense.layers.size() == 16);  // (3 linear, 1 full) x 8
+  const LayerGroup& lin = dense.layers[0];
+  REQUIRE(lin.linears.size() == 8);
+  CHECK(lin.linears[0].name == "in_proj_qkv");
+  CHECK(lin.linears[0].out_features == 8192);
+  CHECK(lin.linears[1].name == "in_proj_z");
+  CHECK(lin.linears[1].out_features == 4096);
+  CHECK(lin.linears[2].name == "in_proj_b");
+  CHECK(lin.linears[2].out_features == 32);
+  CHECK(lin.linears[3].name == "in_proj_a");
+  CHECK(lin.linears[3].out_features == 32);
+  CHECK(lin.linears[4].name == "out_proj");
+  CHECK(lin.linears[5].name == "gate_proj");
+  CHECK(lin.norm_params == 2 * 4096 + 128);
+  CHECK(lin.other_params == dense.layers[1].other_params + 8192 * 4 + 2 * 32);  // conv1d, dt_bias, A_log
+  CHECK(dense.layers[1].linears[0].name == "q_proj");
+  CHECK(dense.layers[1].linears[0].out_features == 2 * 16 * 256);
+
+  // Qwen3_5MoeTextConfig(): H 2048, 40 layers (30 Gated DeltaNet, 10 attention), 256 experts of 512,
+  // a shared expert of 512, V 248320.
+  //   Gated DeltaNet layer: in_proj_qkv 2048 x 8192 = 16,777,216; in_proj_z 2048 x 4096 = 8,388,608;
+  //   in_proj_b, in_proj_a 2 x 2048 x 32 = 131,072; conv1d 32,768; dt_bias, A_log 64; norm 128; out_proj
+  //   4096 x 2048 = 8,388,608: 33,718,464.
+  //   Attention layer: q_proj 2048 x 8192 = 16,777,216; k_proj, v_proj 2048 x 512 each = 2,097,152;
+  //   o_proj 4096 x 2048 = 8,388,608; q/k norms 512: 27,263,488.
+  //   Every layer: router 256 x 2048 = 524,288; experts 256 x 3 x 512 x 2048 = 805,306,368; shared expert
+  //   3 x 2048 x 512 = 3,145,728; shared_expert_gate 2048; two norms 4096: 808,982,528.
+  //   30 x 33,718,464 + 10 x 27,263,488 + 40 x 808,982,528 = 1,011,553,920 + 272,634,880 + 32,359,301,120;
+  //   embeddings and lm_head 2 x 248320 x 2048 = 1,017,118,720; final norm 2048: 34,660,610,688.
+  const ModelSpec moe = from_config_text(kQwen35MoeTextDefaults, "config.json");
+  CHECK(moe.model_type == "qwen3_5_moe_text");
+  CHECK(moe.params == 34'660'610'688ULL);
+  CHECK(moe.linear_attention.layers == 30);
+  CHECK(moe.intermediate_size == 0);
+  for (const LayerGroup& g : moe.layers) CHECK(g.moe);
+
+  // The composite defaults (Qwen3_5Config(), Qwen3_5MoeConfig(): an empty text_config takes the text
+  // config class's defaults, an absent vision_config Qwen3_5VisionConfig's): the language model above plus
+  // the tower: Conv3d 3 x 2 x 16 x 16 x 1152 + 1152 = 1,770,624; pos_embed 2304 x 1152 = 2,654,208; 27
+  // blocks of 2 LayerNorms (4 x 1152), qkv 1152 x 3456 + 3456, proj 1152 x 1152 + 1152, fc1 1152 x 4304 +
+  // 4304, fc2 4304 x 1152 + 1152 = 15,239,504 each (411,466,608); the merger: LayerNorm 2 x 1152, fc1
+  // 4608 x 4608 + 4608, fc2 4608 x 3584 + 3584 (out_hidden_size 3584) = 37,759,232. Tower 415,891,440 +
+  // merger 37,759,232 = 453,650,672; no deepstack mergers.
+  const ModelSpec outer = from_config_text(R"({"model_type": "qwen3_5", "text_config": {}})", "config.json");
+  CHECK(outer.model_type == "qwen3_5_text");
+  REQUIRE(outer.vision);
+  CHECK(outer.vision->tower_params == 415'891'440ULL);
+  CHECK(outer.vision->projector_params == 37'759'232ULL);
+  CHECK(outer.params == 8'953'803'264ULL + 453'650'672ULL);
+  const ModelSpec outer_moe = from_config_text(R"({"model_type": "qwen3_5_moe", "text_config": {}})", "config.json");
+  CHECK(outer_moe.model_type == "qwen3_5_moe_text");
+  REQUIRE(outer_moe.vision);
+  CHECK(outer_moe.params == 34'660'610'688ULL + 453'650'672ULL);
+  // A deepstack_visual_indexes list builds nothing in Qwen3.5 (Qwen3_5VisionModel deletes the mergers).
+  const ModelSpec listed = from_config_text(
+      R"({"model_type": "qwen3_5_moe", "text_config": {}, "vision_config": {"deepstack_visual_indexes": [8, 16, 24]}})",
+      "config.json");
+  CHECK(listed.params == outer_moe.params);
+}
+
+TEST_CASE("qwen3_5: Qwen3.5-397B-A17B's Hub config counts 396,802,360,816 parameters", "[spec][hybrid]") {
+  // tests/unit/spec/data/arch/hybrid/qwen3.5-397b-a17b.json: the Hub config.json as
+  // ai-dynamo/aiconfigurator keeps it (src/aiconfigurator/model_configs/Qwen--Qwen3.5-397B-A17B_config.json).
+  // H 4096, 60 layers (45 Gated DeltaNet, 15 attention), 512 experts of 1024 (10 a token), a shared expert
+  // of 1024, 16 key / 64 value linear heads of 128, 32 heads over 2 kv heads of 256.
+  //   Gated DeltaNet layer: in_proj_qkv 4096 x (4096 + 8192) = 50,331,648; in_proj_z 4096 x 8192 =
+  //   33,554,432; in_proj_b, in_proj_a 2 x 4096 x 64 = 524,288; conv1d 12288 x 4 = 49,152; dt_bias, A_log
+  //   128; norm 128; out_proj 8192 x 4096 = 33,554,432: 118,014,208.
+  //   Attention layer: q_proj 4096 x 16384 = 67,108,864; k_proj, v_proj 4096 x 512 each = 4,194,304;
+  //   o_proj 8192 x 4096 = 33,554,432; q/k norms 512: 104,858,112.
+  //   Every layer: router 512 x 4096 = 2,097,152; experts 512 x 3 x 1024 x 4096 = 6,442,450,944; shared
+  //   expert 3 x 4096 x 1024 = 12,582,912; its gate 4096; norms 8192: 6,457,143,296.
+  //   45 x 118,014,208 + 15 x 104,858,112 + 60 x 6,457,143,296 = 5,310,639,360 + 1,572,871,680 +
+  //   387,428,597,760; embeddings and lm_head 2 x 248320 x 4096 = 2,034,237,440; final norm 4096:
+  //   396,346,350,336. The tower as Qwen3_5VisionConfig's (415,891,440) and the merger into 4096: LayerNorm
+  //   2304, fc1 4608 x 4608 + 4608, fc2 4608 x 4096 + 4096 = 40,119,040; 396,802,360,816 in all (the model
+  //   card's "397B in total"; the checkpoint's MTP layer is not built).
+  const ModelSpec s = from_config_text(qwen35_397b(), "config.json");
+  CHECK(s.model_type == "qwen3_5_moe_text");
+  CHECK(s.params == 396'802'360'816ULL);
+  REQUIRE(s.vision);
+  CHECK(s.vision->tower == "qwen3_vl");
+  CHECK(s.vision->projector_params == 40'119'040ULL);
+  CHECK(s.linear_attention.layers == 45);
+  CHECK(s.linear_attention.value_heads == 64);
+  CHECK(s.linear_attention.conv_dim() == 12288);
+  CHECK(s.max_positions == 262144);
+  CHECK(s.moe.num_experts == 512);
+  CHECK(s.moe.experts_per_token == 10);
+  CHECK(s.moe.shared_intermediate == 1024);
+  CHECK(s.moe.shared_expert_gate);
+  // The partial rotary share of Qwen3_5TextConfig.__post_init__ (the file has no rope_parameters).
+  CHECK(s.partial_rotary_factor == 0.25);
+  bool mtp_note = false;
+  for (const std::string& n : s.notes)
+    mtp_note = mtp_note || n == "the 1 multi-token-prediction layer(s) (mtp_num_hidden_layers; the checkpoint's "
+                                "mtp.* weights) are not built by transformers and are not counted";
+  CHECK(mtp_note);
+}
+
+TEST_CASE("qwen3_5: Qwen3.5-27B's sizes count 27,356,728,560 parameters", "[spec][hybrid]") {
+  //   Gated DeltaNet layer: in_proj_qkv 5120 x (4096 + 6144) = 52,428,800; in_proj_z 5120 x 6144 =
+  //   31,457,280; in_proj_b, in_proj_a 2 x 5120 x 48 = 491,520; conv1d 10240 x 4 = 40,960; dt_bias, A_log
+  //   96; norm 128; out_proj 6144 x 5120 = 31,457,280: 115,876,064.
+  //   Attention layer: q_proj 5120 x 12288 = 62,914,560; k_proj, v_proj 5120 x 1024 each = 10,485,760;
+  //   o_proj 6144 x 5120 = 31,457,280; q/k norms 512: 104,858,112.
+  //   Every layer: MLP 3 x 5120 x 17408 = 267,386,880; norms 10240: 267,397,120.
+  //   48 x 115,876,064 + 16 x 104,858,112 + 64 x 267,397,120 = 5,562,051,072 + 1,677,729,792 +
+  //   17,113,415,680; embeddings and lm_head 2 x 248320 x 5120 = 2,542,796,800; final norm 5120:
+  //   26,895,998,464. Tower 415,891,440; merger into 5120: 2304 + 21,238,272 + 4608 x 5120 + 5120 =
+  //   44,838,656; in all 27,356,728,560.
+  // Published: the Qwen3.6-27B checkpoint (the same model_type and sizes) has total_size 55.56 GB of bf16
+  // in its model.safetensors.index.json (eadst.com/blog/325): 27.78B. Its MTP layer (mtp.fc 10240 x 5120 =
+  // 52,428,800, one attention layer with its MLP 104,858,112 + 267,397,120, three norms 15,360), which
+  // transformers does not build, is 424,699,392: 27,356,728,560 + 424,699,392 = 27,781,427,952, 55.56 GB.
+  const ModelSpec s = from_config_text(qwen35_27b(), "config.json");
+  CHECK(s.model_type == "qwen3_5_text");
+  CHECK(s.params == 27'356'728'560ULL);
+  CHECK(s.linear_attention.layers == 48);
+  CHECK(s.linear_attention.conv_dim() == 10240);
+}
+
+TEST_CASE("qwen3_5: the split Gated DeltaNet's forward, states and a generate's cache, exact", "[engine][hybrid]") {
+  const ModelSpec s = from_config_text(qwen35_27b(), "config.json");
+  const engine::detail::Precision p;  // bf16
+  CHECK(engine::detail::attention_layers(s) == 16);
+  // Per linear layer and sequence: conv 10240 x 4 x 2 bytes = 81,920 + recurrent 48 x 128 x 128 x 4 bytes
+  // = 3,145,728; 48 layers.
+  CHECK(engine::detail::linear_state_cache(s, 1, p).value() == 48ULL * (81'920 + 3'145'728));
+  // The forward of one linear layer over 4096 tokens (a multiple of the chunk of 64). Per token, 16-bit:
+  // the stream 3 x 5120 = 15360; Qwen3_5GatedDeltaNet's locals: z 6144, b and a 96, the conv's silu output
+  // 10240, q and k repeated to 48 heads 12288, beta 48 (28,816); g 48 fp32: (15360 + 28816) x 2 + 192 =
+  // 88,544 bytes. torch_chunk_gated_delta_rule at `query * cum_decay.exp()`, fp32 per padded token: 6 x
+  // 6144 + 4 x 6144 + 3 x 48 x 64 + 2 x 48 = 70,752 values. No fix_query_key_value_ordering copies and
+  // no torch.cat: the conv moment (in_proj_qkv's output, z, b, a, the conv's output and its silu: 3 x
+  // 10240 + 6144 + 96) is 4096 x (15360 + 36960) x 2 = 428,605,440, below.
+  CHECK(engine::detail::linear_attention_forward(s, 1, 4096, p).value() ==
+        4096ULL * 88'544 + 4096ULL * 70'752 * 4);  // 1,521,876,992
+  // A decode step: three fp32 states of 48 x 128 x 128.
+  CHECK(engine::detail::linear_attention_decode(s, 2, p).value() == 3ULL * 2 * 3'145'728);
+
+  // A long generate (the last decode step is the peak): keys and values of the 16 attention layers (2 x 4
+  // kv heads x 256, bf16) at every position, and the 48 linear layers' states.
+  vramfit::spec::Workload w;
+  w.mode = vramfit::spec::Mode::generate;
+  w.batch = 1;
+  w.seq = 16;
+  w.new_tokens = 20000;
+  const vramfit::engine::Breakdown b = vramfit::engine::estimate(s, w);
+  const auto* kv = b.find(vramfit::engine::ComponentId::kv_cache);
+  REQUIRE(kv != nullptr);
+  CHECK(kv->bytes.value() == 16ULL * 2 * 4 * 256 * 20016 * 2 + 48ULL * (81'920 + 3'145'728));
+}
+
+TEST_CASE("qwen3_5: training modes and serving engines are refused with exit 2; images are estimated", "[cli][hybrid]") {
+  const vramfit::test::TempDir dir;
+  const std::string cfg = dir.write("config.json", qwen35_397b());
+  for (const std::string mode : {"train", "lora", "qlora"}) {
+    INFO(mode);
+    const auto r = vramfit::test::estimate({"--config", cfg, "--mode", mode, "--seq", "1024"});
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("--mode: " + mode + " of model_type 'qwen3_5_moe_text' (45 Gated DeltaNet linear-attention "
+                     "layers) is not estimated: the backward of those layers keeps what the kernel package decides") !=
+          std::string::npos);
+  }
+  for (const std::string engine : {"vllm", "llama.cpp"}) {
+    INFO(engine);
+    const auto v = vramfit::test::estimate({"--config", cfg, "--engine", engine});
+    CHECK(v.code == 2);
+    CHECK(v.err.find("--engine: model_type 'qwen3_5_moe_text' has 45 Gated DeltaNet linear-attention layers: a "
+                     "serving engine's state cache for them is not modelled") != std::string::npos);
+  }
+  // Inference, generate and images (Qwen3.5's tower is Qwen3-VL's) are estimated.
+  CHECK(vramfit::test::estimate({"--config", cfg, "--mode", "generate", "--seq", "4096", "--new-tokens", "256"}).code != 2);
+  CHECK(vramfit::test::estimate({"--config", cfg, "--mode", "inference", "--seq", "4096", "--images", "2"}).code != 2);
+  // A config transformers cannot build names the key, as for qwen3_next.
+  nlohmann::json bad = nlohmann::json::parse(qwen35_397b());
+  bad["text_config"]["linear_num_value_heads"] = 40;
+  const auto d = diags_of(bad.dump());
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "config.json: text_config.linear_num_value_heads");
+  CHECK(d[0].problem == "40 is not a multiple of linear_num_key_heads 16");
+  bad = nlohmann::json::parse(qwen35_397b());
+  bad["text_config"]["layer_types"][3] = "mamba";
+  const auto e = diags_of(bad.dump());
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].field == "config.json: text_config.layer_types");
+  CHECK(e[0].problem ==
+        "'mamba' (layer 3) is not a kind model_type 'qwen3_5_moe_text' builds: its layers are \"linear_attention\" "
+        "(Gated DeltaNet) or \"full_attention\"");
 }

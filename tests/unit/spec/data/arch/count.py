@@ -13,6 +13,7 @@ TYPES = ["llama","mistral","mixtral","qwen2","qwen2_moe","qwen3","qwen3_moe","ge
  "olmo","olmo2","olmo3","olmoe","stablelm","granite","granitemoe","cohere","cohere2","glm","glm4","exaone4",
  "internlm2","deepseek_v2","deepseek_v3","gpt_oss","smollm3","llama4_text","ministral","ernie4_5","ernie4_5_moe",
  "seed_oss","hunyuan_v1_dense","hunyuan_v1_moe","glm4_moe","qwen3_next","nemotron","arcee","apertus","dots1",
+ "qwen3_5_text","qwen3_5_moe_text",
  "granitemoeshared","jetmoe","dbrx","persimmon","codegen","gpt_neo","xglm","biogpt","helium","bitnet","falcon_mamba",
  "mamba","jamba","zamba2","falcon_h1","lfm2","minimax","exaone_moe","mistral3","bailing_moe","minimax_m2","glm4_moe_lite","flex_olmo"]
 for t in TYPES: jobs.append((t + ":default", t, None))
