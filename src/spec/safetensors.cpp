@@ -275,7 +275,26 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view prefix, std::u
   return out;
 }
 
-void apply_checkpoint(ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
+void apply_checkpoint(ModelSpec& spec, const std::vector<TensorInfo>& all) {
+  // The Gated DeltaNet models' checkpoints (Qwen3-Next, Qwen3.5) store a multi-token-prediction
+  // layer under the root `mtp.` that transformers 5.17 builds no module for (Qwen3_5PreTrainedModel:
+  // _keys_to_ignore_on_load_unexpected = [r"^mtp.*"]; Qwen3Next has no mtp module either): from_pretrained
+  // leaves those tensors on disk, so they are neither parameters nor GPU bytes.
+  std::vector<TensorInfo> tensors;
+  tensors.reserve(all.size());
+  std::uint64_t mtp_tensors = 0, mtp_elements = 0;
+  for (const TensorInfo& t : all) {
+    if (spec.linear_attention.layers > 0 && t.name.rfind("mtp.", 0) == 0) {
+      ++mtp_tensors;
+      mtp_elements = checked_add(mtp_elements, t.elements, "parameters");
+      continue;
+    }
+    tensors.push_back(t);
+  }
+  if (mtp_tensors > 0)
+    spec.notes.push_back(fmt::format("the checkpoint's {} mtp.* tensors ({} values: the multi-token-prediction "
+                                     "layer) are not loaded by transformers and are not counted",
+                                     mtp_tensors, mtp_elements));
   // Quantized checkpoints store packed integer tensors (bitsandbytes: U8 weights with
   // .absmax / .quant_state.*; GPTQ/AWQ: I32 .qweight / .qzeros; bnb int8: I8 with .SCB):
   // their element counts are not parameter counts, so the config's count stands.

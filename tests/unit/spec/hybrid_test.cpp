@@ -13,6 +13,7 @@
 #include "vramfit/core/error.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/spec/parse.hpp"
+#include "vramfit/spec/vision.hpp"
 #include "../../cli/cli_helper.hpp"
 
 using namespace vramfit;
@@ -416,4 +417,40 @@ TEST_CASE("qwen3_5: training modes and serving engines are refused with exit 2; 
   CHECK(e[0].problem ==
         "'mamba' (layer 3) is not a kind model_type 'qwen3_5_moe_text' builds: its layers are \"linear_attention\" "
         "(Gated DeltaNet) or \"full_attention\"");
+}
+
+TEST_CASE("qwen3_5: a checkpoint's mtp.* tensors are not counted (transformers does not load them)", "[spec][hybrid]") {
+  // Qwen3_5PreTrainedModel._keys_to_ignore_on_load_unexpected = [r"^mtp.*"]: the MTP layer stays on disk.
+  ModelSpec s = from_config_text(qwen35_27b(), "config.json");
+  const std::vector<TensorInfo> tensors{
+      {"model.language_model.embed_tokens.weight", "BF16", {248320, 5120}, 248320ULL * 5120},
+      {"lm_head.weight", "BF16", {248320, 5120}, 248320ULL * 5120},
+      {"model.language_model.layers.0.mlp.up_proj.weight", "BF16", {17408, 5120}, 17408ULL * 5120},
+      {"mtp.fc.weight", "BF16", {5120, 10240}, 52'428'800},
+      {"mtp.norm.weight", "BF16", {5120}, 5120}};
+  apply_checkpoint(s, tensors);
+  CHECK(s.params == 2ULL * 248320 * 5120 + 17408ULL * 5120);
+  bool note = false;
+  for (const std::string& n : s.notes)
+    note = note || n == "the checkpoint's 2 mtp.* tensors (52433920 values: the multi-token-prediction layer) are not "
+                        "loaded by transformers and are not counted";
+  CHECK(note);
+  // A model without linear-attention layers counts every tensor of its checkpoint, as before.
+  ModelSpec plain;
+  plain.params = 1;
+  apply_checkpoint(plain, {{"w", "BF16", {10}, 10}, {"mtp.fc.weight", "BF16", {4}, 4}});
+  CHECK(plain.params == 14);
+}
+
+TEST_CASE("qwen3_5: an image's tokens follow Qwen3-VL's processor (patch 16, 2x2 merge)", "[spec][hybrid]") {
+  const ModelSpec s = from_config_text(qwen35_397b(), "config.json");
+  REQUIRE(s.vision);
+  // 448 x 448: smart_resize to multiples of 32 keeps 448 (within 65536 .. 16777216 pixels); 28 x 28 = 784
+  // patches through the tower, 784 / 4 = 196 tokens + <|vision_start|> <|vision_end|> in the prompt.
+  const ImageWork w = image_work(*s.vision, 2, 448, 448);
+  CHECK(w.per_image.sequence_len == 784);
+  CHECK(w.per_image.prompt_tokens == 198);
+  CHECK(w.prompt_tokens == 396);
+  // 100 x 100 is scaled up to the minimum of 65536 pixels: 256 x 256 (ceil(100 x 2.56 / 32) x 32), 256 tokens.
+  CHECK(image_work(*s.vision, 1, 100, 100).per_image.sequence_len == 256);
 }
