@@ -238,6 +238,11 @@ std::optional<std::pair<LayerKind, LayerKind>> layer_kinds(const spec::ModelSpec
     full.layers = F / width(full);
     sliding.layers = S / width(sliding);
     kinds = {full, sliding};
+  } else if (widths.size() == 2 && S == 0 && m.sliding_window == 0 &&
+             checked_add(checked_mul(width(widths[0]), widths[0].layers), checked_mul(width(widths[1]), widths[1].layers)) == F) {
+    // No sliding window (sliding_window null): every layer is full attention, FullAttentionSpecs of
+    // two head sizes, one UniformTypeKVCacheSpecs group (kv_layout_per_kind without the hybrid path).
+    kinds = {widths[0], widths[1]};
   } else if (widths.size() == 2) {
     const auto is = [&](const LayerKind& f, const LayerKind& sl) {
       return checked_mul(width(f), f.layers) == F && checked_mul(width(sl), sl.layers) == S;
