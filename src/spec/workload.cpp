@@ -313,8 +313,8 @@ static void validate_images(const Workload& w, const ModelSpec& m, Diagnostics& 
     out.add("--images",
             fmt::format("{} has no vision tower (its config has no vision_config), so it takes no images",
                         m.name.empty() ? std::string("the model") : m.name),
-            "drop --images, or give a vision-language model (llava, llava_next, qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3, "
-            "paligemma, idefics3, internvl, mistral3, llama4)");
+            "drop --images, or give a vision-language model (llava, llava_next, qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, "
+            "qwen3_5_moe, gemma3, paligemma, idefics3, internvl, mistral3, llama4)");
     return;
   }
   const VisionSpec& v = *m.vision;

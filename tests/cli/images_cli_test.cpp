@@ -130,7 +130,7 @@ TEST_CASE("images: bad --images and --image-size exit 2 naming the flag", "[cli]
   require_usage_error(estimate({"--model", "smollm2-135m", "--images", "1"}),
                       "vramfit: error: --images: smollm2-135m has no vision tower (its config has no vision_config), so "
                       "it takes no images (drop --images, or give a vision-language model (llava, llava_next, qwen2_vl, "
-                      "qwen2_5_vl, qwen3_vl, gemma3, paligemma, idefics3, internvl, mistral3, llama4))\n");
+                      "qwen2_5_vl, qwen3_vl, qwen3_5, qwen3_5_moe, gemma3, paligemma, idefics3, internvl, mistral3, llama4))\n");
   // The text report's heading says the images.
   const CliResult text = estimate({"--config", qwen, "--images", "2", "--image-size", "448x448"});
   REQUIRE(text.code == 0);
