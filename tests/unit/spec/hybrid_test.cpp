@@ -1,6 +1,6 @@
-// qwen3_next, the first hybrid type: Gated DeltaNet linear-attention layers beside gated full
-// attention (src/spec/hybrid.cpp lays them out; src/engine/state_cache.cpp sizes their states and
-// their forward). Parameters checked against transformers 5.17's count of Qwen3NextConfig's
+// qwen3_next, the first hybrid type (and qwen3_5 / qwen3_5_moe below): Gated DeltaNet linear-attention
+// layers beside gated full attention (src/spec/hybrid.cpp lays them out; src/engine/state_cache.cpp
+// sizes their states and their forward). Parameters checked against transformers 5.17's count of Qwen3NextConfig's
 // defaults (transformers_counts.json: 79,674,391,296, architectures_test.cpp) and on the Hub config
 // of Qwen3-Next-80B-A3B, whose sizes are those defaults.
 #include <catch2/catch.hpp>
@@ -346,6 +346,26 @@ TEST_CASE("qwen3_5: Qwen3.5-27B's sizes count 27,356,728,560 parameters", "[spec
   CHECK(s.params == 27'356'728'560ULL);
   CHECK(s.linear_attention.layers == 48);
   CHECK(s.linear_attention.conv_dim() == 10240);
+}
+
+TEST_CASE("qwen3_5: Qwen3.5-35B-A3B's sizes count 35,107,181,936 parameters", "[spec][hybrid]") {
+  // Qwen3.5-35B-A3B's text_config has Qwen3_5MoeTextConfig's default sizes (H 2048, 40 layers, 16 key / 32
+  // value linear heads, 16 heads over 2 kv heads, 256 experts of 512 with 8 a token, a shared expert of
+  // 512: its model card, and the config quoted in public repositories) and vision out_hidden_size 2048:
+  // the text model 34,660,610,688 (above); the tower 415,891,440 and the merger into 2048 (2304 +
+  // 21,238,272 + 4608 x 2048 + 2048 = 30,679,808): 35,107,181,936, the card's "35B in total". Its MTP
+  // layer (fc 4096 x 2048 = 8,388,608, an attention layer 27,263,488 with its MoE block and norms
+  // 808,982,528, three norms 6144: 844,640,768) is not built: 35,951,822,704 with it, 71.9 GB of bf16 (the
+  // "72 GB BF16" quoted for the checkpoint).
+  nlohmann::json t = nlohmann::json::parse(kQwen35MoeTextDefaults);
+  t["max_position_embeddings"] = 262144;
+  t["mtp_num_hidden_layers"] = 1;
+  const nlohmann::json c = {{"model_type", "qwen3_5_moe"}, {"tie_word_embeddings", false}, {"text_config", t},
+                            {"vision_config", {{"model_type", "qwen3_5_moe_vision"}, {"out_hidden_size", 2048}}}};
+  const ModelSpec s = from_config_text(c.dump(), "config.json");
+  CHECK(s.params == 35'107'181'936ULL);
+  REQUIRE(s.vision);
+  CHECK(s.vision->projector_params == 30'679'808ULL);
 }
 
 TEST_CASE("qwen3_5: the split Gated DeltaNet's forward, states and a generate's cache, exact", "[engine][hybrid]") {
