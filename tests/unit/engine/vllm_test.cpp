@@ -716,3 +716,16 @@ TEST_CASE("vllm: gemma4 without a sliding window: every caching layer full, one 
   CHECK(r.blocks_per_request == 8192);
   CHECK(kv_bytes_per_token(m, s) == (5 * 2 * 256 + 2 * 512) * 2);
 }
+
+TEST_CASE("vllm: gemma4 under tensor parallel keeps its norms and per-layer-input projections whole", "[vllm]") {
+  // gemma4-e2b-mini: the norms (q_norm of the head size, k_norm on the caching layers, 4 of 1024,
+  // post_per_layer_input_norm 1024: 56064 a model, the final 1024) and the ReplicatedLinear
+  // per_layer_input_gate / per_layer_projection (1024 x 256 each, 10 layers) are whole on each
+  // rank, as is the KV-shared layers' extra k_norm; the rotary cache is on every rank.
+  const spec::ModelSpec m = gemma4_e2b_mini();
+  Settings one = on(GiB(80)), two = on(GiB(80));
+  two.tensor_parallel = 2;
+  const std::uint64_t w1 = estimate(m, one).weights.value(), w2 = estimate(m, two).weights.value();
+  const std::uint64_t whole = (57088ULL + 10 * 2 * 1024 * 256) * 2;
+  CHECK(2 * w2 - w1 == whole + (3 * 256 + 512) * 2 + 131072ULL * 256 * 2);
+}
