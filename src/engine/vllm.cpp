@@ -238,6 +238,11 @@ std::optional<std::pair<LayerKind, LayerKind>> layer_kinds(const spec::ModelSpec
     full.layers = F / width(full);
     sliding.layers = S / width(sliding);
     kinds = {full, sliding};
+  } else if (widths.size() == 2 && S == 0 && m.sliding_window == 0 &&
+             checked_add(checked_mul(width(widths[0]), widths[0].layers), checked_mul(width(widths[1]), widths[1].layers)) == F) {
+    // No sliding window (sliding_window null): every layer is full attention, FullAttentionSpecs of
+    // two head sizes, one UniformTypeKVCacheSpecs group (kv_layout_per_kind without the hybrid path).
+    kinds = {widths[0], widths[1]};
   } else if (widths.size() == 2) {
     const auto is = [&](const LayerKind& f, const LayerKind& sl) {
       return checked_mul(width(f), f.layers) == F && checked_mul(width(sl), sl.layers) == S;
@@ -922,7 +927,7 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
 /// down-projections (deepseek_v2.py DeepseekV2MLAAttention, minicpm3.py: q_a_proj and kv_a_proj_with_mqa are
 /// ReplicatedLinear, later releases fuse them as fused_qkv_a_proj, a MergedColumnParallelLinear
 /// with disable_tp=True): each rank runs them on the whole hidden state, and only q_b_proj,
-/// kv_b_proj and o_proj are split by heads.
+/// kv_b_proj and o_proj are split by heads; Gemma 4's per-layer-input gate and projection.
 std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb) {
   const spec::Quantization q = spec::scheme_of(s.weights);
   const bool mla = m.kv_lora_rank > 0;  // deepseek_v2.py and minicpm3.py alike
@@ -936,11 +941,17 @@ std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std:
   const auto latent = [&](const spec::Linear& l) {
     return l.out_features == m.kv_lora_rank + m.qk_rope_head_dim || (m.q_lora_rank > 0 && l.out_features == m.q_lora_rank);
   };
+  // Gemma 4's per-layer inputs (gemma4.py Gemma4DecoderLayer: per_layer_input_gate and
+  // per_layer_projection are ReplicatedLinear).
+  const auto per_layer_input = [&](const spec::Linear& l) {
+    return m.model_type == "gemma4_text" && (l.name == "per_layer_input_gate" || l.name == "per_layer_projection");
+  };
   std::uint64_t b = checked_mul(m.final_norm_params, wb);
   for (const spec::LayerGroup& g : m.layers) {
     std::uint64_t layer = checked_mul(g.norm_params, wb);
     for (const spec::Linear& l : g.linears)
-      if (l.role == spec::Role::router || (mla && l.role == spec::Role::attn_in && latent(l))) layer = checked_add(layer, stored(l));
+      if (l.role == spec::Role::router || (mla && l.role == spec::Role::attn_in && latent(l)) || per_layer_input(l))
+        layer = checked_add(layer, stored(l));
     b = checked_add(b, checked_mul(layer, g.count));
   }
   return b;

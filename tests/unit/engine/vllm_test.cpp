@@ -698,3 +698,34 @@ TEST_CASE("vllm: gemma4's layers laid out per kind: KV-shared layers cache nothi
   s.pipeline_parallel = 2;
   CHECK_THROWS_AS(estimate(m, s), InputError);
 }
+
+TEST_CASE("vllm: gemma4 without a sliding window: every caching layer full, one group of their pages summed", "[vllm]") {
+  nlohmann::json cfg = {{"model_type", "gemma4_text"}, {"hidden_size", 1024},          {"intermediate_size", 2048},
+                        {"num_attention_heads", 8},    {"num_key_value_heads", 1},     {"head_dim", 256},
+                        {"global_head_dim", 512},      {"num_hidden_layers", 10},      {"num_kv_shared_layers", 4},
+                        {"hidden_size_per_layer_input", 256}, {"vocab_size", 262144}, {"sliding_window", nullptr},
+                        {"max_position_embeddings", 131072}, {"tie_word_embeddings", true}};
+  const spec::ModelSpec m = spec::from_config(cfg, "gemma4-no-window");
+  Settings s = on(GiB(80));
+  s.max_model_len = 131072;
+  const Result r = estimate(m, s);
+  // Caching layers 0-4 (head 256) and 5 (head 512), 1 KV head each: a block of 16 tokens is
+  // 5 x 16384 + 32768 bytes; requests take cdiv(len, 16) blocks.
+  CHECK(r.page_bytes == 5 * 16384 + 32768);
+  CHECK(r.kv_groups == 1);
+  CHECK(r.blocks_per_request == 8192);
+  CHECK(kv_bytes_per_token(m, s) == (5 * 2 * 256 + 2 * 512) * 2);
+}
+
+TEST_CASE("vllm: gemma4 under tensor parallel keeps its norms and per-layer-input projections whole", "[vllm]") {
+  // gemma4-e2b-mini: the norms (q_norm of the head size, k_norm on the caching layers, 4 of 1024,
+  // post_per_layer_input_norm 1024: 56064 a model, the final 1024) and the ReplicatedLinear
+  // per_layer_input_gate / per_layer_projection (1024 x 256 each, 10 layers) are whole on each
+  // rank, as is the KV-shared layers' extra k_norm; the rotary cache is on every rank.
+  const spec::ModelSpec m = gemma4_e2b_mini();
+  Settings one = on(GiB(80)), two = on(GiB(80));
+  two.tensor_parallel = 2;
+  const std::uint64_t w1 = estimate(m, one).weights.value(), w2 = estimate(m, two).weights.value();
+  const std::uint64_t whole = (57088ULL + 10 * 2 * 1024 * 256) * 2;
+  CHECK(2 * w2 - w1 == whole + (3 * 256 + 512) * 2 + 131072ULL * 256 * 2);
+}
