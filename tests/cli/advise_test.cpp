@@ -68,7 +68,7 @@ TEST_CASE("advise: bad input exits 2 with exact messages", "[cli][advise]") {
       "(2147483648 bytes) (use a smaller margin or a larger budget)\n");
 }
 
-TEST_CASE("advise: a 7B full fine-tune on a 24 GB card does not fit; the steps are in order",
+TEST_CASE("advise: a 7B full fine-tune on a 24 GB card does not fit, the steps are in order",
           "[cli][advise]") {
   const auto r =
       run_cli({"advise", "--model", "mistral-7b-v0.3", "--mode", "train", "--gpu", "rtx-4090", "--json"});
@@ -171,7 +171,7 @@ TEST_CASE("advise --help names the fixes and has an example", "[cli][advise]") {
   CHECK(fit.out.find("Examples:\n  vramfit fit ") != std::string::npos);
 }
 
-TEST_CASE("estimate: an exceeded budget appends the advice; JSON has an advice key", "[cli][advise]") {
+TEST_CASE("estimate: an exceeded budget appends the advice, JSON has an advice key", "[cli][advise]") {
   const auto text = estimate({"--model", "smollm2-135m", "--mode", "train", "--gpu", "tiny-1gb"});
   CHECK(text.code == 1);
   CHECK(text.err.empty());

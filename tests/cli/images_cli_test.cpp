@@ -38,7 +38,7 @@ json ok_json(const CliResult& r) {
 
 }  // namespace
 
-TEST_CASE("images: the image tokens join the prompt; the tower is a phase of its own", "[cli][images]") {
+TEST_CASE("images: the image tokens join the prompt, the tower is a phase of its own", "[cli][images]") {
   const TempDir dir;
   const std::string cfg = vlm_config(dir, "qwen2_vl-small");
   const json j = ok_json(estimate({"--config", cfg, "--seq", "64", "--images", "2", "--image-size", "448x448", "--json"}));
@@ -141,7 +141,7 @@ TEST_CASE("images: bad --images and --image-size exit 2 naming the flag", "[cli]
   CHECK(zero["image_tokens"].is_null());
 }
 
-TEST_CASE("images: fit --solve seq solves the text tokens; the position note counts the images", "[cli][images]") {
+TEST_CASE("images: fit --solve seq solves the text tokens, the position note counts the images", "[cli][images]") {
   const TempDir dir;
   const std::string cfg = vlm_config(dir, "qwen2_vl-small");
   const CliResult r = vramfit::test::run_cli({"fit", "--data-dir", vramfit::test::fixture_dir(), "--config", cfg,

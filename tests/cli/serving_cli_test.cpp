@@ -229,7 +229,7 @@ TEST_CASE("serving: --vllm-version: the graphs inside the budget from 0.21, a ba
   CHECK(llama.code == 2);
 }
 
-TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block; bad values exit 2", "[cli][serving]") {
+TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block, bad values exit 2", "[cli][serving]") {
   const std::vector<std::string> base = {"estimate", "--engine", "llama.cpp", "--model", "olmoe-1b-7b", "--gpu",
                                          "rtx-4090", "--json"};
   auto with = [&](std::vector<std::string> extra) {

@@ -23,7 +23,7 @@ CliResult serve(const std::string& engine, const std::string& config) {
 
 }  // namespace
 
-TEST_CASE("llama.cpp refuses layers of different widths (gemma4_text), naming --engine; vLLM lays them out", "[cli][serving]") {
+TEST_CASE("llama.cpp refuses layers of different widths (gemma4_text), naming --engine, vLLM lays them out", "[cli][serving]") {
   const CliResult r = serve("llama.cpp", "gemma4-e2b-mini");
   CHECK(r.code == 2);
   CHECK(r.out.empty());

@@ -155,7 +155,7 @@ TEST_CASE("inference of bf16 weights: 8-bit, then 4-bit, each re-estimated", "[a
   check_walk_properties(m, a, b);
 }
 
-TEST_CASE("deny rules a step out; the next one does the work", "[advisor]") {
+TEST_CASE("deny rules a step out, the next one does the work", "[advisor]") {
   const auto m = llama8b();
   const auto w = inference_fp32();
   auto int8 = w;

@@ -96,7 +96,7 @@ TEST_CASE("Budget::fits keeps the margin free, boundary included", "[advisor]") 
   CHECK_FALSE(b.fits(Bytes{0}));
 }
 
-TEST_CASE("Budget::verdict decides; spare and short_by say by how much", "[advisor]") {
+TEST_CASE("Budget::verdict decides, spare and short_by say by how much", "[advisor]") {
   Budget b = budget_of(GiB(10));
   CHECK(b.verdict(GiB(10)) == Verdict::fits);
   CHECK(b.verdict(GiB(10) + Bytes{1}) == Verdict::does_not_fit);

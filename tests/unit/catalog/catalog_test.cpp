@@ -178,7 +178,7 @@ TEST_CASE("published_params may be null", "[catalog]") {
   CHECK(c.presets()[0].published_params_source.empty());
 }
 
-TEST_CASE("did_you_mean: prefixes, typos, substrings; best first, at most three", "[catalog]") {
+TEST_CASE("did_you_mean: prefixes, typos, substrings, best first, at most three", "[catalog]") {
   const std::vector<std::string> gpus{"a100-40gb",  "a100-80gb", "h100-80gb",
                                       "h200-141gb", "l4-24gb",   "rtx-4090"};
   CHECK(did_you_mean("h10", gpus) == std::vector<std::string>{"h100-80gb"});

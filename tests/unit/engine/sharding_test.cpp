@@ -91,7 +91,7 @@ TEST_CASE("DeepSpeed's estimator: what offloading leaves on the GPU", "[engine][
   CHECK(part(b, ComponentId::sharding_buffers) > 0);  // the gathered layers stay on the GPU
 }
 
-TEST_CASE("nodes multiply the data-parallel world; tensor parallelism stays in a node", "[engine][sharding]") {
+TEST_CASE("nodes multiply the data-parallel world, tensor parallelism stays in a node", "[engine][sharding]") {
   const auto m = spec::from_param_count(7000000000);
   CHECK(model_states(engine::estimate(m, mixed_adam(spec::Sharding::zero3, 8, 2)), m) ==
         model_states(engine::estimate(m, mixed_adam(spec::Sharding::zero3, 16, 1)), m));

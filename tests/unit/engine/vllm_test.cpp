@@ -73,7 +73,7 @@ TEST_CASE("vllm: weights as 'Model loading took', blocks from what the budget le
   CHECK(b.device_total == b.peak_allocated + b.cuda_context);
 }
 
-TEST_CASE("vllm: the profile peak grows with max_num_batched_tokens; TP splits weights", "[vllm]") {
+TEST_CASE("vllm: the profile peak grows with max_num_batched_tokens, TP splits weights", "[vllm]") {
   const spec::ModelSpec m = preset("llama-3.1-8b");
   Settings s = on(GiB(80));
   s.max_model_len = 8192;
@@ -601,7 +601,7 @@ TEST_CASE("vllm: what every tensor-parallel rank keeps whole: norms, routers, ML
   CHECK(2 * two - one == whole + rope);
 }
 
-TEST_CASE("vllm: pipeline parallel replays each stage's own layers; the stage holding most is the figure", "[vllm]") {
+TEST_CASE("vllm: pipeline parallel replays each stage's own layers, the stage holding most is the figure", "[vllm]") {
   // Three small llama layers (every tensor a multiple of 512 bytes, so each block is its size):
   // qkv 768 x 256, o_proj 256 x 256, gate_up 1024 x 256, down 256 x 512, two norms of 256, the
   // 7 attention scalars of 512 bytes: 1315328 bytes a layer; embedding and lm_head 1024 x 256

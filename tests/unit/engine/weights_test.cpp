@@ -86,7 +86,7 @@ TEST_CASE("LLM.int8, GPTQ, AWQ, fp8 and mxfp4 layouts", "[engine][quant]") {
   CHECK(weights(m, "mxfp4") == 2 * mx + rest);
 }
 
-TEST_CASE("skipped modules stay 16-bit; a packed --dtype means its default scheme", "[engine][quant]") {
+TEST_CASE("skipped modules stay 16-bit, a packed --dtype means its default scheme", "[engine][quant]") {
   const auto m = tiny();
   spec::Workload w;
   spec::Quantization q = *spec::parse_quant("bnb-int8");

@@ -64,7 +64,7 @@ advisor::Budget budget(Bytes bytes, std::string label, std::string gpu) {
 
 }  // namespace
 
-TEST_CASE("notes: model, engine, command; no duplicates", "[render]") {
+TEST_CASE("notes: model, engine, command, no duplicates", "[render]") {
   CHECK(all_notes(sample()) == std::vector<std::string>{"a model note", "an engine note", "a command note"});
 }
 

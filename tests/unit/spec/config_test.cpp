@@ -295,7 +295,7 @@ TEST_CASE("config: llama layout, names, shapes and buffers", "[spec]") {
   CHECK(s.params == 1897728);
 }
 
-TEST_CASE("config: attention_bias and mlp_bias add biases; qwen2 has q/k/v biases always", "[spec]") {
+TEST_CASE("config: attention_bias and mlp_bias add biases, qwen2 has q/k/v biases always", "[spec]") {
   const ModelSpec b = parse(llama_with("attention_bias", "true"));
   for (const char* n : {"q_proj", "k_proj", "v_proj", "o_proj"}) CHECK(find_linear(b.layers[0], n)->bias);
   CHECK_FALSE(find_linear(b.layers[0], "gate_proj")->bias);
@@ -328,7 +328,7 @@ TEST_CASE("config: tie_word_embeddings defaults per model type", "[spec]") {
       parse(R"({"model_type":"gpt2","n_embd":64,"n_layer":1,"n_head":4,"vocab_size":100})").tied_embeddings);
 }
 
-TEST_CASE("config: head_dim null or absent is hidden/heads; num_key_value_heads absent is heads", "[spec]") {
+TEST_CASE("config: head_dim null or absent is hidden/heads, num_key_value_heads absent is heads", "[spec]") {
   // Config classes with their own head_dim default (transformers 5.17): gemma* 256, qwen3 128.
   CHECK(parse(llama_with("model_type", "\"gemma\"")).head_dim == 256);
   CHECK(parse(llama_with("model_type", "\"gemma2\"")).head_dim == 256);

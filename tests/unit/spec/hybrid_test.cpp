@@ -400,7 +400,7 @@ TEST_CASE("qwen3_5: the split Gated DeltaNet's forward, states and a generate's 
   CHECK(kv->bytes.value() == 16ULL * 2 * 4 * 256 * 20016 * 2 + 48ULL * (81'920 + 3'145'728));
 }
 
-TEST_CASE("qwen3_5: training modes and serving engines are refused with exit 2; images are estimated", "[cli][hybrid]") {
+TEST_CASE("qwen3_5: training modes and serving engines are refused with exit 2, images are estimated", "[cli][hybrid]") {
   const vramfit::test::TempDir dir;
   const std::string cfg = dir.write("config.json", qwen35_397b());
   for (const std::string mode : {"train", "lora", "qlora"}) {

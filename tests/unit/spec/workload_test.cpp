@@ -240,7 +240,7 @@ TEST_CASE("workload: dtypes and modes", "[spec]") {
   CHECK(check(l).empty());
 }
 
-TEST_CASE("workload: a learned position table bounds the sequence; rotary models run past their length", "[spec]") {
+TEST_CASE("workload: a learned position table bounds the sequence, rotary models run past their length", "[spec]") {
   // GPT-2's wpe has n_positions rows (1024 when the config omits it): nn.Embedding raises
   // IndexError past them, so the job is refused, not estimated.
   const ModelSpec g = from_config_text(
