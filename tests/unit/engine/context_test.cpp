@@ -64,7 +64,7 @@ TEST_CASE("context: a long generate keeps a cuDNN graph per decode step, above t
   CHECK(engine::estimate(m, given).cuda_context.value() == 700 * kMiB);
 }
 
-TEST_CASE("context: eager attention and fp32 sdpa build no cuDNN graphs; short workloads keep the allowance",
+TEST_CASE("context: eager attention and fp32 sdpa build no cuDNN graphs, short workloads keep the allowance",
           "[engine][context]") {
   const auto m = tiny();
   auto eager = generate(512, 32768);
