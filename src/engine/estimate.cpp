@@ -792,7 +792,7 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
         "cuda_context {:.1f} MiB: CUDA context after init {:.1f} MiB, kernels {:.1f} MiB and cuDNN attention plans: {} "
         "shapes x {} KiB = {:.1f} MiB (PyTorch's SDPA keeps one compiled cuDNN graph per attention shape for the life "
         "of the process, and each generated token attends over one more key; with "
-        "torch.backends.cuda.enable_cudnn_sdp(False) flash attention runs it and builds none, as --attn eager); above "
+        "torch.backends.cuda.enable_cudnn_sdp(False) flash attention runs it and builds none, as --attention eager); above "
         "the {:.1f} MiB allowed for a typical process",
         static_cast<double>(alone.value()) / 1048576.0, static_cast<double>(kContextAfterInit.value()) / 1048576.0,
         static_cast<double>((alone - kContextAfterInit - plans).value()) / 1048576.0, shapes, kCudnnPlan.value() >> 10,
