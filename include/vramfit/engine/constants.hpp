@@ -13,7 +13,9 @@ inline constexpr Bytes kCublasWorkspace = MiB(66);
 /// Device memory outside PyTorch's allocator: the CUDA context, cuBLAS handles and the
 /// kernel images loaded by a transformer workload. Median of `non_torch_bytes` over the
 /// 157 measured cases of shared/truth (H200, torch 2.11): 938.8 MiB; the context alone
-/// after init is 685 MiB (718077952 bytes).
+/// after init is 685 MiB (718077952 bytes). Since session 11 the estimate's context is modelled
+/// from its parts (engine/context.hpp) and this median is its floor, the allowance for a process
+/// that ran other work before the job.
 inline constexpr Bytes kCudaContext = Bytes{938ULL * 1024 * 1024 + 819ULL * 1024};
 
 /// PyTorch's caching allocator maps large segments in 2 MiB multiples (kRoundLarge in
