@@ -126,10 +126,11 @@ std::string render_validate(const Validation& v, Format f) {
       shown += fmt::format("  ({} case{} after a first backward whose workspace placement is not modelled: as in a "
                            "process of their own)\n",
                            p.unknown, p.unknown == 1 ? "" : "s");
-    shown += "device total under by more than 5 %: own process, one process, the measured context\n";
+    shown += "device total under by more than 5 %: own process, one process, the measured context, the one-process model's\n";
     for (const auto& [own, one] : p.under)
-      shown += fmt::format("  {:>+8.2f}% {:>+8.2f}% {:>8.1f} MiB  {}\n", own->device_error * 100, one->device_error * 100,
-                           static_cast<double>(own->truth->non_torch.value()) / (1024.0 * 1024.0), own->truth->id);
+      shown += fmt::format("  {:>+8.2f}% {:>+8.2f}% {:>8.1f} MiB {:>8.1f} MiB  {}\n", own->device_error * 100,
+                           one->device_error * 100, static_cast<double>(own->truth->non_torch.value()) / (1024.0 * 1024.0),
+                           static_cast<double>(one->estimate_context.value()) / (1024.0 * 1024.0), own->truth->id);
   }
   if (!v.device)
     shown += "(the file has no environment line with the card's total_bytes: OOM cases were not checked)\n";

@@ -127,8 +127,9 @@ TEST_CASE("validate --one-process: the device total as measure.py's one process 
                    "the\n") != std::string::npos);
   CHECK(r.out.find("\n  all                  2     11.47%     21.75%     21.75%      50.0%\n  without context      2 "
                    "     5.29%      9.87%      9.87%      50.0%\n") != std::string::npos);
-  CHECK(r.out.find("\ndevice total under by more than 5 %: own process, one process, the measured context\n"
-                   "    -15.16%   -21.75%   1256.8 MiB  smollm2-135m/forward/bf16/b8s2048\n") != std::string::npos);
+  CHECK(r.out.find("\ndevice total under by more than 5 %: own process, one process, the measured context, the "
+                   "one-process model's\n"
+                   "    -15.16%   -21.75%   1256.8 MiB    696.8 MiB  smollm2-135m/forward/bf16/b8s2048\n") != std::string::npos);
   CHECK(run_cli({"validate", kTruth}).out.find("one process") == std::string::npos);  // only with the flag
 
   const auto j = nlohmann::ordered_json::parse(run_cli({"validate", kTruth, "--one-process", "--json"}).out);
