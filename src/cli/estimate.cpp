@@ -405,7 +405,11 @@ void parse_budget(const EstimateFlags& f, CatalogSource& catalog, BudgetRule rul
       report.budget->label = f.budget;
     });
   } else if (f.has("--gpu")) {
-    diags.collect([&] { report.budget = advisor::budget_for_gpu(catalog.get().gpu(f.gpu, "--gpu"), headroom); });
+    diags.collect([&] {
+      const catalog::Gpu& g = catalog.get().gpu(f.gpu, "--gpu");
+      report.budget = advisor::budget_for_gpu(g, headroom);
+      report.workload.compute_capability = g.compute_capability;
+    });
   } else if (rule == BudgetRule::required) {
     diags.add("budget", "no budget given",
               "give --gpu ID or --budget SIZE, e.g. --gpu rtx-4090 or --budget 24GiB; 'vramfit gpus' lists "

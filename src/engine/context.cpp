@@ -75,8 +75,11 @@ std::uint64_t add_interval(std::vector<std::pair<std::uint64_t, std::uint64_t>>&
 
 }  // namespace
 
+bool prefers_cudnn_attention(unsigned cc) { return cc == 0 || cc == 90 || cc == 100; }
+
 bool uses_cudnn_attention(const spec::ModelSpec& m, const spec::Workload& w) {
   if (w.attention != spec::Attention::sdpa) return false;
+  if (!prefers_cudnn_attention(w.compute_capability)) return false;
   if (detail::precision_of(w).compute != 2) return false;  // cuDNN attention takes fp16/bf16 only
   const auto gs = geometries(m);
   if (gs.empty()) return false;

@@ -117,3 +117,23 @@ TEST_CASE("cuda context and alloc conf flags: bad values exit 2 naming the flag"
   CHECK(r.code == 2);
   CHECK(r.err.find("--cuda-context") != std::string::npos);
 }
+
+TEST_CASE("cuda context: --gpu decides whether SDPA builds cuDNN graphs (sm90 and sm100 only)", "[cli][alloc_conf]") {
+  // 32768 generated tokens: on an H100 or a B200 (cuDNN attention first) one graph per decode
+  // step, 3638.8 MiB outside PyTorch; on an RTX 4090 or an A100 flash attention runs them and the
+  // context is the typical process's 938.8 MiB. Nothing else changes.
+  const auto on = [](const char* gpu) {
+    const auto r = run_cli({"estimate", "--model", "llama-3.2-1b", "--mode", "generate", "--seq", "512", "--new-tokens",
+                            "32768", "--gpu", gpu, "--json"});
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto h100 = on("h100-80gb"), b200 = on("b200"), rtx = on("rtx-4090"), a100 = on("a100-80gb");
+  CHECK(component(h100, "cuda_context")["bytes"] == 3815571456ULL);
+  CHECK(component(b200, "cuda_context")["bytes"] == 3815571456ULL);
+  CHECK(component(rtx, "cuda_context")["bytes"] == vramfit::engine::kCudaContext.value());
+  CHECK(component(a100, "cuda_context")["bytes"] == vramfit::engine::kCudaContext.value());
+  CHECK(h100["peak_allocated_bytes"] == rtx["peak_allocated_bytes"]);
+  CHECK(h100["device_total_bytes"].get<std::uint64_t>() - rtx["device_total_bytes"].get<std::uint64_t>() ==
+        3815571456ULL - vramfit::engine::kCudaContext.value());
+}

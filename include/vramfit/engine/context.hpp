@@ -88,7 +88,13 @@ Bytes context_bytes(const ContextState& state);
 /// over generated tokens.
 std::uint64_t add_workload(ContextState& state, const spec::ModelSpec& m, const spec::Workload& w);
 
-/// Whether SDPA runs `w` on `m` through cuDNN attention (16-bit inputs, sdpa, head dims).
+/// Whether PyTorch's SDPA tries cuDNN attention first on a GPU of compute capability `cc` x 10
+/// (sdp_utils.cpp check_prefer_cudnn_attention: major 9 or 10 with minor 0, i.e. sm90 (H100,
+/// H200, H20, GH200) and sm100 (B200, GB200)); elsewhere flash attention (sm80-sm121) or
+/// efficient attention runs 16-bit SDPA and builds no cuDNN graph. 0 (no GPU named): the H200's.
+bool prefers_cudnn_attention(unsigned cc);
+
+/// Whether SDPA runs `w` on `m` through cuDNN attention (its GPU, 16-bit inputs, sdpa, head dims).
 bool uses_cudnn_attention(const spec::ModelSpec& m, const spec::Workload& w);
 
 }  // namespace vramfit::engine

@@ -168,6 +168,10 @@ struct Workload {
   /// `--cuda-context SIZE`: the memory outside PyTorch's allocator on each GPU (CUDA context,
   /// cuBLAS workspaces, kernel images), when the user has measured it; unset: the engine's.
   std::optional<vramfit::Bytes> cuda_context;
+  /// The GPU's CUDA compute capability times ten (`--gpu`'s catalog entry: 9.0 -> 90); 0 when
+  /// no GPU is named (`--budget`, no budget): the H200's, the GPU the engine was measured on.
+  /// SDPA's backend order depends on it (engine/context.hpp: cuDNN attention's graphs).
+  unsigned compute_capability = 0;
 
   [[nodiscard]] bool trains() const noexcept { return spec::trains(mode); }
   /// GPUs over all nodes (the data-parallel world for ZeRO/FSDP).

@@ -133,3 +133,25 @@ TEST_CASE("context: one process accumulates kernels once and graphs per distinct
   // estimate() of the same case knows no history: the allowance.
   CHECK(engine::estimate(m, train).cuda_context == engine::kCudaContext);
 }
+
+TEST_CASE("context: only sm90 and sm100 put cuDNN attention first, other GPUs build no graphs", "[engine][context]") {
+  // sdp_utils.cpp check_prefer_cudnn_attention: major 9 or 10, minor 0.
+  CHECK(engine::prefers_cudnn_attention(0));  // no GPU named: the H200's rules
+  CHECK(engine::prefers_cudnn_attention(90));
+  CHECK(engine::prefers_cudnn_attention(100));
+  for (unsigned cc : {70U, 75U, 80U, 86U, 89U, 103U, 120U}) CHECK_FALSE(engine::prefers_cudnn_attention(cc));
+  const auto m = tiny();
+  auto on = [&](unsigned cc) {
+    auto w = generate(512, 32768);
+    w.compute_capability = cc;
+    return w;
+  };
+  CHECK(engine::estimate(m, on(90)).cuda_context.value() == kInit + round2(10 * kMiB + 32768ULL * kPlan));
+  CHECK(engine::estimate(m, on(100)).cuda_context.value() == kInit + round2(10 * kMiB + 32768ULL * kPlan));
+  // An RTX 4090 (8.9) or an A100 (8.0): flash attention runs the decode, no graph, the allowance.
+  CHECK(engine::estimate(m, on(89)).cuda_context == engine::kCudaContext);
+  CHECK(engine::estimate(m, on(80)).cuda_context == engine::kCudaContext);
+  engine::ContextState s;
+  CHECK(engine::add_workload(s, m, on(89)) == 0);
+  CHECK(engine::context_bytes(s).value() == kInit + 2 * kMiB);  // a first forward's kernels only
+}
