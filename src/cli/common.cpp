@@ -2,6 +2,8 @@
 #include "common.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -37,6 +39,21 @@ bool plain_path_parts(std::string_view s) noexcept {
 std::string hub_download_command(const HubId& id) {
   return fmt::format("huggingface-cli download {}{} --include config.json '*.json'", id.repo,
                      id.revision_given ? " --revision " + id.revision : "");
+}
+
+ExponentValue whole_from_exponent(const std::string& text) {
+  const auto e = text.find_first_of("eE");
+  if (e == std::string::npos || e == 0 || text.find_first_not_of("0123456789.eE+-") != std::string::npos ||
+      text.front() == '-' || text.front() == '+')
+    return {};
+  double d = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, d, std::chars_format::scientific);
+  if (ec == std::errc::result_out_of_range) return {ExponentForm::too_large, 0};
+  if (ec != std::errc() || ptr != end || !std::isfinite(d) || d != std::floor(d)) return {};
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (d > kExact) return {ExponentForm::too_large, 0};
+  return {ExponentForm::whole, static_cast<std::uint64_t>(d)};
 }
 
 }  // namespace vramfit::cli::util

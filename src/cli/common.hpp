@@ -1,6 +1,7 @@
 #pragma once
 
 // Internal to src/cli: small helpers more than one file of the CLI layer needs, each once.
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -25,5 +26,15 @@ namespace vramfit::cli::util {
 /// The huggingface-cli command that downloads what vramfit reads of `id` (config.json and the
 /// index): "huggingface-cli download org/name [--revision R] --include config.json '*.json'".
 [[nodiscard]] std::string hub_download_command(const HubId& id);
+
+/// A count typed with an exponent ("32e3", "1.5e3"): `whole` with its value when the form is an
+/// exact whole number below 2^53 (where a double still holds every whole number), `too_large` above
+/// that, `not_one` for anything else ("4096", "1e-3", "2.5e0", "inf", "2k"), left to the caller.
+enum class ExponentForm { not_one, whole, too_large };
+struct ExponentValue {
+  ExponentForm status = ExponentForm::not_one;
+  std::uint64_t value = 0;
+};
+[[nodiscard]] ExponentValue whole_from_exponent(const std::string& text);
 
 }  // namespace vramfit::cli::util

@@ -20,6 +20,7 @@
 #include "vramfit/core/text.hpp"
 #include "vramfit/engine/estimate.hpp"
 #include "vramfit/render/format.hpp"
+#include "common.hpp"
 #include "vramfit/spec/parse.hpp"
 
 namespace vramfit::cli {
@@ -47,8 +48,18 @@ std::optional<std::uint64_t> parse_count(const std::string& text, const std::str
     return std::nullopt;
   }
   if (ec != std::errc() || ptr != end) {
-    diags.add(flag, fmt::format("'{}' is not a whole number", text), fix);
-    return std::nullopt;
+    // "32e3" or "1e12" are whole numbers too (as `--params 7e9` is): take them when the exponent
+    // form is exact; "1e-3", "2k" or "1.5" stay refused.
+    const auto exponent = util::whole_from_exponent(text);
+    if (exponent.status == util::ExponentForm::too_large) {
+      diags.add(flag, fmt::format("{} is too large", text), fix);
+      return std::nullopt;
+    }
+    if (exponent.status != util::ExponentForm::whole) {
+      diags.add(flag, fmt::format("'{}' is not a whole number", text), fix);
+      return std::nullopt;
+    }
+    v = exponent.value;
   }
   if (v == 0) {
     diags.add(flag, "0 is not allowed", fix);

@@ -83,7 +83,16 @@ std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnos
                        std::string_view example = "4096") {
   std::uint64_t v = 0;
   const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || ptr != end) {
+    // "32e3" is a whole number too, as in --seq; a form beyond 2^53 goes to the 32-bit check below.
+    const auto exponent = util::whole_from_exponent(text);
+    if (exponent.status != util::ExponentForm::not_one) {
+      v = exponent.status == util::ExponentForm::whole ? exponent.value : std::uint64_t{1} << 53;
+      ptr = end;
+      ec = std::errc();
+    }
+  }
   if (text.empty() || ec != std::errc() || ptr != end || (v == 0 && !zero_ok)) {
     d.add(flag, fmt::format("'{}' is not a {} whole number", text, zero_ok ? "non-negative" : "positive"),
           fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
@@ -94,7 +103,7 @@ std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnos
   // --ctx-size of 2^64-1 became a context of 0 with exit 0; issue #14's adversarial pass).
   constexpr std::uint64_t kMaxCount = 2147483647;
   if (v > kMaxCount) {
-    d.add(flag, fmt::format("{} is more than the engines take (at most {}, a 32-bit count)", v, kMaxCount),
+    d.add(flag, fmt::format("{} is more than the engines take (at most {}, a 32-bit count)", text, kMaxCount),
           fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
     return 0;
   }

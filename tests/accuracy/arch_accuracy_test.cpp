@@ -237,7 +237,7 @@ TEST_CASE("the README's model-type table is generated from src/spec/architecture
               : measured_config                     ? "yes (the measured config)"
               : a.source.starts_with("remote code:") ? "by hand (not in transformers; config_test.cpp)"
               : hybrid_counts.find("{\"model_type\": \"" + std::string(a.model_type) + "\"") != std::string::npos
-                  ? "by hand from the 5.17 source (hybrid_test.cpp; not measured)"
+                  ? "yes (default config; tests/accuracy/hybrid/counts35.json)"
                   : "yes (vision.json, the whole model)") +
              " | " +
              (measured.empty() ? "-" : measured) + " |\n";

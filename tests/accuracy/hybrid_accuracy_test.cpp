@@ -4,11 +4,16 @@
 // results.jsonl` with ../shared/truth/measure.py, torch 2.11, transformers 5.17; probe.py checks
 // which path runs). `vramfit validate tests/accuracy/hybrid/results.jsonl` prints the table. The
 // rules were written from the source before the run (none fitted to it).
+// qwen3_5 / qwen3_5_moe (Qwen3.5, Qwen3.6), estimated by the same mechanism, measured in session 12:
+// cases_qwen3_5.json, results_qwen3_5.jsonl (run_qwen3_5.sh), and their parameters counted by
+// transformers 5.17 on the meta device (count35.py -> counts35.json).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "vramfit/accuracy/truth.hpp"
 #include "vramfit/render/validate.hpp"
@@ -37,6 +42,15 @@ constexpr HybridBound kBounds[] = {
     {"qwen3next-b", 0.008, 0.009},
     {"qwen3next-c", 0.036, 0.054},
 };
+// qwen35-a: qwen3next-a's sizes with Qwen3.5's split projections, head 256, a dense MLP of 2816;
+// qwen35moe-b: the same with 8 experts of 512 and a shared expert; qwen35-c: hidden 2048, 12 layers,
+// tied vocab 151936 (its forwards peak at the logits). All over, by 28-36 MiB: the 66 MiB cuBLAS
+// workspace the engine keeps where these runs showed about 36 MiB, as for qwen3_next.
+constexpr HybridBound kQwen35Bounds[] = {
+    {"qwen35-a", 0.032, 0.040},
+    {"qwen35moe-b", 0.033, 0.041},
+    {"qwen35-c", 0.010, 0.013},
+};
 
 }  // namespace
 
@@ -59,5 +73,54 @@ TEST_CASE("qwen3_next measured on the H200: exact parameters, forward and genera
     CHECK(st.median_abs <= b->median);
     CHECK(st.max_abs <= b->worst);
     CHECK(st.unsafe_share == 0);
+  }
+}
+
+TEST_CASE("qwen3_5 measured on the H200: forward and generate within bounds, all over", "[accuracy][hybrid]") {
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/hybrid";
+  const test::Measured measured = test::evaluate_measured(dir, "results_qwen3_5.jsonl");
+  REQUIRE(measured.cases.size() == 12);
+  const auto r = accuracy::make_report(measured.results, *accuracy::truth_device_bytes(measured.text));
+  INFO(render::accuracy_text(r));
+  CHECK(r.params_checked == 12);
+  CHECK(r.params_exact == 12);
+  CHECK(r.by_model.size() == std::size(kQwen35Bounds));
+  for (const auto& [model, st] : r.by_model) {
+    INFO(model);
+    const auto b = std::find_if(std::begin(kQwen35Bounds), std::end(kQwen35Bounds),
+                                [&](const HybridBound& x) { return model == x.model; });
+    REQUIRE(b != std::end(kQwen35Bounds));
+    CHECK(st.median_abs <= b->median);
+    CHECK(st.max_abs <= b->worst);
+    CHECK(st.unsafe_share == 0);
+  }
+  for (const auto& c : measured.results) CHECK(c.error > 0);
+}
+
+TEST_CASE("qwen3_5: vramfit's parameter counts are transformers 5.17's (meta device)", "[accuracy][hybrid]") {
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/hybrid";
+  const auto counts = nlohmann::json::parse(test::read_text(dir / "counts35.json"));
+  CHECK(counts["transformers"] == "5.17.0");
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& row : counts["rows"]) rows[row["id"].get<std::string>()] = row;
+  REQUIRE(rows.size() == 8);
+  const auto params = [](const std::string& text) { return spec::from_config_text(text, "config.json").params; };
+  // The outer configs with default text configs, and the text types alone.
+  CHECK(params(R"({"model_type": "qwen3_5", "text_config": {}})") == rows["qwen3_5:default"]["whole"]);
+  CHECK(params(R"({"model_type": "qwen3_5_moe", "text_config": {}})") == rows["qwen3_5_moe:default"]["whole"]);
+  CHECK(params(R"({"model_type": "qwen3_5", "text_config": {}})") -
+            params(R"({"model_type": "qwen3_5_text", "vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256, "tie_word_embeddings": false})") ==
+        rows["qwen3_5:default"]["whole_vision"]);
+  CHECK(rows["qwen3_5:default"]["text"] == 8'953'803'264ULL);
+  CHECK(rows["qwen3_5_moe:default"]["text"] == 34'660'610'688ULL);
+  // The Hub's Qwen3.5-397B-A17B config (the hand count in tests/unit/spec/hybrid_test.cpp).
+  const auto hub = test::read_text(std::filesystem::path(VRAMFIT_SOURCE_DIR) /
+                                   "tests/unit/spec/data/arch/hybrid/qwen3.5-397b-a17b.json");
+  CHECK(params(hub) == rows["file:qwen3.5-397b-a17b.json"]["whole"]);
+  CHECK(rows["file:qwen3.5-397b-a17b.json"]["whole"] == 396'802'360'816ULL);
+  for (const char* m : {"qwen35-a", "qwen35moe-b", "qwen35-c"}) {
+    INFO(m);
+    CHECK(params(test::read_text(dir / "models" / (std::string(m) + ".json"))) ==
+          rows[std::string("file:") + m + ".json"]["text"]);
   }
 }

@@ -209,8 +209,21 @@ TEST_CASE("whole numbers: beyond 64 bits, zero, negative, beyond the model's lim
       est({"--params", "7B", "--batch", "18446744073709551616"}),
       kErr + "--batch: 18446744073709551616 is too large (give a positive whole number, e.g. --batch 8)\n");
   Case().expect(
-      est({"--params", "7B", "--seq", "1e3"}),
-      kErr + "--seq: '1e3' is not a whole number (give a positive whole number, e.g. --seq 4096)\n");
+      est({"--params", "7B", "--seq", "1e-3"}),
+      kErr + "--seq: '1e-3' is not a whole number (give a positive whole number, e.g. --seq 4096)\n");
+  Case().expect(
+      est({"--params", "7B", "--seq", "2.5e0"}),
+      kErr + "--seq: '2.5e0' is not a whole number (give a positive whole number, e.g. --seq 4096)\n");
+  // An exact exponent form is a whole number: 1e12 reaches the model's limit, not "not whole".
+  Case().expect(
+      est({"--params", "7B", "--seq", "1e12"}),
+      kErr +
+          "--seq: 1000000000000 tokens is beyond what vramfit models (at most 2^31 = 2147483648) (use a "
+          "realistic sequence length (the longest contexts are about 10^7 tokens))\n");
+  Case().expect(est({"--params", "7B", "--batch", "1e30"}),
+                kErr + "--batch: 1e30 is too large (give a positive whole number, e.g. --batch 8)\n");
+  Case().expect(est({"--params", "7B", "--batch", "0e5"}),
+                kErr + "--batch: 0 is not allowed (give a positive whole number, e.g. --batch 8)\n");
   Case().expect(
       est({"--params", "7B", "--seq", "2147483649"}),
       kErr +

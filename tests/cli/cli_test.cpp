@@ -137,6 +137,14 @@ TEST_CASE("zero, negative and malformed sizes", "[cli]") {
   require_usage_error(
       estimate({"--params", "7B", "--seq", "2k"}),
       "vramfit: error: --seq: '2k' is not a whole number (give a positive whole number, e.g. --seq 4096)\n");
+  {
+    // An exact exponent form is the same whole number (as --params 7e9 is).
+    const auto digits = estimate({"--params", "7B", "--seq", "4000", "--batch", "20", "--json"});
+    const auto exponent = estimate({"--params", "7B", "--seq", "4e3", "--batch", "2.0e1", "--json"});
+    CHECK(exponent.code == 0);
+    CHECK(exponent.err.empty());
+    CHECK(exponent.out == digits.out);
+  }
   require_usage_error(estimate({"--params", "7B", "--batch", "99999999999999999999999"}),
                       "vramfit: error: --batch: 99999999999999999999999 is too large (give a positive whole "
                       "number, e.g. --batch 8)\n");

@@ -174,6 +174,14 @@ TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
       run_cli({"fit", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--solve", "gpu-layers"});
   CHECK(solve.code == 2);
   CHECK(solve.err.find("--solve: 'gpu-layers' does not apply to --engine vllm") != std::string::npos);
+  // A count with an exact exponent is that whole number ("8e3" is --ctx-size 8000); others are named.
+  CHECK(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8e3", "--json"}).out ==
+        run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8000", "--json"}).out);
+  require_usage_error(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "1e30"}),
+                      "vramfit: error: --ctx-size: 1e30 is more than the engines take (at most 2147483647, a 32-bit "
+                      "count) (e.g. --ctx-size 4096)\n");
+  require_usage_error(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "1.5e0"}),
+                      "vramfit: error: --ctx-size: '1.5e0' is not a positive whole number (e.g. --ctx-size 4096)\n");
   // --engine transformers is the default estimate, unchanged.
   CHECK(run_cli({"estimate", "--engine", "transformers", "--model", "llama-3.1-8b", "--json"}).out ==
         run_cli({"estimate", "--model", "llama-3.1-8b", "--json"}).out);
