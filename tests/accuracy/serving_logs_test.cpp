@@ -76,6 +76,11 @@ std::vector<Item> llamacpp_items() {
                                                  : engine::llamacpp::LayerRule::current;
     s.glu_op = e.value("glu_op", true);  // false: a build from before ggml's GLU op (June 2025)
     s.set_rows = e.value("set_rows", s.glu_op);  // false: before LLAMA_SET_ROWS was on by default (late July 2025)
+    // The fused QKV split of the log's build: "copies" (to mid-2025), "v_copy", or views.
+    if (const std::string q = e.value("fused_qkv", std::string("views")); q == "copies")
+      s.fused_qkv = engine::llamacpp::FusedQkv::copies;
+    else if (q == "v_copy")
+      s.fused_qkv = engine::llamacpp::FusedQkv::v_copy;
     s.ctx_size = e.at("ctx_size");
     s.parallel = e.at("parallel");
     s.kv_unified = e.value("kv_unified", false);
@@ -326,23 +331,23 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
 
 TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-alloc is simulated, else within 5%", "[accuracy][serving]") {
   // Dense, MoE and interleaved-SWA decoders are simulated (engine/llamacpp.cpp simulated_compute,
-  // experts left in host memory included); three logs are not reproduced to the digit: Phi-3
-  // mini's fused QKV, whose Q, K and V are strided views of one product (not modelled), a
-  // Qwen2.5-3B at ubatch 4096 (64 MiB short) and Qwen3-235B-A22B on Vulkan with its output layer
-  // in host memory (+24 MiB: three of the offloaded output stage's [n_embd, ub] activations).
+  // experts left in host memory included, phi3's fused QKV split as the log's build splits it:
+  // Phi-3 mini of July 2025, 150.00 logged, 150.002 here); two logs are not reproduced to the
+  // digit: a Qwen2.5-3B at ubatch 4096 (64 MiB short) and Qwen3-235B-A22B on Vulkan with its
+  // output layer in host memory (+24 MiB: three of the offloaded output stage's [n_embd, ub]
+  // activations).
   std::size_t exact = 0, all = 0;
   for (const Item& i : llamacpp_items()) {
     if (i.reported || i.item.find("_compute") == std::string::npos || i.item == "host_compute") continue;
     INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
     CHECK(std::abs(i.error()) <= 0.05);
     ++all;
-    const bool known_gap = i.log_id == "phi3-mini-ctx4096-ub256" || i.log_id == "qwen2.5-3b-q8-fa-ub4096" ||
-                           i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096";
+    const bool known_gap = i.log_id == "qwen2.5-3b-q8-fa-ub4096" || i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096";
     if (!known_gap) CHECK(std::abs(i.ours - i.log) <= 0.01);  // printed to 0.01 MiB
     if (std::abs(i.ours - i.log) <= 0.01) ++exact;
   }
   CHECK(all == 24);
-  CHECK(exact == 21);
+  CHECK(exact == 22);
 }
 
 TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {
