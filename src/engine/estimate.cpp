@@ -751,10 +751,21 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
 
 Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
                  Bytes paged, ProcessHistory* history) {
+  // The caching allocator's reserve; where the step is replayed through the allocator model,
+  // also what memory_allocated() counts beyond the requested bytes in each phase: it adds each
+  // block's size (c10/cuda/CUDACachingAllocator.cpp, alloc_found_block), and should_split leaves
+  // a large-pool block whole when 1 MiB or less would remain (a 19 MiB tensor in a fresh 20 MiB
+  // segment counts 20 MiB). detail::excess_at gives the replay's excess at that phase's region.
+  Bytes requested_peak;
+  for (const auto& ph : phases) requested_peak = std::max(requested_peak, ph.total());
+  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, requested_peak, resident, history);
+  if (reserve.replayed)
+    for (auto& ph : phases)
+      if (const Bytes x = detail::excess_at(reserve, ph.id); x.value() > 0) ph.add(ComponentId::block_rounding, x);
   Breakdown b;
   const Acc* peak = &phases.front();
   for (const auto& ph : phases) {
-    b.phases.push_back({ph.id, ph.total()});
+    b.phases.push_back({ph.id, ph.total(), ph.part(ComponentId::block_rounding)});
     if (ph.total() > peak->total()) peak = &ph;
   }
   b.peak_phase = peak->id;
@@ -769,7 +780,6 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
       if (c.id == ComponentId::lora_adapters)
         c.description = fmt::format("LoRA A and B matrices ({}, --lora-dtype: peft autocast_adapter_dtype=False)",
                                     w.lora.half_is_fp16 ? "fp16" : "bf16");
-  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident, history);
   b.allocator_reserve = reserve.bytes;
   // The context (engine/context.hpp): in a process of its own, what this workload loads after CUDA
   // init (kernels, a cuDNN attention graph per SDPA shape); never below kCudaContext, the allowance
