@@ -232,8 +232,17 @@ CachingAllocator::Handle CachingAllocator::malloc(std::uint64_t bytes) {
   }
   blocks_[b].allocated = true;
   ++segments_[blocks_[b].segment].used;
+  blocks_[b].requested = bytes;
   allocated_ += blocks_[b].size;
-  peak_allocated_ = std::max(peak_allocated_, allocated_);
+  requested_ += bytes;
+  if (allocated_ > peak_allocated_) {
+    peak_allocated_ = allocated_;
+    excess_at_peak_ = allocated_ - requested_;
+  }
+  if (allocated_ > region_peak_) {
+    region_peak_ = allocated_;
+    region_excess_ = allocated_ - requested_;
+  }
   return b;
 }
 
@@ -242,6 +251,8 @@ void CachingAllocator::free(Handle h) {
   const std::uint32_t b = h;
   blocks_[b].allocated = false;
   allocated_ -= blocks_[b].size;
+  requested_ -= blocks_[b].requested;
+  blocks_[b].requested = 0;
   Segment& seg = segments_[blocks_[b].segment];
   if (--seg.used == 0) seg.freed_at = ++clock_;
   const auto absorb = [&](std::uint32_t o) {

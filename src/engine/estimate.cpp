@@ -243,6 +243,32 @@ struct KvCache {
 constexpr std::uint64_t kQuantCacheGroup = 64;
 constexpr std::uint64_t kQuantCacheResidual = 128;
 
+// What the kv_cache component holds for this model and workload, in words: the generic "every
+// layer for every token" is wrong for sliding-window, latent (MLA), hybrid and quantized caches.
+std::string kv_cache_description(const ModelSpec& m, const Workload& w) {
+  const std::uint64_t attn = detail::attention_layers(m);
+  const std::uint64_t sliding = m.sliding_window > 0 ? std::min(m.sliding_layers, attn) : 0;
+  std::string what = m.kv_lora_rank > 0 && m.mla_latent_cache
+                         ? fmt::format("the compressed latent (kv_lora_rank {} + rope {}): {} layers for every token",
+                                       m.kv_lora_rank, m.qk_rope_head_dim, attn)
+                         : fmt::format("keys and values: {} layers for every token", attn - sliding);
+  if (sliding > 0)
+    what = fmt::format("{}{} sliding-window layers for at most {} tokens (the whole prompt at the prefill)",
+                       attn > sliding ? what + ", " : std::string("keys and values: "), sliding, m.sliding_window);
+  std::uint64_t shared = 0;
+  for (const auto& g : m.layers)
+    if (g.kv_shared) shared += g.count;
+  if (shared > 0) what += fmt::format(" ({} KV-shared layers among them cache nothing)", shared);
+  if (m.linear_attention.layers > 0)
+    what += fmt::format("; conv and recurrent states of {} linear-attention layers", m.linear_attention.layers);
+  if (w.kv_cache && !is_float_compute(*w.kv_cache) && *w.kv_cache != DType::fp8)
+    what += fmt::format("; quantized to {} in groups of {} (the latest {} tokens in 16-bit)",
+                        name_of(*w.kv_cache), kQuantCacheGroup, kQuantCacheResidual);
+  else if (w.kv_cache)
+    what += fmt::format("; stored as {}", name_of(*w.kv_cache));
+  return what;
+}
+
 KvCache kv_cache(const ModelSpec& m, const Workload& w, const Precision& p, std::uint64_t positions,
                  std::uint64_t residual_tokens, bool prefill = false) {
   const auto [full_per_token, sliding_per_token] = kv_full_and_sliding_per_token(m);
@@ -751,10 +777,21 @@ void shard(std::vector<Acc>& phases, const ModelSpec& m, const Workload& w, cons
 
 Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, const Workload& w, std::vector<std::string> notes,
                  Bytes paged, ProcessHistory* history) {
+  // The caching allocator's reserve; where the step is replayed through the allocator model,
+  // also what memory_allocated() counts beyond the requested bytes in each phase: it adds each
+  // block's size (c10/cuda/CUDACachingAllocator.cpp, alloc_found_block), and should_split leaves
+  // a large-pool block whole when 1 MiB or less would remain (a 19 MiB tensor in a fresh 20 MiB
+  // segment counts 20 MiB). detail::excess_at gives the replay's excess at that phase's region.
+  Bytes requested_peak;
+  for (const auto& ph : phases) requested_peak = std::max(requested_peak, ph.total());
+  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, requested_peak, resident, history);
+  if (reserve.replayed)
+    for (auto& ph : phases)
+      if (const Bytes x = detail::excess_at(reserve, ph.id); x.value() > 0) ph.add(ComponentId::block_rounding, x);
   Breakdown b;
   const Acc* peak = &phases.front();
   for (const auto& ph : phases) {
-    b.phases.push_back({ph.id, ph.total()});
+    b.phases.push_back({ph.id, ph.total(), ph.part(ComponentId::block_rounding)});
     if (ph.total() > peak->total()) peak = &ph;
   }
   b.peak_phase = peak->id;
@@ -762,6 +799,8 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
   // The parts allocated within the step, in report order, as the peak phase holds them.
   for (const auto& c : kComponents)
     if (c.per_phase) b.components.push_back({c.id, peak->part(c.id), std::string(c.description), true});
+  for (auto& c : b.components)
+    if (c.id == ComponentId::kv_cache && c.bytes.value() > 0) c.description = kv_cache_description(m, w);
   // --lora-dtype: peft's get_peft_model(..., autocast_adapter_dtype=False) leaves the adapters
   // in the base weights' 16-bit dtype (the bytes above count 2 per parameter).
   if (w.lora.half_adapters)
@@ -769,7 +808,6 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
       if (c.id == ComponentId::lora_adapters)
         c.description = fmt::format("LoRA A and B matrices ({}, --lora-dtype: peft autocast_adapter_dtype=False)",
                                     w.lora.half_is_fp16 ? "fp16" : "bf16");
-  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, b.peak_allocated, resident, history);
   b.allocator_reserve = reserve.bytes;
   // The context (engine/context.hpp): in a process of its own, what this workload loads after CUDA
   // init (kernels, a cuDNN attention graph per SDPA shape); never below kCudaContext, the allowance

@@ -3,6 +3,7 @@
 #include "reserve.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <deque>
 #include <limits>
@@ -143,20 +144,23 @@ std::uint64_t tokens_bytes(const Workload& w, std::uint64_t width) {
 // are kept per thread, keyed by every value the replay reads and compared whole (no hash, so no
 // collision can return another workload's reserve).
 template <class F>
-Bytes memoized(std::vector<std::uint64_t> key, F&& replay) {
+Reserve memoized(std::vector<std::uint64_t> key, F&& replay) {
   struct Entry {
     std::vector<std::uint64_t> key;
-    Bytes value;
+    Reserve value;
   };
   constexpr std::size_t kEntries = 16;
   thread_local std::deque<Entry> cache;
   for (const auto& e : cache)
     if (e.key == key) return e.value;
-  const Bytes value = replay();
+  const Reserve value = replay();
   if (cache.size() == kEntries) cache.pop_front();
   cache.push_back({std::move(key), value});
   return value;
 }
+
+// What a replay gives: the reserve beyond its allocated peak.
+Reserve replayed(const CachingAllocator& a) { return {Bytes{a.peak_reserved() - a.peak_allocated()}, true}; }
 
 void append_conf(std::vector<std::uint64_t>& key, const AllocConf& c) {
   key.insert(key.end(), {c.expandable_segments ? 1U : 0U, c.max_split_size, c.roundup_power2_divisions,
@@ -291,7 +295,7 @@ CachingAllocator::Handle replay_layers(CachingAllocator& a, const LayerSizes& z,
 // replayed 104). At most 64 decode steps (and 16384 layer updates) are replayed, each advancing
 // the cache by the same number of tokens (stride 1 to 16 changed the replayed reserve of the
 // gpt2-medium case by under 1 %).
-std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+std::optional<Reserve> generate_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
                                       const ProcessHistory* h) {
   const Acc* prefill = phase_of(phases, PhaseId::prefill);
   const Acc* decode = phase_of(phases, PhaseId::decode);
@@ -352,7 +356,7 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
       }
       a.free(a.malloc(logits));
     }
-    return Bytes{a.peak_reserved() - a.peak_allocated()};
+    return replayed(a);
   });
 }
 
@@ -370,7 +374,7 @@ std::optional<Bytes> generate_reserve(const spec::ModelSpec& m, const Workload& 
 // the cast back (llama; gpt2: scores, scaled, masked, softmax), with k and v repeated to the query
 // heads, and a 4-D additive mask for the pass. Fresh-process reserve beyond the peak, measured /
 // replayed (MiB): see the [trace] table. Returns nullopt where the sequence is not this one.
-std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w, const ProcessHistory* history) {
+std::optional<Reserve> forward_reserve(const spec::ModelSpec& m, const Workload& w, const ProcessHistory* history) {
   const Precision p = precision_of(w);
   // The two layer shapes replayed, told by their features: GPT-2's (learned positions, LayerNorm,
   // c_fc and gelu) and the pre-norm RMSNorm layer with rotary q/k and a gated MLP (llama, mistral,
@@ -574,7 +578,7 @@ std::optional<Bytes> forward_reserve(const spec::ModelSpec& m, const Workload& w
       a.free(cos);
       a.free(sin);
     }
-    return Bytes{a.peak_reserved() - a.peak_allocated()};
+    return replayed(a);
   });
 }
 
@@ -716,9 +720,11 @@ class TrainingReplay {
     a_.reset_peaks();
   }
 
-  Bytes run() {
+  Reserve run() {
     for (int s = 0; s < 3; ++s) amp_ ? amp_step() : step();
-    return Bytes{a_.peak_reserved() - a_.peak_allocated()};
+    Reserve r = replayed(a_);
+    r.excess = {regions_[0].excess, regions_[1].excess, regions_[2].excess, regions_[3].excess};
+    return r;
   }
 
   // Where this replay's backward put the workspace (after run(); nullopt when seeded).
@@ -730,6 +736,19 @@ class TrainingReplay {
  private:
   void free_all(std::initializer_list<H> hs) {
     for (const auto h : hs) a_.free(h);
+  }
+
+  // The regions of a step (Reserve::Excess: forward, loss, backward, optimizer step), each kept
+  // from the step that allocated most in it (the first of equals, as max_memory_allocated()).
+  struct Region {
+    std::uint64_t peak = 0;
+    Bytes excess;
+  };
+  std::array<Region, 4> regions_{};
+  // Ends region `r` and begins the next.
+  void next_region(std::size_t r) {
+    if (a_.region_peak() > regions_[r].peak) regions_[r] = {a_.region_peak(), Bytes{a_.region_excess()}};
+    a_.begin_region();
   }
 
   // The gradients of layer `l`'s parameters whose role is one of `roles`, kept until zero_grad.
@@ -903,6 +922,7 @@ class TrainingReplay {
     std::vector<H> casts;
     inputs_.clear();
     saved_.assign(layers, {});
+    a_.begin_region();
     H h = a_.malloc(z_.hidden);
     for (std::uint64_t l = 0; l < layers; ++l) {
       auto sv = layer_forward(l, !ckpt_, casts);
@@ -911,10 +931,14 @@ class TrainingReplay {
       sv.pop_back();
       saved_[l] = std::move(sv);
     }
+    next_region(0);
     H gh = loss(h, casts);
+    next_region(1);
     for (std::uint64_t l = layers; l-- > 0;) gh = layer_backward(l, gh);
     embedding_grad(gh);
+    next_region(2);
     optimizer_step();
+    next_region(3);
   }
 
 
@@ -1254,16 +1278,21 @@ class TrainingReplay {
     grads_.clear();
     inputs_.clear();
     amp_saved_.assign(m_.num_layers, {});
+    a_.begin_region();
     H h = m(z_.hidden32);  // the embedding's output (fp32 weights)
     for (std::uint64_t l = 0; l < m_.num_layers; ++l) {
       inputs_.push_back(h);
       amp_saved_[l] = gpt2_ ? gpt2_forward(l) : amp_forward(l);
       h = amp_saved_[l].out;
     }
+    next_region(0);
     const H gh = amp_loss(h);
+    next_region(1);
     for (std::uint64_t l = m_.num_layers; l-- > 0;) gpt2_ ? gpt2_backward(l) : amp_backward(l);
     embedding_grad(gh);
+    next_region(2);
     optimizer_step();
+    next_region(3);
   }
 
   std::vector<AmpLinears> lin_;
@@ -1282,7 +1311,7 @@ class TrainingReplay {
   bool seeded_ = false;         // ... made by an earlier case of the process (seed_history)
 };
 
-std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+std::optional<Reserve> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
                                       ProcessHistory* h) {
   const auto z = train_sizes(m, w, phases);
   if (!z) return std::nullopt;
@@ -1297,7 +1326,7 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
   // is what the process keeps (not memoized: the placement is an output).
   if (h != nullptr && h->pinned_segment == 0 && !h->unknown && !alloc_conf(w).expandable_segments) {
     TrainingReplay r(m, w, *z, params);
-    const Bytes reserve = r.run();
+    const Reserve reserve = r.run();
     if (const auto place = r.workspace_place()) h->pinned_segment = place->segment_size, h->pinned_offset = place->offset;
     return reserve;
   }
@@ -1306,6 +1335,19 @@ std::optional<Bytes> training_reserve(const spec::ModelSpec& m, const Workload& 
 }
 
 }  // namespace
+
+Bytes excess_at(const Reserve& r, PhaseId phase) {
+  switch (phase) {
+    case PhaseId::forward_layer: return r.excess.forward;
+    case PhaseId::forward_end:
+    case PhaseId::backward_start: return r.excess.loss;
+    case PhaseId::backward_recompute:
+    case PhaseId::backward_last_layer:
+    case PhaseId::backward_end: return r.excess.backward;
+    case PhaseId::optimizer_step: return r.excess.step;
+    default: return Bytes{};
+  }
+}
 
 std::optional<Built> built_model(const spec::ModelSpec& m, const Workload& w) {
   CachingAllocator a(alloc_conf(w));
@@ -1317,11 +1359,11 @@ std::optional<Built> built_model(const spec::ModelSpec& m, const Workload& w) {
 Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
                           Bytes peak_allocated, Bytes resident, ProcessHistory* history) {
   if (w.mode == Mode::generate && w.sharding == spec::Sharding::none)
-    if (const auto r = generate_reserve(m, w, phases, history)) return {*r, true};
+    if (const auto r = generate_reserve(m, w, phases, history)) return *r;
   if (w.mode == Mode::train && w.sharding == spec::Sharding::none)
-    if (const auto r = training_reserve(m, w, phases, history)) return {*r, true};
+    if (const auto r = training_reserve(m, w, phases, history)) return *r;
   if (w.mode == Mode::inference && w.sharding == spec::Sharding::none && !w.expandable_segments)
-    if (const auto r = forward_reserve(m, w, history)) return {*r, true};
+    if (const auto r = forward_reserve(m, w, history)) return *r;
   // The caching allocator never gives memory back within a step (no empty_cache), so what
   // it holds at its worst is the largest of each phase's allocation plus that phase's reserve,
   // which can come after the allocated peak (gradients after freed activations).
@@ -1336,7 +1378,7 @@ Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std
     else if (w.trains())
       history->unknown = true;
   }
-  return {reserved - peak_allocated, false};
+  return {reserved - peak_allocated, false, {}};
 }
 
 }  // namespace vramfit::engine::detail

@@ -21,7 +21,17 @@ namespace vramfit::engine::detail {
 struct Reserve {
   Bytes bytes;
   bool replayed = false;  ///< from the step's allocations replayed through the allocator model
+  /// Replayed full training: what memory_allocated() counts beyond the requested bytes (it adds
+  /// each block's size: 512-byte rounding and the blocks left whole) at the most allocated moment
+  /// of each region of the step, the largest step's: forward over the layers, the loss and its
+  /// backward, backward over the layers, the optimizer step.
+  struct Excess {
+    Bytes forward, loss, backward, step;
+  } excess{};
 };
+
+/// The replay's excess at the region of the step that `phase` stands for (zero when not replayed).
+Bytes excess_at(const Reserve& r, PhaseId phase);
 /// What the caching allocator holds once the model is built as transformers builds it (each
 /// parameter allocated as its module is constructed) and the cache emptied; nullopt for weights
 /// whose build is not modelled (quantized, MoE).

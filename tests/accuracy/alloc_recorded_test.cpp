@@ -408,9 +408,10 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
   // gpt2 cases are over; the cases late in the first process, whose context had grown to 1053-1277
   // MiB against the allowance's 938.8, are modelled with the process's context (engine/context.hpp:
   // kernels loaded once, a cuDNN attention graph per SDPA shape; was 7 under, 1.41 % / 5.95 %).
-  // Left: llama-3.1-8b fused AdamW checkpointed (its reserve).
+  // Left: llama-3.1-8b fused AdamW checkpointed (its reserve). memory_allocated() counting whole
+  // blocks (block_rounding) moved the median 0.69 -> 0.62 %.
   CHECK(under == std::vector<std::string>{"llama-3.1-8b/train/bf16/adamw-fused/b2s2048/ckpt"});
   const auto st = accuracy::stats(ptrs, true);
-  CHECK(st.median_abs == Approx(0.0069).margin(0.0001));
+  CHECK(st.median_abs == Approx(0.0062).margin(0.0001));
   CHECK(st.p90_abs == Approx(0.0244).margin(0.0001));
 }

@@ -43,7 +43,7 @@ const Expected kTable[] = {
     {"default", "gpt2-medium/generate/bf16/b8s512n512", 21, 94},
     {"default", "gpt2-medium/lora/bf16/adamw/r64-all-linear/b8s1024/ckpt", -3, -18},
     {"default", "gpt2-medium/train/fp32-ampbf16/adamw/b8s1024/ckpt", 0, 17},
-    {"default", "gpt2/train/bf16/adamw/b8s1024/ckpt", -3, 13},
+    {"default", "gpt2/train/bf16/adamw/b8s1024/ckpt", 0, 16},
     {"default", "gpt2/generate/bf16/b1s512n256", -32, 74},
     {"default", "gpt2/lora/bf16/adamw/r16-all-linear/b4s1024/ckpt", -5, 5},
     {"default", "qwen2.5-0.5b/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", 0, 11},
@@ -51,19 +51,19 @@ const Expected kTable[] = {
     {"default", "qwen2.5-1.5b/train/fp32-ampbf16/adamw/b8s2048/ckpt", 0, 12},
     {"default", "smollm2-135m/forward/bf16/b1s8192", -1, 44},
     {"default", "smollm2-135m/generate/bf16/b1s512n256", -5, 59},
-    {"default", "smollm2-135m/train/fp32-ampbf16/adamw/b8s2048/ckpt", -2, 1},
+    {"default", "smollm2-135m/train/fp32-ampbf16/adamw/b8s2048/ckpt", -1, 2},
     {"default", "smollm2-360m/forward/bf16/b1s8192", -8, 35},
     {"default", "smollm2-360m/generate/bf16/b1s512n256", -14, 24},
     {"default", "smollm2-360m/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", -2, -5},
     {"default", "smollm2-360m/train/fp32-ampbf16/adamw/b8s2048/ckpt", -1, 12},
     {"default", "gpt2-medium/train/bf16/adamw/b8s1024", 0, 43},
-    {"default", "gpt2/train/fp32/adamw/b4s1024", -1, -17},
+    {"default", "gpt2/train/fp32/adamw/b4s1024", 0, -15},
     {"default", "llama-3.2-1b/train/bf16/adamw/b4s2048/ckpt", 0, 18},
     {"default", "llama-3.2-1b/forward/bf16/b1s16384", 0, 34},
     {"default", "llama-3.2-1b/forward/bf16/b4s4096", 0, 36},
     {"default", "llama-3.2-1b/generate/bf16/b1s8192n128", 0, 26},
     {"default", "llama-3.2-1b/lora/bf16/adamw/r16-q+v/b4s2048", 2, 4},
-    {"default", "qwen2.5-0.5b/train/bf16/adamw/b4s2048", 0, 141},
+    {"default", "qwen2.5-0.5b/train/bf16/adamw/b4s2048", 1, 142},
     {"default", "qwen2.5-0.5b/forward/bf16/b1s32768", 0, 8},
     {"default", "qwen2.5-0.5b/generate/bf16/b1s16384n64", -2, 27},
     {"default", "qwen2.5-0.5b/lora/bf16/adamw/r16-all-linear/b8s1024", -2, -4},
@@ -71,11 +71,11 @@ const Expected kTable[] = {
     {"default", "qwen2.5-1.5b/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", 0, -14},
     {"default", "smollm2-135m/forward/bf16/b1s16384", 0, -219},
     {"default", "smollm2-360m/generate/bf16/b8s2048n128", -1, 43},
-    {"default", "smollm2-360m/train/fp32-ampbf16/adamw/b4s1024", -10, 3},
+    {"default", "smollm2-360m/train/fp32-ampbf16/adamw/b4s1024", 1, 13},
     {"default", "gpt2-medium/forward/bf16/b16s1024", 14, 65},
     {"default", "gpt2-medium/generate/bf16/b16s512n256", 16, 65},
     {"default", "gpt2-medium/lora/bf16/adamw/r16-all-linear/b8s1024/ckpt", -3, 2},
-    {"default", "gpt2/train/fp32-ampbf16/adamw/b8s1024", -1, 5},
+    {"default", "gpt2/train/fp32-ampbf16/adamw/b8s1024", 0, 6},
     {"default", "llama-3.2-1b/forward/bf16/b2s8192", 0, 33},
     {"default", "llama-3.2-1b/generate/bf16/b16s1024n256", 2, -32},
     {"default", "llama-3.2-1b/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", 0, -10},
@@ -83,11 +83,11 @@ const Expected kTable[] = {
     {"default", "qwen2.5-0.5b/generate/bf16/b4s4096n128", -5, 20},
     {"default", "qwen2.5-0.5b/lora/bf16/adamw/r8-q+v/b4s4096/ckpt", 0, 32},
     {"default", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s4096/ckpt", 0, 6},
-    {"default", "qwen2.5-1.5b/train/bf16/adamw/b4s2048/ckpt", 0, 5},
+    {"default", "qwen2.5-1.5b/train/bf16/adamw/b4s2048/ckpt", 1, 6},
     {"default", "qwen2.5-1.5b/forward/bf16/b1s16384", 0, 12},
     {"default", "smollm2-135m/train/bf16/adamw/b16s2048/ckpt", 0, 2},
     {"default", "smollm2-135m/lora/bf16/adamw/r32-all-linear/b16s1024", -14, 12},
-    {"default", "smollm2-360m/train/bf16/adamw/b4s2048", -3, 25},
+    {"default", "smollm2-360m/train/bf16/adamw/b4s2048", 3, 30},
     {"default", "smollm2-360m/forward/bf16/b4s4096", -5, 42},
     {"default", "smollm2-360m/lora/bf16/adamw/r16-q+v/b8s2048", -1, 25},
     {"expandable", "gpt2-medium/generate/bf16/b8s512n512", 22, 80},
@@ -230,7 +230,10 @@ TEST_CASE("the device total on the _snapshot() runs, per allocator setting", "[a
   // default 21, -219 .. 140, 1 under; expandable 16, -56 .. 86, 1 under.
   // The training replay from the built model's segments, autocast over fp32 weights replayed op by
   // op, and expandable segments' free tail taken last (engine/allocator.cpp):
-  const Summary expected[] = {{"default", 50, 19, -219, 140, 1}, {"expandable", 50, 16, -56, 88, 1}};
+  // default 19, -219 .. 140, 1 under; expandable 16, -56 .. 88, 1 under.
+  // memory_allocated() counts whole blocks (block_rounding at each training phase's peak: the peaks of
+  // 8 training runs move up 0.1-1.1 %, smollm2-360m fp32 amp -1.0 -> +0.1 %):
+  const Summary expected[] = {{"default", 50, 19, -219, 142, 1}, {"expandable", 50, 16, -56, 88, 1}};
   const auto rows = compute();
   for (const auto& e : expected) {
     std::vector<double> dev;

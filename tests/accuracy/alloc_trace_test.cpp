@@ -48,7 +48,7 @@ struct Expected {
 const Expected kTable[] = {
     {"fresh_default.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 10057, 9},
     {"fresh_default.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3363, 3},
-    {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 17037, 0},
+    {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 17037, 2},
     {"fresh_default.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 2996, 42},
     {"fresh_default.jsonl", "gpt2/forward/bf16/b1s1024", 52, 242},
     {"fresh_default.jsonl", "smollm2-135m/generate/bf16/b1s512n256", 34, 241},

@@ -64,6 +64,20 @@ class CachingAllocator {
   [[nodiscard]] std::uint64_t reserved() const { return reserved_; }
   [[nodiscard]] std::uint64_t peak_allocated() const { return peak_allocated_; }
   [[nodiscard]] std::uint64_t peak_reserved() const { return peak_reserved_; }
+  /// The bytes requested of the blocks allocated now (torch.cuda.memory_stats()'s
+  /// requested_bytes: each malloc's `bytes`, before rounding).
+  [[nodiscard]] std::uint64_t requested() const { return requested_; }
+  /// allocated() - requested() at the moment of peak_allocated() (the first moment it was reached):
+  /// what rounding and unsplit blocks add to the peak (allocated_bytes counts block->size).
+  [[nodiscard]] std::uint64_t excess_at_peak() const { return excess_at_peak_; }
+  /// A region of the replay (a phase of a step): region_peak() is the most allocated since
+  /// begin_region(), region_excess() allocated() - requested() when it was first reached.
+  void begin_region() {
+    region_peak_ = allocated_;
+    region_excess_ = allocated_ - requested_;
+  }
+  [[nodiscard]] std::uint64_t region_peak() const { return region_peak_; }
+  [[nodiscard]] std::uint64_t region_excess() const { return region_excess_; }
   [[nodiscard]] std::size_t segments() const;
   /// Set once an allocation did not fit in `capacity` even after releasing the cache.
   [[nodiscard]] bool oom() const { return oom_; }
@@ -80,6 +94,7 @@ class CachingAllocator {
   void reset_peaks() {
     peak_allocated_ = allocated_;
     peak_reserved_ = reserved_;
+    excess_at_peak_ = allocated_ - requested_;
   }
 
   [[nodiscard]] static std::uint64_t round_size(std::uint64_t bytes, const AllocConf& conf);
@@ -90,6 +105,7 @@ class CachingAllocator {
   struct Block {
     std::uint64_t addr = 0;
     std::uint64_t size = 0;
+    std::uint64_t requested = 0;  ///< the malloc's bytes while allocated
     std::uint32_t segment = kNone;
     std::uint32_t prev = kNone;
     std::uint32_t next = kNone;
@@ -136,6 +152,7 @@ class CachingAllocator {
   std::uint64_t next_addr_ = 0;
   std::uint64_t clock_ = 0;
   std::uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+  std::uint64_t requested_ = 0, excess_at_peak_ = 0, region_peak_ = 0, region_excess_ = 0;
   bool oom_ = false;
 };
 

@@ -27,6 +27,7 @@ enum class ComponentId : std::uint8_t {
   logits,
   temporaries,
   sharding_buffers,
+  block_rounding,  ///< memory_allocated() counts whole blocks (replayed steps only)
   allocator_reserve,
   cuda_context,
   paged_optimizer_state,  ///< only with a paged optimizer
@@ -60,6 +61,9 @@ inline constexpr std::array<ComponentInfo, kComponentCount> kComponents{{
      true},
     {ComponentId::sharding_buffers, "sharding_buffers",
      "multi-GPU buffers: DDP gradient buckets, FSDP/ZeRO-3 gathered layers", true},
+    {ComponentId::block_rounding, "block_rounding",
+     "allocator blocks beyond the requested bytes: 512-byte rounding and remainders of 1 MiB or less left unsplit",
+     true},
     {ComponentId::allocator_reserve, "allocator_reserve",
      "reserved by PyTorch's caching allocator beyond the allocated peak", false},
     {ComponentId::cuda_context, "cuda_context", "CUDA context, cuBLAS handles and kernel images (outside PyTorch)",
@@ -153,6 +157,7 @@ struct Component {
 struct Phase {
   PhaseId id;
   Bytes allocated;
+  Bytes block_rounding{};  ///< of `allocated`: what whole allocator blocks add (ComponentId::block_rounding)
 };
 
 /// The estimate. Invariants (tested on every case):

@@ -156,3 +156,44 @@ TEST_CASE("allocator: garbage_collection_threshold", "[engine][allocator]") {
   d.malloc(40 * MiB);
   CHECK(d.reserved() == 70 * MiB);
 }
+
+TEST_CASE("allocator: requested bytes and what whole blocks add at the peak", "[engine][allocator]") {
+  // allocated_bytes counts block->size, requested_bytes the request (alloc_found_block).
+  CachingAllocator a;
+  const auto s = a.malloc(1000);  // small pool: a 1024 B block
+  CHECK(a.requested() == 1000);
+  CHECK(a.excess_at_peak() == 24);
+  // 19 MiB: a fresh segment of 20 MiB (rounded to 2 MiB above 10 MiB); 1 MiB would remain,
+  // not > kSmallSize, so the block stays whole and counts 20 MiB.
+  const auto big = a.malloc(19 * MiB);
+  CHECK(a.block_size(big) == 20 * MiB);
+  CHECK(a.allocated() == 20 * MiB + 1024);
+  CHECK(a.requested() == 19 * MiB + 1000);
+  CHECK(a.excess_at_peak() == MiB + 24);
+  a.begin_region();
+  CHECK(a.region_peak() == 20 * MiB + 1024);
+  CHECK(a.region_excess() == MiB + 24);
+  a.free(big);
+  CHECK(a.requested() == 1000);
+  // 3 MiB in the cached 20 MiB block: 17 MiB remain, split; the region's peak stays the first moment.
+  const auto x = a.malloc(3 * MiB);
+  CHECK(a.block_size(x) == 3 * MiB);
+  CHECK(a.region_peak() == 20 * MiB + 1024);
+  CHECK(a.region_excess() == MiB + 24);
+  // A region begun here: 16.5 MiB in the 17 MiB rest leaves 0.5 MiB, so the block stays whole
+  // (17 MiB); the region's peak is 20 MiB + 1024 B again, with 0.5 MiB + 24 B of excess.
+  a.begin_region();
+  const auto y = a.malloc(16 * MiB + MiB / 2);
+  CHECK(a.block_size(y) == 17 * MiB);
+  CHECK(a.region_peak() == 20 * MiB + 1024);
+  CHECK(a.region_excess() == MiB / 2 + 24);
+  CHECK(a.peak_allocated() == 20 * MiB + 1024);
+  CHECK(a.excess_at_peak() == MiB + 24);  // the first moment of the peak
+  a.free(x);
+  a.free(y);
+  a.free(s);
+  CHECK(a.requested() == 0);
+  CHECK(a.allocated() == 0);
+  a.reset_peaks();
+  CHECK(a.excess_at_peak() == 0);
+}

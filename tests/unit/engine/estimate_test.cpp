@@ -191,3 +191,38 @@ TEST_CASE("absurd sizes are refused, not wrapped", "[engine]") {
   w.seq = 1ULL << 30;
   CHECK_THROWS_AS(engine::estimate(m, w), InputError);
 }
+
+TEST_CASE("the kv_cache component says what this model's cache keeps", "[engine]") {
+  spec::Workload w;
+  w.mode = spec::Mode::generate;
+  w.batch = 1;
+  w.seq = 2048;
+  w.new_tokens = 16;
+  const auto described = [&](const spec::ModelSpec& m) {
+    const auto b = engine::estimate(m, w);
+    const auto* c = b.find(ComponentId::kv_cache);
+    REQUIRE(c != nullptr);
+    return c->description;
+  };
+  CHECK(described(tiny()) == "keys and values: 2 layers for every token");
+  // Sliding-window layers keep the window once decoding, the whole prompt at the prefill.
+  const auto sliding = spec::from_config_text(R"({"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512,
+      "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000,
+      "sliding_window": 1024})",
+                                              "sliding.json");
+  CHECK(described(sliding) ==
+        "keys and values: 4 sliding-window layers for at most 1024 tokens (the whole prompt at the prefill)");
+  // Multi-head latent attention caches the compressed latent and the rope key.
+  const auto mla = spec::from_config_text(R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+      "moe_intermediate_size": 128, "num_hidden_layers": 3, "first_k_dense_replace": 3, "num_attention_heads": 4,
+      "num_key_value_heads": 4, "vocab_size": 32000, "n_routed_experts": 4, "num_experts_per_tok": 2, "kv_lora_rank": 64, "q_lora_rank": 96, "qk_rope_head_dim": 16,
+      "qk_nope_head_dim": 32, "v_head_dim": 32})",
+                                          "mla.json");
+  CHECK(described(mla) == "the compressed latent (kv_lora_rank 64 + rope 16): 3 layers for every token");
+  // A quantized cache (transformers' QuantizedCache).
+  w.kv_cache = DType::int4;
+  CHECK(described(tiny()) ==
+        "keys and values: 2 layers for every token; quantized to int4 in groups of 64 (the latest 128 tokens in 16-bit)");
+  w.kv_cache = DType::fp8;
+  CHECK(described(tiny()) == "keys and values: 2 layers for every token; stored as fp8");
+}
