@@ -555,12 +555,17 @@ std::uint64_t mxfp4_expert_extra(const spec::ModelSpec& m, const Settings& s, st
   const std::uint64_t I = round_up(I0, be == Mxfp4Backend::marlin ? 128 : be == Mxfp4Backend::triton ? 64 : 256);
   const std::uint64_t H = be == Mxfp4Backend::triton ? H0 : round_up(H0, 256);
   const std::uint64_t bias = be == Mxfp4Backend::marlin ? 2 : 4;
-  // vLLM's layout of one layer's experts...
-  std::uint64_t held = checked_mul(E, checked_mul(3 * I, H) / 2 + checked_mul(3 * I, cdiv(H, 32)) +
-                                          checked_mul(2 * I + H, bias));
-  if (be == Mxfp4Backend::triton)
-    held = checked_add(held, checked_mul(E, checked_mul(round_up(2 * I, 256), round_up(cdiv(H, 32), 2)) +
-                                                checked_mul(round_up(H, 256), round_up(cdiv(I, 32), 2))));
+  // vLLM's layout of one layer's experts: its tensors in the order the layer makes them
+  // (create_weights: w13, its scale and bias, w2, its scale and bias; then the swizzled scales).
+  std::vector<std::uint64_t> tensors = {checked_mul(E, checked_mul(2 * I, H) / 2), checked_mul(E, checked_mul(2 * I, cdiv(H, 32))),
+                                        checked_mul(E, checked_mul(2 * I, bias)),  checked_mul(E, checked_mul(H, I) / 2),
+                                        checked_mul(E, checked_mul(H, cdiv(I, 32))), checked_mul(E, checked_mul(H, bias))};
+  if (be == Mxfp4Backend::triton) {
+    tensors.push_back(checked_mul(E, checked_mul(round_up(2 * I, 256), round_up(cdiv(H, 32), 2))));
+    tensors.push_back(checked_mul(E, checked_mul(round_up(H, 256), round_up(cdiv(I, 32), 2))));
+  }
+  std::uint64_t held = 0;
+  for (const std::uint64_t t : tensors) held = checked_add(held, t);
   // ...less what weight_bytes counted for it: the experts' linears of one MoE layer, over TP.
   std::uint64_t counted = 0, moe_layers = 0;
   for (const auto& g : m.layers) {
@@ -573,7 +578,24 @@ std::uint64_t mxfp4_expert_extra(const spec::ModelSpec& m, const Settings& s, st
     moe_layers = checked_add(moe_layers, g.count);
   }
   if (moe_layers == 0) return 0;
-  const std::uint64_t vllm_bytes = checked_mul(held, moe_layers);
+  // The caching allocator's blocks, not the tensors' bytes: an expert tensor takes a new segment
+  // (its size rounded up to 2 MiB, or 20 MiB under 10 MiB) and keeps the whole of it when 1 MiB
+  // or less would be left (c10/cuda/CUDACachingAllocator.cpp should_split), as allocated_weights
+  // replays an unquantized model's tensors. Each is taken as the first block of its own segment:
+  // the load's order among the other tensors (the attention, norms, routers, the bf16 biases the
+  // fp32 ones replace), which could carve a small tensor from a segment's rest, is not replayed.
+  // gpt-oss-120b on triton_kernels: w13's scales 63.28 MiB in 64, w2's 31.64 in 32, the swizzled
+  // w2 scales 33.75 in 34: 1.33 MiB a layer, 47.9 MiB over 36 layers (its log's "64.38 GiB":
+  // 64.3806 here, was 64.3338); gpt-oss-20b on Marlin (A100) 0.75 MiB a layer (w13's scales
+  // 17.25 MiB in 18): 13.7199 for "13.72" (was 13.7023).
+  std::uint64_t excess_layer = 0;
+  for (const std::uint64_t t : tensors) {
+    CachingAllocator alloc;
+    (void)alloc.malloc(t);
+    excess_layer = checked_add(excess_layer, alloc.allocated() - alloc.requested());
+  }
+  const std::uint64_t excess = checked_mul(excess_layer, moe_layers);
+  const std::uint64_t vllm_bytes = checked_add(checked_mul(held, moe_layers), excess);
   return vllm_bytes > counted ? vllm_bytes - counted : 0;
 }
 
