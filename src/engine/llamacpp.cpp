@@ -230,6 +230,7 @@ struct Hparams {
   std::uint64_t n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
   bool qkv_bias = false;  // Q, K and V have biases (qwen2): one add each, in place
   bool fused_up = false;  // gate and up in one [n_embd, 2 n_ff] weight (phi3's, glm4's gate_up_proj)
+  bool fused_qkv = false; // Q, K and V in one [n_embd, n_embd + 2 n_embd_gqa] weight (phi3's attn_qkv)
   // MLA's absorbed attention (deepseek2 files with attn_k_b / attn_v_b): its widths.
   bool mla = false;
   std::uint64_t kv_lora = 0, q_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;
@@ -289,6 +290,9 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
       if (l.expert || l.shared_expert) continue;
       if (l.role == spec::Role::attn_in && l.bias) h.qkv_bias = true;
       if (l.role == spec::Role::mlp_in && l.out_features == checked_mul(m.intermediate_size, 2)) h.fused_up = true;
+      if (l.role == spec::Role::attn_in && h.n_head_kv > 0 &&
+          l.out_features == checked_add(checked_mul(m.num_heads, m.head_dim), h.n_embd_k + h.n_embd_v))
+        h.fused_qkv = true;
     }
   h.n_expert_used = m.moe.experts_per_token;
   h.n_ff_exp = m.moe.expert_intermediate;
@@ -569,6 +573,7 @@ struct DeviceGraph {
   /// Settings::set_rows): gpt-oss-20b --n-cpu-moe 99 at ub 512 is 456.98 MiB with them, 456.97
   /// without; Qwen3-30B-A3B of May 2025 1344.00 without them.
   bool kv_idxs = false;
+  FusedQkv fused_qkv = FusedQkv::views;  // Settings::fused_qkv
   const std::vector<bool>* swa = nullptr;             // per layer of the model: an SWA layer
   const std::vector<HostExperts>* host = nullptr;     // per layer of the model: experts in host memory
 };
@@ -767,9 +772,24 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         o = g.node(vsz, {g.view(g.node(vsz, {kqv}))});                                          // attn_v_b, permute, cont
       }
     } else {
-      const int q = g.node(qs, {g.view(proj(qs)), pos}, true);  // reshape, RoPE in place
-      const int k = g.node(ks, {g.view(proj(ks)), pos}, true);
-      const int v = g.view(proj(vs));
+      int q = -1, k = -1, v = -1;
+      if (h.fused_qkv) {
+        // phi3 (src/models/phi3.cpp): one wqkv product [n_embd + 2 n_embd_gqa, n_tokens] and
+        // Q, K, V strided views of it, copied out by older builds (Settings::fused_qkv). RoPE
+        // of a view is a new tensor (ggml-alloc never computes in place over a view), as is
+        // RoPE of a reshape of a copy; the product lives until its last view is consumed.
+        // Phi-3 mini at ub 256 without flash attention, July 2025 (copies): 150.00 MiB logged,
+        // 150.002 simulated; 144.002 with views (Q and K copies gone: 2 x 3 MiB).
+        const int qkv = proj(checked_add(qs, checked_add(ks, vs)));
+        const bool copy_qk = d.fused_qkv == FusedQkv::copies;
+        q = g.node(qs, {copy_qk ? g.view(g.node(qs, {g.view(qkv)})) : g.view(qkv), pos}, true);
+        k = g.node(ks, {copy_qk ? g.view(g.node(ks, {g.view(qkv)})) : g.view(qkv), pos}, true);
+        v = d.fused_qkv == FusedQkv::views ? g.view(qkv) : g.view(g.node(vs, {g.view(qkv)}));
+      } else {
+        q = g.node(qs, {g.view(proj(qs)), pos}, true);  // reshape, RoPE (a new tensor: its parent is a view)
+        k = g.node(ks, {g.view(proj(ks)), pos}, true);
+        v = g.view(proj(vs));
+      }
       if (d.kv_idxs) {  // ggml_set_rows into the cache views
         g.use_all({k, cache.k_idxs});
         g.use_all({d.flash_attn ? v : g.view(g.view(v)), cache.v_idxs});
@@ -1256,6 +1276,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
       dg.copies = pipeline_parallel ? kSchedMaxCopies : 1;
       dg.flash_attn = s.flash_attn;
       dg.glu_op = s.glu_op;
+      dg.fused_qkv = s.fused_qkv;
       const std::uint64_t graph = dg.layers > 0 || dg.output ? simulated_compute(h, dg) : 0;
       if (dg.layers > 0) attention_before = true;
       c.has_layers = c.has_output = false;  // what is left: the op offload of host weights

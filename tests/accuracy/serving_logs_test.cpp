@@ -62,6 +62,7 @@ struct Item {
   bool sampler_bound = false;  // vLLM: the logged profile peak is the sampler's (see the log's note)
   double tolerance = 0;        // what the log's rounding allows, in the item's unit
   bool reported = false;       // llama.cpp: a figure the log shows but no bound holds (see the log's note)
+  bool excluded = false;       // vLLM: the log's setup has a part vramfit cannot express (its "kv_excluded")
   [[nodiscard]] double error() const { return log == 0 ? 0 : ours / log - 1; }
 };
 
@@ -76,6 +77,11 @@ std::vector<Item> llamacpp_items() {
                                                  : engine::llamacpp::LayerRule::current;
     s.glu_op = e.value("glu_op", true);  // false: a build from before ggml's GLU op (June 2025)
     s.set_rows = e.value("set_rows", s.glu_op);  // false: before LLAMA_SET_ROWS was on by default (late July 2025)
+    // The fused QKV split of the log's build: "copies" (to mid-2025), "v_copy", or views.
+    if (const std::string q = e.value("fused_qkv", std::string("views")); q == "copies")
+      s.fused_qkv = engine::llamacpp::FusedQkv::copies;
+    else if (q == "v_copy")
+      s.fused_qkv = engine::llamacpp::FusedQkv::v_copy;
     s.ctx_size = e.at("ctx_size");
     s.parallel = e.at("parallel");
     s.kv_unified = e.value("kv_unified", false);
@@ -208,8 +214,12 @@ std::vector<Item> vllm_items() {
       items.push_back({id, "activation_peak", log["activation_gib"], gib(r.activation_peak), "GiB", true,
                        e.value("sampler_bound", false)});
     if (log.contains("non_torch_gib")) items.push_back({id, "non_torch", log["non_torch_gib"], gib(r.non_torch), "GiB"});
+    // A log whose setup vramfit cannot express (a KV connector: its "kv_excluded" says why) is
+    // reported end to end but left out of every bound on the KV memory and concurrency.
+    const bool excluded = e.contains("kv_excluded");
     if (log.contains("kv_gib") && !e.value("partial_settings", false))  // end to end where the settings are all known
-      items.push_back({id, "kv_cache_memory", log["kv_gib"], static_cast<double>(r.available_kv) / kGiB, "GiB"});
+      items.push_back({id, "kv_cache_memory", log["kv_gib"], static_cast<double>(r.available_kv) / kGiB, "GiB", true,
+                       false, 0, false, excluded});
     if (log.contains("num_gpu_blocks")) {
       items.push_back({id, "num_gpu_blocks", log["num_gpu_blocks"], static_cast<double>(r.num_gpu_blocks), "blocks"});
       // The block count from the log's own KV memory: the page-size formula alone.
@@ -242,7 +252,8 @@ std::vector<Item> vllm_items() {
       items.push_back({id, "max_len_from_logged_kv", log["estimated_max_model_len"], ours, "tokens", true, false, slack});
     }
     if (log.contains("max_concurrency") && !e.value("partial_settings", false))  // end to end, as kv_cache_memory
-      items.push_back({id, "max_concurrency", log["max_concurrency"], std::floor(r.max_concurrency * 100) / 100, "x"});
+      items.push_back({id, "max_concurrency", log["max_concurrency"], std::floor(r.max_concurrency * 100) / 100, "x", true,
+                       false, 0, false, excluded});
   }
   return items;
 }
@@ -289,8 +300,9 @@ std::vector<Item> vllm_graph_items() {
 std::string table(const std::vector<Item>& items) {
   std::string s = fmt::format("{:<38} {:<22} {:>12} {:>12} {:>8}\n", "log", "line item", "log", "vramfit", "error");
   for (const auto& i : items)
-    s += fmt::format("{:<38} {:<22} {:>12.4f} {:>12.4f} {:>+7.2f}%  {}{}{}\n", i.log_id, i.item, i.log, i.ours,
+    s += fmt::format("{:<38} {:<22} {:>12.4f} {:>12.4f} {:>+7.2f}%  {}{}{}{}\n", i.log_id, i.item, i.log, i.ours,
                      100 * i.error(), i.unit, i.reported ? "  (reported)" : "",
+                     i.excluded ? "  (excluded: a KV connector, see the log's kv_excluded)" : "",
                      i.tolerance > 0 && std::abs(i.ours - i.log) <= i.tolerance ? "  (exact: within the log's rounding)" : "");
   return s;
 }
@@ -326,23 +338,23 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
 
 TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-alloc is simulated, else within 5%", "[accuracy][serving]") {
   // Dense, MoE and interleaved-SWA decoders are simulated (engine/llamacpp.cpp simulated_compute,
-  // experts left in host memory included); three logs are not reproduced to the digit: Phi-3
-  // mini's fused QKV, whose Q, K and V are strided views of one product (not modelled), a
-  // Qwen2.5-3B at ubatch 4096 (64 MiB short) and Qwen3-235B-A22B on Vulkan with its output layer
-  // in host memory (+24 MiB: three of the offloaded output stage's [n_embd, ub] activations).
+  // experts left in host memory included, phi3's fused QKV split as the log's build splits it:
+  // Phi-3 mini of July 2025, 150.00 logged, 150.002 here); two logs are not reproduced to the
+  // digit: a Qwen2.5-3B at ubatch 4096 (64 MiB short) and Qwen3-235B-A22B on Vulkan with its
+  // output layer in host memory (+24 MiB: three of the offloaded output stage's [n_embd, ub]
+  // activations).
   std::size_t exact = 0, all = 0;
   for (const Item& i : llamacpp_items()) {
     if (i.reported || i.item.find("_compute") == std::string::npos || i.item == "host_compute") continue;
     INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
     CHECK(std::abs(i.error()) <= 0.05);
     ++all;
-    const bool known_gap = i.log_id == "phi3-mini-ctx4096-ub256" || i.log_id == "qwen2.5-3b-q8-fa-ub4096" ||
-                           i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096";
+    const bool known_gap = i.log_id == "qwen2.5-3b-q8-fa-ub4096" || i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096";
     if (!known_gap) CHECK(std::abs(i.ours - i.log) <= 0.01);  // printed to 0.01 MiB
     if (std::abs(i.ours - i.log) <= 0.01) ++exact;
   }
   CHECK(all == 24);
-  CHECK(exact == 21);
+  CHECK(exact == 22);
 }
 
 TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {
@@ -417,6 +429,34 @@ TEST_CASE("vLLM logs: the sorting sampler's profile peak within 1%, the KV memor
   }
   CHECK(n == 9);   // the 8 H100 runs of 0.11.1-0.15 and a 0.11 run without FlashInfer (Qwen3-8B-FP8)
   CHECK(kv == 7);
+}
+
+TEST_CASE("vLLM logs: end-to-end KV memory and concurrency within 18%, a log with a KV connector left out", "[accuracy][serving]") {
+  // budget - weights - profile peak - non-torch, as determine_available_memory subtracts them.
+  // The worst kept: vLLM 0.6.4 on an RTX 3090 (-15.6% in memory, -17.1% in concurrency: the
+  // H200-measured CUDA context is 0.45 GiB more than that card's). Left out: Qwen3-235B-A22B-FP8
+  // TP 4 run with LMCache's connector (vllm#21348: 8.11 GiB logged, 13.66 here, +68%), whose
+  // connector memory, weights, peak and non-torch lines are not in the log; its page-size line
+  // (tokens from the logged KV memory) is kept: +1.1%, rank 0's memory against the smallest
+  // worker's blocks.
+  std::size_t kept = 0;
+  std::vector<std::string> excluded;
+  for (const Item& i : vllm_items()) {
+    if (i.item != "kv_cache_memory" && i.item != "max_concurrency") continue;
+    INFO(i.log_id << " " << i.item << ": log " << i.log << ", vramfit " << i.ours);
+    if (i.excluded) {
+      if (i.item == "kv_cache_memory") excluded.push_back(i.log_id);
+      continue;
+    }
+    CHECK(std::abs(i.error()) <= 0.18);
+    ++kept;
+  }
+  CHECK(kept == 27);
+  CHECK(excluded == std::vector<std::string>{"qwen3-235b-fp8-tp4-h100"});
+  for (const json& e : read_lines("vllm_logs.jsonl"))
+    if (e.contains("kv_excluded")) CHECK(e.at("kv_connector") == "LMCacheConnectorV1");
+  for (const Item& i : vllm_items())
+    if (i.log_id == "qwen3-235b-fp8-tp4-h100" && i.item == "tokens_from_logged_kv") CHECK(std::abs(i.error()) <= 0.012);
 }
 
 TEST_CASE("vLLM logs: V0's sorting sampler's profile peak within 2%", "[accuracy][serving]") {

@@ -33,6 +33,15 @@ enum class SplitMode {
 /// i_gpu_start = max(n_layer + 1 - ngl, 0); it was max(n_layer - ngl, 0)).
 enum class LayerRule { current, legacy };
 
+/// How the build splits a fused QKV product (phi3's attn_qkv) into Q, K and V
+/// (src/models/phi3.cpp; llama-model.cpp's llm_build_phi3 before):
+/// - copies: Q, K and V each a ggml_cont of a strided ggml_view_2d, then reshaped (builds to
+///   mid-2025: ggml_reshape_3d needs a contiguous tensor);
+/// - v_copy: Q and K strided ggml_view_3d's, V a ggml_cont_3d (mid-2025 to September 2025);
+/// - views: all three ggml_view_3d's (llama.cpp#15662, "avoid ggml_cont_3d for fused QKV
+///   weights", September 2025, and after).
+enum class FusedQkv { views, v_copy, copies };
+
 /// llama.cpp's settings that change memory, named as its flags (common/arg.cpp). The
 /// defaults are llama.cpp's own.
 struct Settings {
@@ -72,6 +81,8 @@ struct Settings {
   /// LLAMA_SET_ROWS, on by default from late July 2025); without flash attention the V indices
   /// are one per element of the transposed V rows. false: ggml_cpy into cache views (older builds).
   bool set_rows = true;
+  /// The fused QKV split of the build (FusedQkv): current builds take views.
+  FusedQkv fused_qkv = FusedQkv::views;
   /// --mmproj: the projector file's tensor bytes. mtmd (tools/mtmd/clip.cpp) loads them into one
   /// buffer on the first GPU backend whatever -ngl says (--no-mmproj-offload keeps them on the CPU).
   Bytes mmproj;

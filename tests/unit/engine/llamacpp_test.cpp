@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 using namespace vramfit;
 using namespace vramfit::engine::llamacpp;
 using engine::ComponentId;
@@ -341,4 +343,41 @@ TEST_CASE("llama.cpp: a deepseek2 file without attn_k_b / attn_v_b caches every 
   for (auto& t : tensors)
     if (const auto at = t.name.find(".attn_k_b."); at != std::string::npos) t.name.replace(at, 10, ".attn_kv_b.");
   CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (4 * 48 + 4 * 32) * 2);
+}
+
+TEST_CASE("llama.cpp: phi3's fused QKV split as each build splits it", "[llamacpp]") {
+  // Phi-3 mini's shapes (hidden 3072, 32 heads of 96, no GQA, MLP 8192, 32 layers), every layer
+  // on the GPU, ubatch 256, 4096 cells, no flash attention, KV stores as ggml_cpy (set_rows off).
+  const nlohmann::json config = {{"model_type", "phi3"},          {"hidden_size", 3072},
+                                 {"num_hidden_layers", 32},       {"num_attention_heads", 32},
+                                 {"num_key_value_heads", 32},     {"intermediate_size", 8192},
+                                 {"vocab_size", 32064},           {"max_position_embeddings", 4096},
+                                 {"sliding_window", 2047},        {"tie_word_embeddings", false}};
+  const spec::ModelSpec m = spec::from_config(config, "phi3-mini-shapes");
+  const auto tensors = tensors_of(m, "Q4_K_M");
+  Settings s;
+  s.ctx_size = 4096;
+  s.batch_size = s.ubatch_size = 256;
+  s.set_rows = false;
+  s.layer_rule = LayerRule::legacy;
+  s.gpu_memory = {GiB(24)};
+  const auto compute = [&](FusedQkv q) {
+    s.fused_qkv = q;
+    return estimate(m, tensors, s).gpus.at(0).compute.value();
+  };
+  const std::uint64_t views = compute(FusedQkv::views), v_copy = compute(FusedQkv::v_copy),
+                      copies = compute(FusedQkv::copies);
+  // The peak is at the KQ scores [4096, 256, 32] f32 (128 MiB), placed above what ggml-alloc's
+  // free blocks hold then. With copies, Q, K and V are each copied out of the [9216, 256] product
+  // and Q and K reshaped and RoPE'd into new tensors: the product dies at the V copy, and its
+  // 9 MiB and the copies' blocks leave the scores 12 MiB (4 x [3072, 256] f32) higher than with
+  // views, where the product lives to the V store and the RoPE'd Q and K fill its place. The July
+  // 2025 build (copies) logs "CUDA0 compute buffer size = 150.00 MiB" for Phi-3 mini Q4_K_M
+  // (tests/accuracy/serving/llamacpp_logs.jsonl); the views give 138.00 (the V copy alone, of the
+  // builds between, changes nothing here).
+  const std::uint64_t act = 3072ULL * 256 * 4;  // 3 MiB
+  CHECK(views == 144705536);                    // 138.0039 MiB
+  CHECK(v_copy == views);
+  CHECK(copies == views + 4 * act);             // 157288448 = 150.0039 MiB
+  CHECK(std::abs(static_cast<double>(copies) / (1024.0 * 1024.0) - 150.00) <= 0.005);
 }
