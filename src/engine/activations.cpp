@@ -474,9 +474,11 @@ void LayerTally::mlp_block() {
       if (down_saves) tok(mul(I, down_in_bytes));
     } else {
       // A native activation (gelu, relu; relu2: relu saves its output, which square saves): saves
-      // its input; down saves the output.
+      // its input; down saves the output. Plain relu saves its result (derivatives.yaml: relu's
+      // backward is threshold_backward(grad, result, 0)), the very tensor down saves when down
+      // takes it as it is (same dtype): one tensor, not two.
       tok(mul(I, c));
-      if (down_saves) tok(mul(I, down_in_bytes));
+      if (down_saves && !(m.activation == spec::Activation::relu && down_in_bytes == c)) tok(mul(I, down_in_bytes));
     }
   }
   if (m.hidden_dropout > 0) tok(h);
