@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "vramfit/accuracy/truth.hpp"
 #include "vramfit/engine/estimate.hpp"
@@ -244,5 +246,44 @@ TEST_CASE("held-out cases measured after the calibration meet the targets", "[ac
     CHECK(coverage >= e.coverage);
     WARN(e.file << ": device median " << r.device.median_abs << ", under>5% " << r.device.unsafe_share
                 << ", upper covers " << covered << "/" << ok);
+  }
+}
+
+// Session 12: heldout's and heldout-arch's processes measured again, as measure.py ran them, with the
+// allocator's history recorded per case (run-traced.sh). The caching allocator is deterministic: the
+// same cases in the same order give the same peaks to the byte in 54 of 57 and 42 of 46 cases (the
+// others differ by 2-76 MiB of reserve), and the one-process misses of #17 are the same cases with the
+// figures within 0.01 %: they are the replay's, not the measurement's noise.
+TEST_CASE("held-out processes measured twice: the same peaks, the same one-process misses", "[accuracy][heldout]") {
+  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout/results";
+  for (const auto& [first, again, cases, identical] :
+       {std::tuple{"heldout.jsonl", "heldout-traced.jsonl", 57U, 54U},
+        std::tuple{"heldout-arch.jsonl", "heldout-arch-traced.jsonl", 46U, 42U}}) {
+    INFO(first);
+    const auto a = accuracy::parse_truth(test::read_text(dir / first), first);
+    const auto b = accuracy::parse_truth(test::read_text(dir / again), again);
+    REQUIRE(a.size() == cases);
+    REQUIRE(b.size() == cases);
+    unsigned same = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      REQUIRE(a[i].id == b[i].id);
+      if (a[i].peak_allocated == b[i].peak_allocated && a[i].peak_reserved == b[i].peak_reserved) ++same;
+    }
+    CHECK(same == identical);
+    const auto under = [](const std::string& out) {
+      const auto at = out.find("device total under by more than 5 %: own process, one process");
+      REQUIRE(at != std::string::npos);
+      std::istringstream lines(out.substr(at, out.find("\n\n", at) - at));
+      std::vector<std::string> ids;  // the cases listed (their figures differ by 0.01 % where the reserve did)
+      std::string line;
+      std::getline(lines, line);
+      while (std::getline(lines, line)) ids.push_back(line.substr(line.rfind(' ') + 1));
+      return ids;
+    };
+    const auto ra = test::run_cli({"validate", (dir / first).string(), "--one-process"});
+    const auto rb = test::run_cli({"validate", (dir / again).string(), "--one-process"});
+    REQUIRE(ra.code == 0);
+    REQUIRE(rb.code == 0);
+    CHECK(under(rb.out) == under(ra.out));
   }
 }
