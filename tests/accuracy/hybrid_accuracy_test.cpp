@@ -54,46 +54,40 @@ constexpr HybridBound kQwen35Bounds[] = {
 
 }  // namespace
 
-TEST_CASE("qwen3_next measured on the H200: exact parameters, forward and generate within bounds",
-          "[accuracy][hybrid]") {
+namespace {
+
+// Every case of `file` ok with exact parameters, and each model within its bounds, none under.
+template <std::size_t N>
+test::Measured check_measured(const char* file, std::size_t cases, const HybridBound (&bounds)[N]) {
   const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/hybrid";
-  const test::Measured measured = test::evaluate_measured(dir, "results.jsonl");
-  const auto& cases = measured.cases;
-  REQUIRE(cases.size() == 11);
+  test::Measured measured = test::evaluate_measured(dir, file);
+  REQUIRE(measured.cases.size() == cases);
   const auto r = accuracy::make_report(measured.results, *accuracy::truth_device_bytes(measured.text));
   INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 11);
-  CHECK(r.params_exact == 11);
-  CHECK(r.by_model.size() == std::size(kBounds));
+  CHECK(r.params_checked == cases);
+  CHECK(r.params_exact == cases);
+  CHECK(r.by_model.size() == N);
   for (const auto& [model, st] : r.by_model) {
     INFO(model);
-    const auto b = std::find_if(std::begin(kBounds), std::end(kBounds),
+    const auto b = std::find_if(std::begin(bounds), std::end(bounds),
                                 [&](const HybridBound& x) { return model == x.model; });
-    REQUIRE(b != std::end(kBounds));
+    REQUIRE(b != std::end(bounds));
     CHECK(st.median_abs <= b->median);
     CHECK(st.max_abs <= b->worst);
     CHECK(st.unsafe_share == 0);
   }
+  return measured;
+}
+
+}  // namespace
+
+TEST_CASE("qwen3_next measured on the H200: exact parameters, forward and generate within bounds",
+          "[accuracy][hybrid]") {
+  (void)check_measured("results.jsonl", 11, kBounds);
 }
 
 TEST_CASE("qwen3_5 measured on the H200: forward and generate within bounds, all over", "[accuracy][hybrid]") {
-  const std::filesystem::path dir = std::filesystem::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/hybrid";
-  const test::Measured measured = test::evaluate_measured(dir, "results_qwen3_5.jsonl");
-  REQUIRE(measured.cases.size() == 12);
-  const auto r = accuracy::make_report(measured.results, *accuracy::truth_device_bytes(measured.text));
-  INFO(render::accuracy_text(r));
-  CHECK(r.params_checked == 12);
-  CHECK(r.params_exact == 12);
-  CHECK(r.by_model.size() == std::size(kQwen35Bounds));
-  for (const auto& [model, st] : r.by_model) {
-    INFO(model);
-    const auto b = std::find_if(std::begin(kQwen35Bounds), std::end(kQwen35Bounds),
-                                [&](const HybridBound& x) { return model == x.model; });
-    REQUIRE(b != std::end(kQwen35Bounds));
-    CHECK(st.median_abs <= b->median);
-    CHECK(st.max_abs <= b->worst);
-    CHECK(st.unsafe_share == 0);
-  }
+  const auto measured = check_measured("results_qwen3_5.jsonl", 12, kQwen35Bounds);
   for (const auto& c : measured.results) CHECK(c.error > 0);
 }
 
