@@ -49,7 +49,9 @@ ExponentValue whole_from_exponent(const std::string& text) {
   double d = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, d, std::chars_format::scientific);
-  if (ec == std::errc::result_out_of_range) return {ExponentForm::too_large, 0};
+  // Out of a double's range: "1e400" is too large, "1e-400" is no whole number (it underflows).
+  if (ec == std::errc::result_out_of_range)
+    return e + 1 < text.size() && text[e + 1] == '-' ? ExponentValue{} : ExponentValue{ExponentForm::too_large, 0};
   if (ec != std::errc() || ptr != end || !std::isfinite(d) || d != std::floor(d)) return {};
   constexpr double kExact = 9007199254740992.0;  // 2^53
   if (d > kExact) return {ExponentForm::too_large, 0};

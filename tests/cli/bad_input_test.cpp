@@ -220,6 +220,11 @@ TEST_CASE("whole numbers: beyond 64 bits, zero, negative, beyond the model's lim
       kErr +
           "--seq: 1000000000000 tokens is beyond what vramfit models (at most 2^31 = 2147483648) (use a "
           "realistic sequence length (the longest contexts are about 10^7 tokens))\n");
+  Case().expect(
+      est({"--params", "7B", "--seq", "1e-400"}),
+      kErr + "--seq: '1e-400' is not a whole number (give a positive whole number, e.g. --seq 4096)\n");
+  Case().expect(est({"--params", "7B", "--batch", "1e400"}),
+                kErr + "--batch: 1e400 is too large (give a positive whole number, e.g. --batch 8)\n");
   Case().expect(est({"--params", "7B", "--batch", "1e30"}),
                 kErr + "--batch: 1e30 is too large (give a positive whole number, e.g. --batch 8)\n");
   Case().expect(est({"--params", "7B", "--batch", "0e5"}),
