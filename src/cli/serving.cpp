@@ -81,27 +81,25 @@ constexpr std::string_view kTransformersOnly[] = {
 
 std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
                        std::string_view example = "4096") {
-  std::uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc() || ptr != end) {
-    // "32e3" is a whole number too, as in --seq; a form beyond 2^53 goes to the 32-bit check below.
-    const auto exponent = util::whole_from_exponent(text);
-    if (exponent.status != util::ExponentForm::not_one) {
-      v = exponent.status == util::ExponentForm::whole ? exponent.value : std::uint64_t{1} << 53;
-      ptr = end;
-      ec = std::errc();
-    }
-  }
-  if (text.empty() || ec != std::errc() || ptr != end || (v == 0 && !zero_ok)) {
-    d.add(flag, fmt::format("'{}' is not a {} whole number", text, zero_ok ? "non-negative" : "positive"),
-          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
-    return 0;
-  }
   // llama.cpp keeps these counts in 32-bit ints (common_params: n_ctx, n_batch, n_ubatch, n_parallel,
   // n_gpu_layers) and vLLM's would not fit a GPU long before: a larger value wrapped round (a
   // --ctx-size of 2^64-1 became a context of 0 with exit 0; issue #14's adversarial pass).
   constexpr std::uint64_t kMaxCount = 2147483647;
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  bool whole = !text.empty() && ec == std::errc() && ptr == end;
+  if (!whole) {
+    // "32e3" is a whole number too, as in --seq; a form beyond 2^53 is past the 32-bit limit below.
+    const auto exponent = util::whole_from_exponent(text);
+    whole = exponent.status != util::ExponentForm::not_one;
+    v = exponent.status == util::ExponentForm::whole ? exponent.value : kMaxCount + 1;
+  }
+  if (!whole || (v == 0 && !zero_ok)) {
+    d.add(flag, fmt::format("'{}' is not a {} whole number", text, zero_ok ? "non-negative" : "positive"),
+          fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
+    return 0;
+  }
   if (v > kMaxCount) {
     d.add(flag, fmt::format("{} is more than the engines take (at most {}, a 32-bit count)", text, kMaxCount),
           fmt::format("e.g. {} {}", flag, zero_ok ? "0" : example));
