@@ -210,6 +210,7 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
   std::size_t line_no = 0;
   std::size_t pos = 0;
   bool expandable = false;
+  std::uint64_t device_memory = 0;
   while (pos < jsonl.size()) {
     std::size_t end = jsonl.find('\n', pos);
     if (end == std::string_view::npos) end = jsonl.size();
@@ -224,6 +225,8 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
       // The environment line says how the allocator was configured for every case after it.
       const auto conf = text(c, "alloc_conf", where, "");
       expandable = conf.find("expandable_segments:True") != std::string::npos;
+      // The card the cases ran on: its allocator reserves within it (Workload::device_memory).
+      device_memory = count(c, "total_bytes", where, 0, false);
       continue;
     }
     try {
@@ -234,6 +237,7 @@ std::vector<TruthCase> parse_truth(std::string_view jsonl, std::string_view orig
       t.status = text(c, "status", where, "ok");
       t.workload = workload_of(c, where);
       t.workload.expandable_segments = expandable;
+      t.workload.device_memory = device_memory;
       t.params = count(c, "params", where, 0, false);
       t.peak_allocated = Bytes{count(c, "peak_allocated_bytes", where, 0, false)};
       t.peak_reserved = Bytes{count(c, "peak_reserved_bytes", where, 0, false)};

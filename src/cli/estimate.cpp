@@ -414,12 +414,14 @@ void parse_budget(const EstimateFlags& f, CatalogSource& catalog, BudgetRule rul
     diags.collect([&] {
       report.budget = advisor::budget_of(spec::parse_size(f.budget, "--budget"), headroom);
       report.budget->label = f.budget;
+      report.workload.device_memory = report.budget->bytes.value();
     });
   } else if (f.has("--gpu")) {
     diags.collect([&] {
       const catalog::Gpu& g = catalog.get().gpu(f.gpu, "--gpu");
       report.budget = advisor::budget_for_gpu(g, headroom);
       report.workload.compute_capability = g.compute_capability;
+      report.workload.device_memory = g.memory.value();
     });
   } else if (rule == BudgetRule::required) {
     diags.add("budget", "no budget given",

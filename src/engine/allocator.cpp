@@ -207,7 +207,10 @@ CachingAllocator::Handle CachingAllocator::malloc(std::uint64_t bytes) {
       const auto limit = static_cast<std::uint64_t>(conf_.garbage_collection_threshold * static_cast<double>(capacity_));
       if (reserved_ + alloc > limit) release_cached(reserved_ + alloc - limit);
     }
-    if (!fits(alloc)) release_cached(std::numeric_limits<std::uint64_t>::max());
+    if (!fits(alloc)) {
+      release_cached(std::numeric_limits<std::uint64_t>::max());
+      ++alloc_retries_;  // alloc_block(params, isRetry=true): stats.num_alloc_retries += 1
+    }
     if (!fits(alloc)) oom_ = true;
     b = new_segment(small, alloc);
   }

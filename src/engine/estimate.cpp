@@ -784,7 +784,25 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
   // segment counts 20 MiB). detail::excess_at gives the replay's excess at that phase's region.
   Bytes requested_peak;
   for (const auto& ph : phases) requested_peak = std::max(requested_peak, ph.total());
-  const detail::Reserve reserve = detail::allocator_reserve(m, w, phases, requested_peak, resident, history);
+  // The context (engine/context.hpp): in a process of its own, what this workload loads after CUDA
+  // init (kernels, a cuDNN attention graph per SDPA shape); never below kCudaContext, the allowance
+  // for a typical process that ran other work before (the median over shared/truth's processes).
+  // In a process with history (estimate_in_process), the history's context after this case.
+  // Computed first: on a card of w.device_memory, the allocator can reserve what the context leaves.
+  ContextState fresh;
+  const std::uint64_t shapes = add_workload(fresh, m, w);
+  const Bytes alone = context_bytes(fresh);
+  Bytes context = std::max(kCudaContext, alone);
+  if (history) {
+    (void)add_workload(history->context, m, w);
+    context = context_bytes(history->context);
+  }
+  context = w.cuda_context.value_or(context);
+  // A card smaller than its context leaves the allocator nothing: 1 byte, so the replay runs out.
+  const std::uint64_t capacity =
+      w.device_memory == 0 ? 0 : std::max<std::uint64_t>(w.device_memory - std::min(w.device_memory, context.value()), 1);
+  const detail::Reserve reserve =
+      detail::allocator_reserve(m, w, phases, requested_peak, resident, history, capacity);
   if (reserve.replayed)
     for (auto& ph : phases)
       if (const Bytes x = detail::excess_at(reserve, ph.id); x.value() > 0) ph.add(ComponentId::block_rounding, x);
@@ -809,19 +827,13 @@ Breakdown finish(const ModelSpec& m, std::vector<Acc> phases, Bytes resident, co
         c.description = fmt::format("LoRA A and B matrices ({}, --lora-dtype: peft autocast_adapter_dtype=False)",
                                     w.lora.half_is_fp16 ? "fp16" : "bf16");
   b.allocator_reserve = reserve.bytes;
-  // The context (engine/context.hpp): in a process of its own, what this workload loads after CUDA
-  // init (kernels, a cuDNN attention graph per SDPA shape); never below kCudaContext, the allowance
-  // for a typical process that ran other work before (the median over shared/truth's processes).
-  // In a process with history (estimate_in_process), the history's context after this case.
-  ContextState fresh;
-  const std::uint64_t shapes = add_workload(fresh, m, w);
-  const Bytes alone = context_bytes(fresh);
-  Bytes context = std::max(kCudaContext, alone);
-  if (history) {
-    (void)add_workload(history->context, m, w);
-    context = context_bytes(history->context);
-  }
-  b.cuda_context = w.cuda_context.value_or(context);
+  b.cuda_context = context;
+  if (reserve.alloc_retries > 0)
+    notes.push_back(fmt::format(
+        "allocator_reserve: on this card's {:.2f} GiB the caching allocator runs out of room {} time(s) over the 3 "
+        "steps replayed, frees its cached segments and retries (torch.cuda.memory_stats()['num_alloc_retries']): "
+        "the job runs, with a device synchronization at each retry; its reserve is what the card leaves",
+        static_cast<double>(w.device_memory) / 1073741824.0, reserve.alloc_retries));
   std::string context_description(info(ComponentId::cuda_context).description);
   if (!w.cuda_context && !history && alone > kCudaContext) {
     const Bytes plans{detail::mul(shapes, kCudnnPlan.value())};

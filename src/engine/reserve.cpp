@@ -160,7 +160,14 @@ Reserve memoized(std::vector<std::uint64_t> key, F&& replay) {
 }
 
 // What a replay gives: the reserve beyond its allocated peak.
-Reserve replayed(const CachingAllocator& a) { return {Bytes{a.peak_reserved() - a.peak_allocated()}, true}; }
+Reserve replayed(const CachingAllocator& a) {
+  Reserve r;
+  r.bytes = Bytes{a.peak_reserved() - a.peak_allocated()};
+  r.replayed = true;
+  r.oom = a.oom();
+  r.alloc_retries = a.alloc_retries();
+  return r;
+}
 
 void append_conf(std::vector<std::uint64_t>& key, const AllocConf& c) {
   key.insert(key.end(), {c.expandable_segments ? 1U : 0U, c.max_split_size, c.roundup_power2_divisions,
@@ -296,6 +303,7 @@ CachingAllocator::Handle replay_layers(CachingAllocator& a, const LayerSizes& z,
 // the cache by the same number of tokens (stride 1 to 16 changed the replayed reserve of the
 // gpt2-medium case by under 1 %).
 std::optional<Reserve> generate_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+                                       std::uint64_t capacity,
                                       const ProcessHistory* h) {
   const Acc* prefill = phase_of(phases, PhaseId::prefill);
   const Acc* decode = phase_of(phases, PhaseId::decode);
@@ -324,11 +332,12 @@ std::optional<Reserve> generate_reserve(const spec::ModelSpec& m, const Workload
   std::vector<std::uint64_t> key{sizes.hidden, sizes.q, sizes.kv, sizes.inter, layers, layer_end, total, logits,
                                  w.seq, w.new_tokens};
   append_conf(key, alloc_conf(w));
+  key.push_back(capacity);
   const Precision p = precision_of(w);
   append_build(key, m, p);
   append_history(key, h);
   return memoized(std::move(key), [&] {
-    CachingAllocator a(alloc_conf(w));
+    CachingAllocator a(alloc_conf(w), capacity);
     // After earlier cases of the process, from the segment their backward workspace pins (the
     // workspace is in the replay's allocated bytes as in the estimate's kCublasWorkspace).
     seed_history(a, h, w);
@@ -374,7 +383,8 @@ std::optional<Reserve> generate_reserve(const spec::ModelSpec& m, const Workload
 // the cast back (llama; gpt2: scores, scaled, masked, softmax), with k and v repeated to the query
 // heads, and a 4-D additive mask for the pass. Fresh-process reserve beyond the peak, measured /
 // replayed (MiB): see the [trace] table. Returns nullopt where the sequence is not this one.
-std::optional<Reserve> forward_reserve(const spec::ModelSpec& m, const Workload& w, const ProcessHistory* history) {
+std::optional<Reserve> forward_reserve(const spec::ModelSpec& m, const Workload& w, std::uint64_t capacity,
+                                      const ProcessHistory* history) {
   const Precision p = precision_of(w);
   // The two layer shapes replayed, told by their features: GPT-2's (learned positions, LayerNorm,
   // c_fc and gelu) and the pre-norm RMSNorm layer with rotary q/k and a gated MLP (llama, mistral,
@@ -415,11 +425,12 @@ std::optional<Reserve> forward_reserve(const spec::ModelSpec& m, const Workload&
                                  m.gated_mlp ? 1U : 0U, static_cast<std::uint64_t>(m.norm), m.num_layers,
                                  checked_mul(checked_mul(w.batch, w.seq), 8)};
   append_conf(key, alloc_conf(w));
+  key.push_back(capacity);
   append_build(key, m, p);
   append_history(key, history);
   return memoized(std::move(key), [&] {
     using H = CachingAllocator::Handle;
-    CachingAllocator a(alloc_conf(w));
+    CachingAllocator a(alloc_conf(w), capacity);
     seed_history(a, history, w);  // as in generate_reserve
     replay_build(a, m, p);
     a.empty_cache();
@@ -704,8 +715,13 @@ class TrainingReplay {
 
   // `h`: the process ran earlier cases; their backward already made the workspace (seed_history).
   TrainingReplay(const spec::ModelSpec& m, const Workload& w, const TrainSizes& z, const std::vector<ParamTensor>& params,
-                 const ProcessHistory* h = nullptr)
-      : m_(m), z_(z), params_(params), autocast_(precision_of(w).autocast), ckpt_(w.checkpointing), a_(alloc_conf(w)) {
+                 std::uint64_t capacity, const ProcessHistory* h = nullptr)
+      : m_(m),
+        z_(z),
+        params_(params),
+        autocast_(precision_of(w).autocast),
+        ckpt_(w.checkpointing),
+        a_(alloc_conf(w), capacity) {
     amp_ = autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
     if (seed_history(a_, h, w)) {
       seeded_ = true;
@@ -1312,7 +1328,7 @@ class TrainingReplay {
 };
 
 std::optional<Reserve> training_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
-                                      ProcessHistory* h) {
+                                      std::uint64_t capacity, ProcessHistory* h) {
   const auto z = train_sizes(m, w, phases);
   if (!z) return std::nullopt;
   const std::vector<ParamTensor> params = param_tensors(m);
@@ -1320,18 +1336,19 @@ std::optional<Reserve> training_reserve(const spec::ModelSpec& m, const Workload
                                  z->state,   z->temp, precision_of(w).autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
                                  m.tied_embeddings ? 1U : 0U, m.embedding_params, m.lm_head_params, m.num_layers};
   append_conf(key, alloc_conf(w));
+  key.push_back(capacity);
   append_build(key, m, precision_of(w));
   for (const auto& pr : params) key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer});
   // The process's first backward: this case makes the workspace, and where the replay puts it
   // is what the process keeps (not memoized: the placement is an output).
   if (h != nullptr && h->pinned_segment == 0 && !h->unknown && !alloc_conf(w).expandable_segments) {
-    TrainingReplay r(m, w, *z, params);
+    TrainingReplay r(m, w, *z, params, capacity);
     const Reserve reserve = r.run();
     if (const auto place = r.workspace_place()) h->pinned_segment = place->segment_size, h->pinned_offset = place->offset;
     return reserve;
   }
   append_history(key, h);
-  return memoized(std::move(key), [&] { return TrainingReplay(m, w, *z, params, h).run(); });
+  return memoized(std::move(key), [&] { return TrainingReplay(m, w, *z, params, capacity, h).run(); });
 }
 
 }  // namespace
@@ -1356,14 +1373,40 @@ std::optional<Built> built_model(const spec::ModelSpec& m, const Workload& w) {
   return Built{a.reserved(), a.allocated()};
 }
 
+namespace {
+
+// The step replayed through the allocator model, within `capacity` (0: unbounded); nullopt where
+// the workload's step is not replayed.
+std::optional<Reserve> replay(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
+                              std::uint64_t capacity, ProcessHistory* history) {
+  if (w.sharding != spec::Sharding::none) return std::nullopt;
+  if (w.mode == Mode::generate) return generate_reserve(m, w, phases, capacity, history);
+  if (w.mode == Mode::train) return training_reserve(m, w, phases, capacity, history);
+  if (w.mode == Mode::inference && !w.expandable_segments) return forward_reserve(m, w, capacity, history);
+  return std::nullopt;
+}
+
+}  // namespace
+
 Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases,
-                          Bytes peak_allocated, Bytes resident, ProcessHistory* history) {
-  if (w.mode == Mode::generate && w.sharding == spec::Sharding::none)
-    if (const auto r = generate_reserve(m, w, phases, history)) return *r;
-  if (w.mode == Mode::train && w.sharding == spec::Sharding::none)
-    if (const auto r = training_reserve(m, w, phases, history)) return *r;
-  if (w.mode == Mode::inference && w.sharding == spec::Sharding::none && !w.expandable_segments)
-    if (const auto r = forward_reserve(m, w, history)) return *r;
+                          Bytes peak_allocated, Bytes resident, ProcessHistory* history, std::uint64_t capacity) {
+  // On a card: when a new segment does not fit, PyTorch frees every cached segment with no
+  // allocated block and retries (c10/cuda/CUDACachingAllocator.cpp, malloc: alloc_block ||
+  // release_available_cached_blocks && alloc_block || release_cached_blocks && alloc_block), so
+  // the reserve of a step that fits is bounded by the card. Measured on an H100 (79.18 GiB as CUDA
+  // reports it; tests/accuracy/h100): llama-3.1-8b bf16 AdamW b4 s2048 checkpointed reserves
+  // 12024 MiB less than on the H200 and runs; b1 s1024, 2116 MiB less. Where even the released
+  // cache leaves a request without room, the step is replayed unbounded: what the card would need.
+  if (capacity > 0) {
+    ProcessHistory bounded_history = history != nullptr ? *history : ProcessHistory{};
+    if (const auto r = replay(m, w, phases, capacity, history != nullptr ? &bounded_history : nullptr)) {
+      if (!r->oom) {
+        if (history != nullptr) *history = std::move(bounded_history);
+        return *r;
+      }
+    }
+  }
+  if (const auto r = replay(m, w, phases, 0, history)) return *r;
   // The caching allocator never gives memory back within a step (no empty_cache), so what
   // it holds at its worst is the largest of each phase's allocation plus that phase's reserve,
   // which can come after the allocated peak (gradients after freed activations).
@@ -1378,7 +1421,9 @@ Reserve allocator_reserve(const spec::ModelSpec& m, const Workload& w, const std
     else if (w.trains())
       history->unknown = true;
   }
-  return {reserved - peak_allocated, false, {}};
+  Reserve r;
+  r.bytes = reserved - peak_allocated;
+  return r;
 }
 
 }  // namespace vramfit::engine::detail

@@ -81,6 +81,9 @@ class CachingAllocator {
   [[nodiscard]] std::size_t segments() const;
   /// Set once an allocation did not fit in `capacity` even after releasing the cache.
   [[nodiscard]] bool oom() const { return oom_; }
+  /// How many times a new segment did not fit `capacity` and the cache was released to make room
+  /// (torch.cuda.memory_stats()'s num_alloc_retries).
+  [[nodiscard]] std::uint64_t alloc_retries() const { return alloc_retries_; }
   /// Bytes the block behind `h` occupies (the rounded request, or the whole block when unsplit).
   [[nodiscard]] std::uint64_t block_size(Handle h) const;
   /// Where the block behind `h` lies: the size of its segment and its offset in it.
@@ -154,6 +157,7 @@ class CachingAllocator {
   std::uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::uint64_t requested_ = 0, excess_at_peak_ = 0, region_peak_ = 0, region_excess_ = 0;
   bool oom_ = false;
+  std::uint64_t alloc_retries_ = 0;
 };
 
 }  // namespace vramfit::engine

@@ -172,6 +172,11 @@ struct Workload {
   /// no GPU is named (`--budget`, no budget): the H200's, the GPU the engine was measured on.
   /// SDPA's backend order depends on it (engine/context.hpp: cuDNN attention's graphs).
   unsigned compute_capability = 0;
+  /// The GPU's memory as CUDA reports it (`--gpu`'s catalog entry, `--budget`, a truth file's
+  /// total_bytes); 0 when none is given. PyTorch's caching allocator, when a new segment does not
+  /// fit the card, frees its cached segments and retries before it reports OOM: the replays
+  /// reserve within this (less the context) as the allocator would (engine/reserve.cpp).
+  std::uint64_t device_memory = 0;
 
   [[nodiscard]] bool trains() const noexcept { return spec::trains(mode); }
   /// GPUs over all nodes (the data-parallel world for ZeRO/FSDP).
