@@ -737,3 +737,28 @@ TEST_CASE("vllm: gemma4 under tensor parallel keeps its norms and per-layer-inpu
   const std::uint64_t whole = (57088ULL + 10 * 2 * 1024 * 256) * 2;
   CHECK(2 * w2 - w1 == whole + (3 * 256 + 512) * 2 + 131072ULL * 256 * 2);
 }
+
+TEST_CASE("vllm: V1's runner buffers are allocated before the load, and the first weights fill their segment", "[vllm]") {
+  // Qwen2.5-1.5B on V1 0.11.2 with max_num_batched_tokens 2048 and max_model_len 32768: the
+  // model runner's block table (256 x 2048 int32, 2 MiB) and inputs_embeds (2048 x 1536 bf16,
+  // 6 MiB) are live in one 20 MiB segment before the model is built; the first qkv_proj (6 MiB)
+  // and o_proj (4.5 MiB) take its free 12 MiB, and the 4.5 MiB o_proj blocks of the later layers
+  // pack so that one fewer is left with an unsplit 0.5 MiB tail than when the load starts on an
+  // empty large pool (V0, whose buffers are made after the load): 512 KiB less, "2.8871 GiB".
+  const spec::ModelSpec m = preset("qwen2.5-1.5b");
+  Settings s = on(GiB(16));
+  s.release = Release{0, 11, 2};
+  s.max_model_len = 32768;
+  s.max_num_batched_tokens = 2048;
+  const std::uint64_t v1 = estimate(m, s).weights.value();
+  s.v0_engine = true;
+  const std::uint64_t v0 = estimate(m, s).weights.value();
+  CHECK(v0 - v1 == 512 * 1024);
+  CHECK(v1 == 3099980800ULL);  // 2.88706 GiB
+  // Buffers of the small pool (1 MiB or less) leave the large pool empty: the same layout.
+  s.max_model_len = 2048;            // block table 256 x 128 x 4 = 128 KiB
+  s.max_num_batched_tokens = 256;    // inputs_embeds 256 x 1536 x 2 = 768 KiB
+  const std::uint64_t small_v0 = estimate(m, s).weights.value();
+  s.v0_engine = false;
+  CHECK(estimate(m, s).weights.value() == small_v0);
+}
