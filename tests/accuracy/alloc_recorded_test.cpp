@@ -351,9 +351,10 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   CHECK(first_case.cuda_context.value() == 718077952ULL + (12ULL << 20));
 
   // The whole file as measure.py ran it (one process): heldout-arch's 8 cases under by more than 5 %
-  // become 3 (gemma-2-2b's own training, replayed 4.2 GiB under, gemma-2-2b LoRA r64 and pythia-410m
-  // bf16 training: reserve misses the 938.8 MiB allowance hid while the process's context was
-  // 797-855 MiB, now modelled within 2 MiB); the 7 small-model cases after gemma's training are over.
+  // become 2 (gemma-2-2b's own training, replayed 4.2 GiB under, and pythia-410m bf16 training:
+  // reserve misses the 938.8 MiB allowance hid while the process's context was 797-855 MiB, now
+  // modelled within 2 MiB); the 7 small-model cases after gemma's training are over. gemma-2-2b
+  // LoRA r64 (-5.43 % with LoRA's fitted share) is replayed since: -2.56 %.
   std::vector<accuracy::CaseResult> own;
   for (std::size_t i = 0; i < cases.size(); ++i) own.push_back(accuracy::evaluate(cases[i], *models[i]));
   const auto one = accuracy::evaluate_in_process(cases, models);
@@ -367,7 +368,6 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   }
   CHECK(under_own.size() == 8);
   CHECK(under_one == std::vector<std::string>{"gemma-2-2b/train/bf16/adamw/b3s1024",
-                                              "gemma-2-2b/lora/bf16/adamw/r64-all-linear/b1s1024",
                                               "pythia-410m/train/bf16/adamw/b2s1024"});
 }
 
@@ -409,9 +409,10 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
   // MiB against the allowance's 938.8, are modelled with the process's context (engine/context.hpp:
   // kernels loaded once, a cuDNN attention graph per SDPA shape; was 7 under, 1.41 % / 5.95 %).
   // Left: llama-3.1-8b fused AdamW checkpointed (its reserve). memory_allocated() counting whole
-  // blocks (block_rounding) moved the median 0.69 -> 0.62 %.
+  // blocks (block_rounding) moved the median 0.69 -> 0.62 %; LoRA's replayed reserve (its 23 cases
+  // one-process errors -4.5 .. +9.6 %, were -3.5 .. +2.1 %) 0.62 -> 0.58 %, p90 2.44 -> 2.27 %.
   CHECK(under == std::vector<std::string>{"llama-3.1-8b/train/bf16/adamw-fused/b2s2048/ckpt"});
   const auto st = accuracy::stats(ptrs, true);
-  CHECK(st.median_abs == Approx(0.0062).margin(0.0001));
-  CHECK(st.p90_abs == Approx(0.0244).margin(0.0001));
+  CHECK(st.median_abs == Approx(0.0058).margin(0.0001));
+  CHECK(st.p90_abs == Approx(0.0227).margin(0.0001));
 }
