@@ -1070,7 +1070,18 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::uint64_t 
     if (!one) break;
     laid_out = std::max(laid_out.value_or(0), *one);
   }
-  if (laid_out) w = Bytes{*laid_out};
+  if (laid_out) {
+    w = Bytes{*laid_out};
+  } else {
+    // Not replayed (quantized, MLA, vision): the attention layers' scalar tensors are made all the
+    // same (attention_scalars: Attention.__init__ builds them whatever the weights' quantization),
+    // one 512-byte block each, on the stage holding the most layers. Llama-3.1-70B W8A8 on V1 0.7
+    // (vllm#12569, "67.7229 GiB"): 80 x 2 blocks, 67.72287 here (67.72279 without).
+    std::uint64_t attention_layers = 0;
+    for (const spec::LayerGroup& g : m.layers)
+      if (!g.linear_attention) attention_layers = checked_add(attention_layers, g.count);
+    w += Bytes{checked_mul(checked_mul(cdiv(attention_layers, pp), attention_scalars(s.release)), 512)};
+  }
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
   const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
   w += Bytes{cdiv(mx, pp)};
