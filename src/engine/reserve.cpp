@@ -16,6 +16,7 @@
 #include "activations.hpp"
 #include "vramfit/engine/allocator.hpp"
 #include "vramfit/engine/constants.hpp"
+#include "vramfit/engine/optimizers.hpp"
 #include "vramfit/engine/process.hpp"
 #include "vramfit/spec/architectures.hpp"
 
@@ -770,10 +771,26 @@ class TrainingReplay {
       : m_(m), z_(z), params_(params), autocast_(precision_of(w).autocast), ckpt_(w.checkpointing), a_(alloc_conf(w)) {
     lora_ = z.rank > 0;
     amp_ = !lora_ && autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
+    fp32_norms_ = !lora_ && !autocast_ && precision_of(w).compute == 2 && fp32_norm_layers();
     if (lora_) lora_setup(w);
+    const OptimizerTraits& o = traits(w.optimizer);
+    if (o.state_tensors > 1 && o.state_bytes_8bit == 0 && o.state_bytes_fp32 == 0 && !o.factored &&
+        z_.state % o.state_tensors == 0)
+      state_tensors_ = o.state_tensors;
     if (seed_history(a_, h, w)) {
       seeded_ = true;
       workspace_ = H{};
+    } else {
+      // A process of its own (or this case's is the process's first backward): segments laid out as
+      // cudaMalloc placed them from CUDA's init (engine/allocator.cpp). After earlier cases their
+      // freed address ranges are reused in an order not recorded, so a seeded replay numbers its
+      // segments in the order it makes them (with the fresh layout, two public qwen2.5-7b
+      // checkpointed cases replayed after the gpt2-medium workspace's segment lose a logits segment
+      // the process made: one-process device totals -7.7 and -8.3 %, against -2.8 and -1.8 %).
+      // Forward and generation replays keep creation order too: with this layout 4 of the 38
+      // one-case forwards of tests/accuracy/alloc/fresh move beyond 17 % (eager llama-3.2-1b b4
+      // s1024 +39 %), not understood yet.
+      a_.top_down_addresses();
     }
     // The model is built first in the same process (replay_build, as generate_reserve and
     // forward_reserve do): the steps start from its segments, whose free bytes stay reserved
@@ -789,7 +806,7 @@ class TrainingReplay {
   }
 
   Reserve run() {
-    for (int s = 0; s < 3; ++s) amp_ ? amp_step() : step();
+    for (int s = 0; s < 3; ++s) amp_ ? amp_step() : fp32_norms_ ? fp32_norm_step() : step();
     Reserve r = replayed(a_);
     // LoRA: the reserve only; its peak keeps the engine's requested bytes (no block rounding).
     if (!lora_) r.excess = {regions_[0].excess, regions_[1].excess, regions_[2].excess, regions_[3].excess};
@@ -972,11 +989,16 @@ class TrainingReplay {
     }
   }
 
-  // optimizer.step(): the state per parameter at the first step, the step's temporaries (one list
-  // over the parameters, as foreach AdamW's); then zero_grad(set_to_none=True).
+  // optimizer.step(): the state per parameter at the first step, each state tensor a block of its
+  // own (torch/optim/adamw.py _init_group: exp_avg, then exp_avg_sq, parameter by parameter; one
+  // block of both put gemma-2-2b's 40.5 MiB states where the recorded step has gradients), the
+  // step's temporaries (one list over the parameters, as foreach AdamW's); then
+  // zero_grad(set_to_none=True).
   void optimizer_step() {
     if (state_.empty() && z_.state > 0)
-      for (const auto& pr : params_) state_.push_back(a_.malloc(checked_mul(pr.elems, z_.state)));
+      for (const auto& pr : params_)
+        for (std::uint64_t i = 0; i < state_tensors_; ++i)
+          state_.push_back(a_.malloc(checked_mul(pr.elems, z_.state / state_tensors_)));
     if (z_.temp > 0) {
       std::vector<H> temps;
       for (const auto& pr : params_) temps.push_back(a_.malloc(checked_mul(pr.elems, z_.temp)));
@@ -1261,12 +1283,29 @@ class TrainingReplay {
   // comes with it), then the final norm's; `h` (the last layer's output) freed.
   H lora_loss(H h) {
     const auto [ns, norm] = lora_norm(true);
-    const H lg = m(z_.logits16), lf = m(z_.logits32), ls = m(z_.logits32);
+    // Gemma-2's final soft-capping (/ cap, tanh saved, * cap) and its backward, as fp32_norm_step's.
+    H lg = m(z_.logits16), th = kNoHandle;
+    if (m_.final_logit_softcap > 0) {
+      const H q = m(z_.logits16);
+      f(lg);
+      th = m(z_.logits16);
+      f(q);
+      lg = m(z_.logits16);
+    }
+    const H lf = m(z_.logits32), ls = m(z_.logits32);
     f(lf), f(norm), f(lg);
     const H g1 = m(z_.logits32), g2 = m(z_.logits32);
     f(g1), f(ls);
-    const H g3 = m(z_.logits16);
+    H g3 = m(z_.logits16);
     f(g2);
+    if (th != kNoHandle) {
+      const H x1 = m(z_.logits16);
+      f(g3);
+      const H x2 = m(z_.logits16);
+      f(x1), f(th);
+      g3 = m(z_.logits16);
+      f(x2);
+    }
     const H gx = m(z_.hidden);
     if (!workspace_) workspace_ = m(kBackwardWorkspace);
     f(g3);
@@ -1664,6 +1703,271 @@ class TrainingReplay {
   std::vector<AmpLinears> lin_;
   std::vector<AmpSaved> amp_saved_;
 
+  // Gemma's decoder layer (GemmaRMSNorm, norm_fp32_scale) in 16-bit weights without autocast, op
+  // by op as the recorded gemma-2-2b bf16 b3 x 1024 steps allocate (tests/accuracy/alloc/fresh/
+  // traces_s10/fresh, a process of its own; transformers' gemma2/modeling_gemma2.py, torch 2.11):
+  // each norm works in fp32 (`x.float()` saved by pow and x * rsqrt, the pow, the normalised
+  // tensor saved by `* (1 + weight.float())`, that product, its cast back), four norms a layer with
+  // gemma2's sandwich (post_attention_layernorm and post_feedforward_layernorm on the branches'
+  // outputs before each residual sum; two with gemma's), the rotary embeddings as in llama, SDPA's
+  // output, gelu_pytorch_tanh as one kernel. A layer's input is freed when the layer returns
+  // (the first layer's, the scaled embedding, when the model's forward returns). Backward: one
+  // 16-bit gradient of the residual stream through every layer (each branch's input gradient is
+  // summed into it in place); each norm's backward allocates eight fp32 tensors and a transient
+  // of two (the weight's gradient reduced over the tokens) before its input's 16-bit gradient.
+  bool fp32_norm_layers() {
+    if (!m_.norm_fp32_scale || m_.norm != spec::Norm::rms || !m_.gated_mlp || m_.qk_norm || m_.parallel_residual ||
+        m_.learned_positions || m_.kv_lora_rank != 0 || m_.hidden_size == 0 || z_.scores > 0)
+      return false;
+    for (const auto& g : m_.layers) {
+      const std::uint64_t norms = g.norm_params / m_.hidden_size;
+      if (g.norm_params % m_.hidden_size != 0 || g.other_params != 0 || (norms != 2 && norms != 4)) return false;
+      if (&g != &m_.layers.front() && norms != sandwich_norms_) return false;
+      sandwich_norms_ = norms;
+      std::uint32_t in = 0, mlp = 0, out = 0, down = 0;
+      for (const auto& l : g.linears) {
+        if (l.role == spec::Role::attn_in) ++in;
+        else if (l.role == spec::Role::mlp_in) ++mlp;
+        else if (l.role == spec::Role::attn_out) ++out;
+        else if (l.role == spec::Role::mlp_out) ++down;
+        else return false;
+        if (l.copies != 1) return false;
+      }
+      if (in != 3 || mlp != 2 || out != 1 || down != 1) return false;
+    }
+    return true;
+  }
+
+  // The gradient of the `index`-th parameter of layer `l` with role `role` (module order), kept.
+  void grad_one(std::uint64_t l, spec::Role role, std::uint32_t index) {
+    std::uint32_t i = 0;
+    for (const auto& pr : params_)
+      if (pr.layer == l && pr.role == role && i++ == index) grads_.push_back(m(checked_mul(pr.elems, z_.grad)));
+  }
+
+  struct NormSaved {
+    H x32 = kNoHandle, normed = kNoHandle;
+  };
+  struct Fp32NormSaved {
+    NormSaved n1, n2, n3, n4;  // input, post-attention, pre-feedforward, post-feedforward (n2, n4: sandwich)
+    H ln1 = kNoHandle, v = kNoHandle, qr = kNoHandle, kr = kNoHandle, at = kNoHandle, ln2 = kNoHandle;
+    H gate = kNoHandle, act = kNoHandle, up = kNoHandle, mul = kNoHandle, out = kNoHandle;
+  };
+
+  // GemmaRMSNorm on a 16-bit input: returns its 16-bit output.
+  H fp32_norm(NormSaved& n) {
+    n.x32 = m(z_.hidden32);
+    f(m(z_.hidden32));  // pow(2)
+    n.normed = m(z_.hidden32);
+    const H scaled = m(z_.hidden32), out = m(z_.hidden);
+    f(scaled);
+    return out;
+  }
+
+  // Its backward from the gradient `g` of its output (freed when `free_g`): returns the input's.
+  H fp32_norm_backward(H g, bool free_g, NormSaved& n) {
+    const H a = m(z_.hidden32);  // g.float()
+    if (free_g) f(g);
+    const H b = m(z_.hidden32), c = m(z_.hidden32);
+    f(m(checked_mul(z_.hidden32, 2)));
+    f(b), f(a), f(n.normed);
+    const H d = m(z_.hidden32), e = m(z_.hidden32);
+    f(d), f(c);
+    const H t1 = m(z_.hidden32), t2 = m(z_.hidden32), t3 = m(z_.hidden32), t4 = m(z_.hidden32);
+    f(t3), f(t2), f(t1), f(n.x32), f(t4);
+    const H gi = m(z_.hidden);
+    f(e);
+    return gi;
+  }
+
+  // q * cos, rotate_half (the negated half, the cat), its product with sin, the sum.
+  H rope16(std::uint64_t size) {
+    const H c = m(size), neg = m(size / 2), cat = m(size);
+    f(neg);
+    const H sn = m(size);
+    f(cat);
+    const H e = m(size);
+    f(c), f(sn);
+    return e;
+  }
+
+  H rope16_backward(std::uint64_t size, H g) {
+    const H t1 = m(size), t2 = m(size / 2), r = m(size);
+    f(t2);
+    const H t3 = m(size);
+    f(t1), f(t3);
+    const H t4 = m(size);
+    f(g), f(t4);
+    return r;
+  }
+
+  // One layer's forward from its input (kept: the caller frees it); all but the output freed
+  // when !keep.
+  Fp32NormSaved fp32_norm_forward(bool keep) {
+    const bool sandwich = sandwich_norms_ == 4;
+    Fp32NormSaved s;
+    s.ln1 = fp32_norm(s.n1);
+    const H qp = m(z_.q), kp = m(z_.kv);
+    s.v = m(z_.kv);
+    s.qr = rope16(z_.q);
+    s.kr = rope16(z_.kv);
+    f(qp), f(kp);
+    s.at = m(z_.q);
+    const H o = m(z_.hidden);
+    H r;
+    if (sandwich) {
+      const H po = fp32_norm(s.n2);
+      f(o);
+      r = m(z_.hidden);
+      f(po);
+    } else {
+      r = m(z_.hidden);
+      f(o);
+    }
+    s.ln2 = fp32_norm(s.n3);
+    s.gate = m(z_.inter), s.act = m(z_.inter), s.up = m(z_.inter), s.mul = m(z_.inter);
+    const H d = m(z_.hidden);
+    if (sandwich) {
+      const H pd = fp32_norm(s.n4);
+      f(d);
+      s.out = m(z_.hidden);
+      f(pd);
+    } else {
+      s.out = m(z_.hidden);
+      f(d);
+    }
+    f(r);
+    if (!keep)
+      for (const H h : {s.n1.x32, s.n1.normed, s.n2.x32, s.n2.normed, s.n3.x32, s.n3.normed, s.n4.x32, s.n4.normed, s.ln1,
+                        s.v, s.qr, s.kr, s.at, s.ln2, s.gate, s.act, s.up, s.mul})
+        if (h != kNoHandle) f(h);
+    return s;
+  }
+
+  // Layer `l`'s backward; `gh` is the residual stream's gradient (kept, summed into in place).
+  void fp32_norm_backward_layer(std::uint64_t l, H gh) {
+    const bool sandwich = sandwich_norms_ == 4;
+    Fp32NormSaved s = fp32_saved_[l];
+    if (ckpt_) {
+      s = fp32_norm_forward(true);
+      f(s.out);
+    }
+    const H gd = sandwich ? fp32_norm_backward(gh, false, s.n4) : gh;
+    grad_one(l, spec::Role::mlp_out, 0);
+    const H gm = m(z_.inter);
+    if (sandwich) f(gd);
+    f(s.mul);
+    const H ga = m(z_.inter), gu = m(z_.inter);
+    f(gm), f(s.up), f(s.act);
+    grad_one(l, spec::Role::mlp_in, 1);
+    const H xu = m(z_.hidden);
+    f(gu);
+    const H gg = m(z_.inter);
+    f(ga), f(s.gate);
+    grad_one(l, spec::Role::mlp_in, 0);
+    const H xg = m(z_.hidden);
+    f(gg), f(s.ln2);
+    const H sum2 = m(z_.hidden);
+    f(xu), f(xg);
+    f(fp32_norm_backward(sum2, true, s.n3));  // summed into gh
+    const H go = sandwich ? fp32_norm_backward(gh, false, s.n2) : gh;
+    grad_one(l, spec::Role::attn_out, 0);
+    const H gat = m(z_.q);
+    if (sandwich) f(go);
+    const H gq = m(z_.q), gk = m(z_.kv), gv = m(z_.kv);
+    f(m(checked_mul(z_.q, 4)));  // SDPA's backward workspace
+    f(gat), f(s.v), f(s.qr), f(s.kr), f(s.at);
+    const H rk = rope16_backward(z_.kv, gk), rq = rope16_backward(z_.q, gq);
+    grad_one(l, spec::Role::attn_in, 2);
+    const H xv = m(z_.hidden);
+    f(gv);
+    const H ck = m(z_.kv);
+    f(rk);
+    grad_one(l, spec::Role::attn_in, 1);
+    const H xk = m(z_.hidden);
+    f(ck);
+    const H sum1 = m(z_.hidden);
+    f(xv), f(xk);
+    const H cq = m(z_.q);
+    f(rq);
+    grad_one(l, spec::Role::attn_in, 0);
+    const H xq = m(z_.hidden);
+    f(cq), f(s.ln1), f(xq);
+    f(fp32_norm_backward(sum1, true, s.n1));  // summed into gh
+    grad_of(l, {spec::Role::other});
+    if (ckpt_) f(inputs_[l]);
+  }
+
+  void fp32_norm_step() {
+    grads_.clear();
+    inputs_.clear();
+    fp32_saved_.assign(m_.num_layers, {});
+    a_.begin_region();
+    H embed = m(z_.hidden);
+    if (m_.scaled_embeddings) {  // inputs_embeds * normalizer
+      const H scaled = m(z_.hidden);
+      f(embed);
+      embed = scaled;
+    }
+    H h = embed;
+    for (std::uint64_t l = 0; l < m_.num_layers; ++l) {
+      inputs_.push_back(h);
+      fp32_saved_[l] = fp32_norm_forward(!ckpt_);
+      if (!ckpt_ && h != embed) f(h);
+      h = fp32_saved_[l].out;
+    }
+    next_region(0);
+    // The loss: the final norm, the logits (soft-capped: / cap, tanh saved, * cap), their fp32
+    // copy and log-softmax; backward through them to the final norm's input.
+    NormSaved fin;
+    const H fo = fp32_norm(fin);
+    f(h);
+    if (!ckpt_) f(embed);
+    H lg = m(z_.logits16), th = kNoHandle;
+    if (m_.final_logit_softcap > 0) {
+      const H q = m(z_.logits16);
+      f(lg);
+      th = m(z_.logits16);
+      f(q);
+      lg = m(z_.logits16);
+    }
+    const H lf = m(z_.logits32), ls = m(z_.logits32);
+    f(lf), f(lg);
+    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
+    f(g1), f(ls);
+    H g3 = m(z_.logits16);
+    f(g2);
+    if (th != kNoHandle) {
+      const H x1 = m(z_.logits16);
+      f(g3);
+      const H x2 = m(z_.logits16);
+      f(x1), f(th);
+      g3 = m(z_.logits16);
+      f(x2);
+    }
+    grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    if (!workspace_) workspace_ = m(kBackwardWorkspace);
+    const H gx = m(z_.hidden);
+    f(g3), f(fo);
+    const H gh = fp32_norm_backward(gx, true, fin);
+    next_region(1);
+    for (std::uint64_t l = m_.num_layers; l-- > 0;) fp32_norm_backward_layer(l, gh);
+    H ge = gh;
+    if (m_.scaled_embeddings) {
+      ge = m(z_.hidden);
+      f(gh);
+    }
+    embedding_grad(ge);
+    next_region(2);
+    optimizer_step();
+    next_region(3);
+  }
+
+  std::vector<Fp32NormSaved> fp32_saved_;
+  bool fp32_norms_ = false;  // Gemma's layer (fp32_norm_step)
+  std::uint64_t state_tensors_ = 1;
+  std::uint64_t sandwich_norms_ = 0;
+
   const spec::ModelSpec& m_;
   const TrainSizes& z_;
   const std::vector<ParamTensor>& params_;
@@ -1692,6 +1996,12 @@ std::optional<Reserve> training_reserve(const spec::ModelSpec& m, const Workload
                                  static_cast<std::uint64_t>(m.norm), z->scores, z->hidden32, z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
                                  z->state,   z->temp, precision_of(w).autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
                                  m.tied_embeddings ? 1U : 0U, m.embedding_params, m.lm_head_params, m.num_layers};
+  // What picks the layer's sequence (fp32_norm_layers, amp_layers) and the state's blocks.
+  key.insert(key.end(), {traits(w.optimizer).state_tensors, m.norm_fp32_scale ? 1U : 0U, m.final_logit_softcap > 0 ? 1U : 0U,
+                         m.scaled_embeddings ? 1U : 0U, m.qk_norm ? 1U : 0U, m.gated_mlp ? 1U : 0U,
+                         m.parallel_residual ? 1U : 0U, m.learned_positions ? 1U : 0U, static_cast<std::uint64_t>(m.norm),
+                         static_cast<std::uint64_t>(m.activation), m.kv_lora_rank, m.hidden_size, m.vocab_size,
+                         precision_of(w).compute, precision_of(w).residual});
   append_conf(key, alloc_conf(w));
   append_build(key, m, precision_of(w));
   for (const auto& pr : params) key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer});
