@@ -362,7 +362,10 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   // misses the 938.8 MiB allowance hid while the process's context was 797-855 MiB, now modelled
   // within 2 MiB); the small-model cases after gemma's training are over. gemma-2-2b's own training
   // was replayed 4.2 GiB under (-8.8 % alone, -9.1 % here) before its layer was replayed as gemma's
-  // (engine/reserve.cpp, fp32_norm_step): +0.4 % alone.
+  // (engine/reserve.cpp, fp32_norm_step): +0.4 % alone. gemma-2-2b LoRA r64 is replayed since (LoRA's
+  // step, llama's layer with gemma-2's soft-capped logits): +0.1 % alone, -6.6 % here (-5.4 % with
+  // LoRA's fitted share): after gemma's training pinned its segment the replay makes 635 MiB of
+  // reserve, measured 1742 (its eager, soft-capped attention is not in the LoRA layer).
   std::vector<accuracy::CaseResult> own;
   for (std::size_t i = 0; i < cases.size(); ++i) own.push_back(accuracy::evaluate(cases[i], *models[i]));
   const auto one = accuracy::evaluate_in_process(cases, models);
@@ -419,9 +422,10 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
   // Left: llama-3.1-8b fused AdamW checkpointed (its reserve). memory_allocated() counting whole
   // blocks (block_rounding) moved the median 0.69 -> 0.62 %; Adam's two states as blocks of their
   // own and cudaMalloc's segment layout in the training replay 0.62 -> 0.66 % (p90 2.44 -> 2.47 %;
-  // llama-3.1-8b fused -5.96 -> -5.61 %).
+  // llama-3.1-8b fused -5.96 -> -5.61 %); LoRA's reserve replayed (its 23 cases' one-process errors
+  // -4.5 .. +9.6 %, were -3.5 .. +2.1 %: gpt2 r16 all-linear checkpointed +2.0 -> +9.6 %) 0.66 -> 0.55 %.
   CHECK(under == std::vector<std::string>{"llama-3.1-8b/train/bf16/adamw-fused/b2s2048/ckpt"});
   const auto st = accuracy::stats(ptrs, true);
-  CHECK(st.median_abs == Approx(0.0066).margin(0.0001));
+  CHECK(st.median_abs == Approx(0.0055).margin(0.0001));
   CHECK(st.p90_abs == Approx(0.0247).margin(0.0001));
 }
