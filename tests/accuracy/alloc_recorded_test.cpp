@@ -364,9 +364,9 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   // within 2 MiB); the small-model cases after gemma's training are over. gemma-2-2b's own training
   // was replayed 4.2 GiB under (-8.8 % alone, -9.1 % here) before its layer was replayed as gemma's
   // (engine/reserve.cpp, fp32_norm_step): +0.4 % alone. gemma-2-2b LoRA r64 is replayed since (LoRA's
-  // step, llama's layer with gemma-2's soft-capped logits): +0.1 % alone, -6.6 % here (-5.4 % with
-  // LoRA's fitted share): after gemma's training pinned its segment the replay makes 635 MiB of
-  // reserve, measured 1742 (its eager, soft-capped attention is not in the LoRA layer).
+  // step, llama's layer with gemma-2's soft-capped logits): +0.1 % alone, -1.0 % here (-5.4 % with
+  // LoRA's fitted share; -6.6 % replayed after gemma's pinned segment with segments in creation
+  // order: 635 MiB of reserve, top-down 1635, measured 1742). Left under: pythia-410m training.
   std::vector<accuracy::CaseResult> own;
   for (std::size_t i = 0; i < cases.size(); ++i) own.push_back(accuracy::evaluate(cases[i], *models[i]));
   const auto one = accuracy::evaluate_in_process(cases, models);
@@ -379,8 +379,11 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
     if (one.results[i].device_error < -0.05) under_one.push_back(cases[i].id);
   }
   CHECK(under_own.size() == 7);
-  CHECK(under_one == std::vector<std::string>{"gemma-2-2b/lora/bf16/adamw/r64-all-linear/b1s1024",
-                                              "pythia-410m/train/bf16/adamw/b2s1024"});
+  CHECK(under_one == std::vector<std::string>{"pythia-410m/train/bf16/adamw/b2s1024"});
+  // gemma-2-2b LoRA r64, replayed after gemma's training pinned its segment: 1635 MiB of reserve
+  // (measured 1742).
+  const std::size_t lora = find("gemma-2-2b/lora/bf16/adamw/r64-all-linear/b1s1024");
+  CHECK(std::fabs(one.results[lora].device_error + 0.0098) < 0.0005);
 }
 
 TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as measured, the gpt2 cases over",
