@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -428,4 +429,44 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
   const auto st = accuracy::stats(ptrs, true);
   CHECK(st.median_abs == Approx(0.0055).margin(0.0001));
   CHECK(st.p90_abs == Approx(0.0247).margin(0.0001));
+}
+
+// heldout's process: its first backward is gpt2-medium LoRA r64 all-linear b2 x 1024 checkpointed
+// (the fourth case). Recorded (heldout-traced, session 12's res12 traces; the backward thread's
+// first cuBLAS call after the lm_head's input gradient): the 32 MiB workspace went into a cached
+// 32 MiB segment at offset 0 (made by forward's fp32 intermediate-sized adapter blocks). LoRA's
+// replay puts it there too, so the 53 cases after it are estimated after that segment instead of
+// each as a process of its own (`unknown`, when LoRA's reserve was a fitted share).
+TEST_CASE("estimate_in_process on heldout: a LoRA first backward pins its workspace as recorded",
+          "[accuracy][allocator][history]") {
+  using namespace vramfit;
+  const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout";
+  const std::string text = slurp(dir / "results/heldout.jsonl");
+  const auto cases = accuracy::parse_truth(text, "heldout.jsonl");
+  const auto specs = test::models_in(dir, cases);
+  const auto models = specs.of_all(cases);
+  engine::ProcessHistory h;
+  std::size_t first = 0;
+  for (; first < cases.size() && h.pinned_segment == 0; ++first)
+    (void)engine::estimate_in_process(*models[first], cases[first].workload, h);
+  REQUIRE(first == 4);
+  CHECK(cases[first - 1].id == "gpt2-medium/lora/bf16/adamw/r64-all-linear/b2s1024-ckpt");
+  CHECK(h.pinned_segment == 32ULL << 20);
+  CHECK(h.pinned_offset == 0);
+  CHECK_FALSE(h.unknown);
+  // The LoRA case itself: 529 MiB of reserve measured; the replay 535 (the fitted share gave 286,
+  // device total -6.89 %).
+  const auto lora = engine::estimate(*models[first - 1], cases[first - 1].workload);
+  CHECK(lora.allocator_reserve.value() >> 20 == 535);
+  const auto one = accuracy::evaluate_in_process(cases, models);
+  CHECK(one.processes == 1);
+  CHECK(one.unknown == 0);  // was 53
+  std::vector<std::string> under;
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (cases[i].status == "ok" && one.results[i].device_error < -0.05) under.push_back(cases[i].id);
+  // Left under by more than 5 %: two checkpointed training cases whose reserve the replay misses
+  // after that segment too (-5.8 and -5.1 %; -5.76 and -5.05 % when estimated as processes of their own).
+  CHECK(under == std::vector<std::string>{"llama-3.2-1b/train/bf16/adamw-forloop/b3s1024-ckpt",
+                                          "qwen2.5-1.5b/train/fp32/adafactor/b1s640-ckpt"});
+  CHECK(std::fabs(one.results[first - 1].device_error) < 0.001);  // gpt2-medium LoRA: -6.89 -> +0.00 %
 }
