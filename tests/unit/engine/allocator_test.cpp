@@ -197,3 +197,25 @@ TEST_CASE("allocator: requested bytes and what whole blocks add at the peak", "[
   a.reset_peaks();
   CHECK(a.excess_at_peak() == 0);
 }
+
+TEST_CASE("allocator: equal free blocks go to the lowest address, as cudaMalloc laid the segments out",
+          "[engine][allocator]") {
+  // Two free 100 MiB blocks: a whole 100 MiB segment made first, and the tail of a 150 MiB segment
+  // made after it. BlockComparatorSize ranks equal sizes by address: in creation order the first
+  // segment's block is lower; with top_down_addresses() (segments over 20 MiB placed each below the
+  // last, as recorded from CUDA's init) the later segment's is.
+  for (const bool top_down : {false, true}) {
+    CachingAllocator a;
+    if (top_down) a.top_down_addresses();
+    const auto first = a.malloc(100 * MiB);
+    a.free(a.malloc(150 * MiB));
+    const auto head = a.malloc(50 * MiB);  // best fit: the 150 MiB segment's head
+    CHECK(a.place_of(head).segment_size == 150 * MiB);
+    a.free(first);
+    const auto x = a.malloc(100 * MiB);
+    INFO(top_down);
+    CHECK(a.place_of(x).segment_size == (top_down ? 150 : 100) * MiB);
+    CHECK(a.place_of(x).offset == (top_down ? 50 : 0) * MiB);
+    CHECK(a.reserved() == 250 * MiB);
+  }
+}
