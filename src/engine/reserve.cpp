@@ -656,9 +656,16 @@ constexpr std::uint64_t kMaxTrainLayers = 200;
 // LoRA (peft, one GPU): the adapters' elements, the sum over the adapted linears of rank x (in +
 // out) (engine/estimate.cpp lora_params); 0 where the LoRA step is not replayed: QLoRA (4-bit base,
 // bitsandbytes' dequantization), Unsloth's kernels (their own saved tensors), autocast over fp32
-// weights (casts per op, not this sequence), adapters on MoE experts.
+// weights (casts per op, not this sequence), adapters on MoE experts, a loss other than
+// transformers' (chunked, fused, cut: the replay's loss builds the whole logits; replayed, the 6
+// measured chunked LoRA cases of tests/accuracy/levers were -0.1 .. +23.0 % over, their device
+// total on the share +0.9 .. +5.6 %), torch.compile (the compiled layers save other tensors and
+// `all` compiles the loss; replayed, the 12 compiled LoRA cases of levers/results/compile.jsonl
+// were +1.3 .. +33.8 % over, on the share -0.4 .. +4.4 %).
 std::uint64_t replayed_lora_elems(const spec::ModelSpec& m, const Workload& w) {
-  if (w.mode != Mode::lora || w.lora.unsloth_kernels || precision_of(w).autocast || precision_of(w).quantized) return 0;
+  if (w.mode != Mode::lora || w.lora.unsloth_kernels || precision_of(w).autocast || precision_of(w).quantized ||
+      w.loss != spec::Loss::hf || w.compile != spec::Compile::none)
+    return 0;
   // The replayed layer's slots (TrainingReplay::lora_forward): up to three attention inputs (q,
   // k, v or one fused), one attention output, two MLP inputs (gate, up or one fused), one down.
   std::uint64_t n = 0;
