@@ -16,6 +16,7 @@
 #include "activations.hpp"
 #include "vramfit/engine/allocator.hpp"
 #include "vramfit/engine/constants.hpp"
+#include "vramfit/engine/optimizers.hpp"
 #include "vramfit/engine/process.hpp"
 #include "vramfit/spec/architectures.hpp"
 
@@ -644,6 +645,9 @@ struct TrainSizes {
   std::uint64_t grad = 0, state = 0, temp = 0;
   std::uint64_t hidden32 = 0;  // a residual-stream tensor in fp32
   std::uint64_t scores = 0;    // SDPA's math backend: one b x heads x s x s fp32 block (0: a fused kernel)
+  std::uint64_t rank = 0;      // LoRA: the adapters' rank (0: full training)
+  std::uint64_t adapter = 4;   // LoRA: the adapters' dtype, in bytes
+  std::uint64_t tokens = 0;    // batch x sequence
 };
 
 // One parameter tensor, in module order, with its role.
@@ -657,12 +661,50 @@ struct ParamTensor {
 // closed form.
 constexpr std::uint64_t kMaxTrainLayers = 200;
 
-// The sizes of a full-training step training_reserve can replay, or nullopt for the workloads it
-// does not describe (offloaded activations, the optimizer in backward, accumulation, selective or
+// The sizes of a full-training (or LoRA) step training_reserve can replay, or nullopt for the
+// workloads it does not describe (offloaded activations but LoRA's without checkpointing
+// (TrainingReplay::offload), the optimizer in backward, accumulation, selective or
 // every-N checkpointing, MoE layers, no MLP, too deep, a block beyond 2^60 bytes).
+// LoRA (peft, one GPU): the adapters' elements, the sum over the adapted linears of rank x (in +
+// out) (engine/estimate.cpp lora_params); 0 where the LoRA step is not replayed: QLoRA (4-bit base,
+// bitsandbytes' dequantization), Unsloth's kernels (their own saved tensors), autocast over fp32
+// weights (casts per op, not this sequence), adapters on MoE experts, a loss other than
+// transformers' (chunked, fused, cut: the replay's loss builds the whole logits; replayed, the 6
+// measured chunked LoRA cases of tests/accuracy/levers were -0.1 .. +23.0 % over, their device
+// total on the share +0.9 .. +5.6 %), torch.compile (the compiled layers save other tensors and
+// `all` compiles the loss; replayed, the 12 compiled LoRA cases of levers/results/compile.jsonl
+// were +1.3 .. +33.8 % over, on the share -0.4 .. +4.4 %).
+std::uint64_t replayed_lora_elems(const spec::ModelSpec& m, const Workload& w) {
+  if (w.mode != Mode::lora || w.lora.unsloth_kernels || precision_of(w).autocast || precision_of(w).quantized ||
+      w.loss != spec::Loss::hf || w.compile != spec::Compile::none)
+    return 0;
+  // The replayed layer's slots (TrainingReplay::lora_forward): up to three attention inputs (q,
+  // k, v or one fused), one attention output, two MLP inputs (gate, up or one fused), one down.
+  std::uint64_t n = 0;
+  for (const auto& g : m.layers) {
+    std::array<std::uint64_t, 4> slots{};
+    for (const auto& l : g.linears) {
+      if (!lora_targets(w, l)) continue;
+      if (l.expert || l.copies != 1) return 0;
+      switch (l.role) {
+        case spec::Role::attn_in: ++slots[0]; break;
+        case spec::Role::attn_out: ++slots[1]; break;
+        case spec::Role::mlp_in: ++slots[2]; break;
+        case spec::Role::mlp_out: ++slots[3]; break;
+        default: return 0;
+      }
+      n = checked_add(n, checked_mul(checked_mul(w.lora.rank, checked_add(l.in_features, l.out_features)), g.count));
+    }
+    if (slots[0] > 3 || slots[1] > 1 || slots[2] > 2 || slots[3] > 1) return 0;
+  }
+  return n;
+}
+
 std::optional<TrainSizes> train_sizes(const spec::ModelSpec& m, const Workload& w, const std::vector<Acc>& phases) {
   const Acc* step = phase_of(phases, PhaseId::optimizer_step);
-  if (w.mode != Mode::train || step == nullptr || w.activation_offload || w.optimizer_in_backward ||
+  const std::uint64_t adapters = replayed_lora_elems(m, w);
+  if ((w.mode != Mode::train && adapters == 0) || step == nullptr || (w.activation_offload && adapters == 0) ||
+      (w.activation_offload && w.checkpointing) || w.optimizer_in_backward ||
       w.grad_accum > 1 || w.checkpoint_selective || w.checkpoint_every > 1 || m.intermediate_size == 0 ||
       m.params == 0 || std::any_of(m.layers.begin(), m.layers.end(), [](const auto& g) { return g.moe; }))
     return std::nullopt;
@@ -677,9 +719,14 @@ std::optional<TrainSizes> train_sizes(const spec::ModelSpec& m, const Workload& 
   z.logits16 = checked_mul(checked_mul(tokens, m.vocab_size), e);
   z.logits32 = checked_mul(checked_mul(tokens, m.vocab_size), 4);
   z.hidden32 = checked_mul(checked_mul(tokens, m.hidden_size), 4);
-  z.grad = step->part(ComponentId::gradients).value() / m.params;
-  z.state = step->part(ComponentId::optimizer_state).value() / m.params;
-  z.temp = step->part(ComponentId::optimizer_step).value() / m.params;
+  // Per trained element: the whole model's, or LoRA's adapters'.
+  const std::uint64_t trained = adapters > 0 ? adapters : m.params;
+  z.grad = step->part(ComponentId::gradients).value() / trained;
+  z.state = step->part(ComponentId::optimizer_state).value() / trained;
+  z.temp = step->part(ComponentId::optimizer_step).value() / trained;
+  z.rank = adapters > 0 ? w.lora.rank : 0;
+  z.adapter = precision_of(w).adapter;
+  z.tokens = tokens;
   constexpr std::uint64_t kMaxBlock = 1ULL << 60;
   // fp32 with grouped heads: no fused SDPA kernel takes enable_gqa in fp32 (forward_reserve's math_sdpa).
   if (w.attention != spec::Attention::eager && e == 4 && m.num_kv_heads < m.num_heads &&
@@ -687,6 +734,15 @@ std::optional<TrainSizes> train_sizes(const spec::ModelSpec& m, const Workload& 
        __builtin_mul_overflow(z.scores, 4, &z.scores) || z.scores > kMaxBlock))
     return std::nullopt;
   if (std::max({z.hidden, z.q, z.inter, z.logits32, checked_mul(m.embedding_params, 8)}) > kMaxBlock) return std::nullopt;
+  // LoRA's blocks: lora_A's output over the batch, each adapter's input, output and weights in fp32.
+  if (adapters > 0) {
+    std::uint64_t widest = 0;
+    for (const auto& g : m.layers)
+      for (const auto& l : g.linears) widest = std::max({widest, l.in_features, l.out_features, w.lora.rank});
+    if (checked_mul(checked_mul(tokens, widest), 4) > kMaxBlock ||
+        checked_mul(checked_mul(widest, w.lora.rank), 4) > kMaxBlock)
+      return std::nullopt;
+  }
   return z;
 }
 
@@ -702,6 +758,22 @@ std::vector<ParamTensor> param_tensors(const spec::ModelSpec& m) {
       if (g.norm_params + g.other_params > 0) params.push_back({g.norm_params + g.other_params, spec::Role::other, layer});
     }
   if (m.lm_head_params > 0) params.push_back({m.lm_head_params, spec::Role::other, kMaxTrainLayers});
+  return params;
+}
+
+// LoRA's trained tensors in module order: each adapted linear's lora_A (rank x in) and lora_B
+// (out x rank), with the linear's role and layer (peft's LoraLayer.update_layer makes them in
+// that order; the frozen base has no gradient and no optimizer state).
+std::vector<ParamTensor> adapter_tensors(const spec::ModelSpec& m, const Workload& w) {
+  std::vector<ParamTensor> params;
+  std::uint64_t layer = 0;
+  for (const auto& g : m.layers)
+    for (std::uint64_t i = 0; i < g.count; ++i, ++layer)
+      for (const auto& l : g.linears)
+        if (lora_targets(w, l)) {
+          params.push_back({checked_mul(w.lora.rank, l.in_features), l.role, layer});
+          params.push_back({checked_mul(w.lora.rank, l.out_features), l.role, layer});
+        }
   return params;
 }
 
@@ -722,24 +794,55 @@ class TrainingReplay {
         autocast_(precision_of(w).autocast),
         ckpt_(w.checkpointing),
         a_(alloc_conf(w), capacity) {
-    amp_ = autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
+    lora_ = z.rank > 0;
+    amp_ = !lora_ && autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
+    fp32_norms_ = !lora_ && !autocast_ && precision_of(w).compute == 2 && fp32_norm_layers();
+    if (lora_) lora_setup(w);
+    const OptimizerTraits& o = traits(w.optimizer);
+    if (o.state_tensors > 1 && o.state_bytes_8bit == 0 && o.state_bytes_fp32 == 0 && !o.factored &&
+        z_.state % o.state_tensors == 0)
+      state_tensors_ = o.state_tensors;
+    // LoRA after earlier cases too: cudaMalloc's top-down layout from the pinned segment on. Recorded
+    // (heldout-arch's process, res12 traces): gemma-2-2b LoRA r64 b1 x 1024 after gemma's training
+    // pinned its 3000 MiB segment made new logits segments in its first two steps (reserved 15864 ->
+    // 16864 MiB in the second); replayed in creation order its second step reused the first's and
+    // the reserve was 635 MiB (measured 1742, device total -6.6 %), top-down 1635 (-1.0 %). Over the
+    // four truth files 7 other LoRA cases replayed after a pinned segment move 0.0 to 0.3 points
+    // closer, none further.
+    if (lora_) a_.top_down_addresses();
     if (seed_history(a_, h, w)) {
       seeded_ = true;
       workspace_ = H{};
+    } else {
+      // A process of its own (or this case's is the process's first backward): segments laid out as
+      // cudaMalloc placed them from CUDA's init (engine/allocator.cpp). After earlier cases their
+      // freed address ranges are reused in an order not recorded, so a seeded replay numbers its
+      // segments in the order it makes them (with the fresh layout, two public qwen2.5-7b
+      // checkpointed cases replayed after the gpt2-medium workspace's segment lose a logits segment
+      // the process made: one-process device totals -7.7 and -8.3 %, against -2.8 and -1.8 %).
+      // Forward and generation replays keep creation order too: with this layout 4 of the 38
+      // one-case forwards of tests/accuracy/alloc/fresh move beyond 17 % (eager llama-3.2-1b b4
+      // s1024 +39 %), not understood yet.
+      a_.top_down_addresses();
     }
     // The model is built first in the same process (replay_build, as generate_reserve and
     // forward_reserve do): the steps start from its segments, whose free bytes stay reserved
     // unless a request fits them (one-process runs, start_reserved - start_allocated: 8 MiB for
     // qwen2.5-1.5b bf16, 115 MiB for qwen2.5-0.5b fp32 in 82 segments).
     replay_build(a_, m, precision_of(w));
+    // get_peft_model then moves each adapter to its base layer's device (peft
+    // LoraLayer._move_adapter_to_device_of_base_layer): A and B allocated after the build.
+    if (lora_)
+      for (const auto& pr : params_) (void)a_.malloc(checked_mul(pr.elems, z_.adapter));
     a_.empty_cache();
     a_.reset_peaks();
   }
 
   Reserve run() {
-    for (int s = 0; s < 3; ++s) amp_ ? amp_step() : step();
+    for (int s = 0; s < 3; ++s) amp_ ? amp_step() : fp32_norms_ ? fp32_norm_step() : step();
     Reserve r = replayed(a_);
-    r.excess = {regions_[0].excess, regions_[1].excess, regions_[2].excess, regions_[3].excess};
+    // LoRA: the reserve only; its peak keeps the engine's requested bytes (no block rounding).
+    if (!lora_) r.excess = {regions_[0].excess, regions_[1].excess, regions_[2].excess, regions_[3].excess};
     return r;
   }
 
@@ -919,17 +1022,358 @@ class TrainingReplay {
     }
   }
 
-  // optimizer.step(): the state per parameter at the first step, the step's temporaries (one list
-  // over the parameters, as foreach AdamW's); then zero_grad(set_to_none=True).
+  // optimizer.step(): the state per parameter at the first step, each state tensor a block of its
+  // own (torch/optim/adamw.py _init_group: exp_avg, then exp_avg_sq, parameter by parameter; one
+  // block of both put gemma-2-2b's 40.5 MiB states where the recorded step has gradients), the
+  // step's temporaries (one list over the parameters, as foreach AdamW's); then
+  // zero_grad(set_to_none=True).
   void optimizer_step() {
     if (state_.empty() && z_.state > 0)
-      for (const auto& pr : params_) state_.push_back(a_.malloc(checked_mul(pr.elems, z_.state)));
+      for (const auto& pr : params_)
+        for (std::uint64_t i = 0; i < state_tensors_; ++i)
+          state_.push_back(a_.malloc(checked_mul(pr.elems, z_.state / state_tensors_)));
     if (z_.temp > 0) {
       std::vector<H> temps;
       for (const auto& pr : params_) temps.push_back(a_.malloc(checked_mul(pr.elems, z_.temp)));
       for (const H t : temps) a_.free(t);
     }
     for (const H g : grads_) a_.free(g);
+  }
+
+  // --- LoRA (peft 0.21, one GPU): the frozen base, the adapters, what they save -----------------
+  // peft/tuners/lora/layer.py Linear.forward, per adapted linear: `result = self.base_layer(x)`;
+  // `x = self._cast_input_dtype(x, lora_A.weight.dtype)` (a copy: the adapters are fp32 unless
+  // --lora-dtype); `result = result + lora_B(lora_A(dropout(x))) * scaling` (dropout is Identity at
+  // p = 0, else its output and a 1-byte mask); `result.to(torch_result_dtype)`. lora_A's matmul saves
+  // its input (x, or the dropout's output), lora_B's saves lora_A's output; the product by the scaling
+  // and the sum save nothing. The frozen base linears save nothing (mm saves an operand only for the
+  // other's gradient), so a layer keeps its norms' fp32 copies (RMSNorm's `x.to(float32)`; LayerNorm
+  // and fp32 streams keep their input), SDPA's rotated q and k, v and output, the MLP's gate, up and
+  // act, and each adapter's two tensors: engine/activations.cpp's layer_saved, tensor by tensor.
+  // Recorded (res12 traces, heldout's process, gpt2-medium LoRA r64 all-linear b2 x 1024
+  // checkpointed): c_attn's adapter under no_grad allocates the bf16 base output (12 MiB), x in fp32
+  // (8), A's output (0.5), B's (24), the scaled (24), the sum (24), the bf16 cast (12), freeing each
+  // as above; the loss as full training's without the lm_head's gradient, the backward thread's
+  // workspace after the lm_head's input gradient (its first matmul).
+  struct Adapter {
+    spec::Role role;
+    std::uint64_t in, out;  // features
+  };
+  struct AdapterSaved {
+    H x = kNoHandle, mask = kNoHandle, a = kNoHandle;  // lora_A's input (kNoHandle: the layer's own), its output
+  };
+  struct LoraSaved {
+    H ns1 = kNoHandle, qr = kNoHandle, kr = kNoHandle, v = kNoHandle, at = kNoHandle, r = kNoHandle,
+      ns2 = kNoHandle, gate = kNoHandle, up = kNoHandle, act = kNoHandle, out = kNoHandle;
+    std::vector<AdapterSaved> ad;  // in the order of adapters_[layer]
+  };
+
+  void lora_setup(const Workload& w) {
+    e_ = precision_of(w).compute;
+    dropout_ = w.lora.dropout > 0;
+    offload_ = w.activation_offload;
+    // RMSNorm over a 16-bit stream saves its fp32 copy; LayerNorm (and any norm over an fp32
+    // stream) saves its input, which the layer then keeps.
+    norm_copy_ = m_.norm != spec::Norm::layer && e_ != 4 ? z_.hidden32 : 0;
+    adapters_.assign(m_.num_layers, {});
+    std::uint64_t layer = 0;
+    for (const auto& g : m_.layers)
+      for (std::uint64_t i = 0; i < g.count; ++i, ++layer)
+        for (const auto& l : g.linears)
+          if (lora_targets(w, l)) adapters_[layer].push_back({l.role, l.in_features, l.out_features});
+  }
+
+  std::uint64_t tok(std::uint64_t features, std::uint64_t bytes) const {
+    return checked_mul(checked_mul(z_.tokens, features), bytes);
+  }
+  void free_if(H h) {
+    if (h != kNoHandle) a_.free(h);
+  }
+
+  // One adapter's forward after its base output `base` (freed): returns the layer's output.
+  H adapter_forward(const Adapter& ad, H base, bool keep, std::vector<AdapterSaved>& saved) {
+    const bool cast = z_.adapter != e_;
+    AdapterSaved s;
+    if (cast) s.x = m(tok(ad.in, z_.adapter));
+    if (dropout_) {
+      s.mask = m(tok(ad.in, 1));
+      const H d = m(tok(ad.in, z_.adapter));
+      free_if(s.x);
+      s.x = d;
+    }
+    s.a = m(tok(z_.rank, z_.adapter));
+    const H b = m(tok(ad.out, z_.adapter));
+    if (!keep) f(s.a), s.a = kNoHandle;
+    const H sc = m(tok(ad.out, z_.adapter));
+    f(b);
+    H out;
+    if (cast) {
+      const H sum = m(tok(ad.out, z_.adapter));
+      f(sc), f(base);
+      out = m(tok(ad.out, e_));
+      f(sum);
+    } else {
+      out = m(tok(ad.out, e_));
+      f(sc), f(base);
+    }
+    if (keep) saved.push_back(s);
+    else free_if(s.x), free_if(s.mask);
+    return out;
+  }
+
+  // The adapters of `role` in layer `l` over the base outputs `outs` (each replaced by its
+  // adapted output; a fused projection's one adapter goes to the first).
+  void adapt(std::uint64_t l, spec::Role role, std::initializer_list<H*> outs, bool keep, LoraSaved& s) {
+    auto it = outs.begin();
+    for (const auto& ad : adapters_[l]) {
+      if (ad.role != role) continue;
+      if (it == outs.end()) break;
+      **it = adapter_forward(ad, **it, keep, s.ad);
+      ++it;
+    }
+  }
+
+  // A pre-norm: RMSNorm's fp32 copy (saved), pow, the normalised fp32 product, its cast and the
+  // weight's product (the output); LayerNorm's kernel makes its output only.
+  std::pair<H, H> lora_norm(bool keep) {
+    if (norm_copy_ == 0) return {kNoHandle, m(z_.hidden)};
+    const H x32 = m(norm_copy_);
+    f(m(z_.hidden32));
+    const H y = m(z_.hidden32), c = m(z_.hidden);
+    f(y);
+    const H o = m(z_.hidden);
+    f(c);
+    if (!keep) f(x32);
+    return {keep ? x32 : kNoHandle, o};
+  }
+
+  // One layer's forward from its input `h` (kept: the next layer's residual, or the checkpoint's
+  // input); with `keep`, what backward needs stays (LoraSaved), else all is freed.
+  LoraSaved lora_forward(std::uint64_t l, H h, bool keep) {
+    LoraSaved s;
+    const bool input_saved = norm_copy_ == 0;  // LayerNorm keeps its input
+    H ln1;
+    std::tie(s.ns1, ln1) = lora_norm(keep);
+    H qp = m(z_.q), kp = m(z_.kv), v = m(z_.kv);
+    adapt(l, spec::Role::attn_in, {&qp, &kp, &v}, keep, s);
+    f(ln1);
+    const H qr = m(z_.q), kr = m(z_.kv);
+    f(qp), f(kp);
+    const H at = m(z_.q);
+    H at2 = m(z_.q);  // transpose(1, 2).contiguous(), o_proj's input
+    H o = m(z_.hidden);
+    adapt(l, spec::Role::attn_out, {&o}, keep, s);
+    f(at2);
+    const H r = m(z_.hidden);
+    f(o);
+    if (keep) s.qr = qr, s.kr = kr, s.v = v, s.at = at;
+    else f(qr), f(kr), f(v), f(at);
+    // The layer's input: the checkpoint keeps it (inputs_), else the residual sum was its last use.
+    if (!ckpt_ && (!(keep && input_saved) || offload_)) f(h);
+    H ln2;
+    std::tie(s.ns2, ln2) = lora_norm(keep);
+    H gate = m(z_.inter), up = m(z_.inter);
+    adapt(l, spec::Role::mlp_in, {&gate, &up}, keep, s);
+    f(ln2);
+    const H act = m(z_.inter), mul = m(z_.inter);
+    H down = m(z_.hidden);
+    adapt(l, spec::Role::mlp_out, {&down}, keep, s);
+    f(mul);
+    s.out = m(z_.hidden);
+    f(down);
+    if (keep) s.gate = gate, s.up = up, s.act = act;
+    else f(gate), f(up), f(act);
+    if (keep && input_saved) s.r = r;
+    else f(r);
+    return s;
+  }
+
+  // One adapter's backward from the gradient `go` of its output (not freed): lora_B's and lora_A's
+  // weight gradients (kept until zero_grad), the gradient of x cast back to the layer's dtype
+  // (returned, summed into the input's); `go` becomes the base output's gradient (`result.to`'s
+  // backward makes an fp32 copy, the sum's hands the base its own cast; the caller frees it).
+  H adapter_backward(const Adapter& ad, H& go, const AdapterSaved& s) {
+    const bool cast = z_.adapter != e_;
+    H gsc;
+    if (cast) {
+      const H g32 = m(tok(ad.out, z_.adapter));
+      go = m(tok(ad.out, e_));
+      gsc = m(tok(ad.out, z_.adapter));
+      f(g32);
+    } else {
+      gsc = m(tok(ad.out, z_.adapter));
+    }
+    grads_.push_back(m(checked_mul(checked_mul(ad.out, z_.rank), z_.grad)));  // lora_B.weight.grad
+    const H ga = m(tok(z_.rank, z_.adapter));
+    f(gsc), f(s.a);
+    grads_.push_back(m(checked_mul(checked_mul(ad.in, z_.rank), z_.grad)));  // lora_A.weight.grad
+    H gx = m(tok(ad.in, z_.adapter));
+    f(ga);
+    free_if(s.x);
+    if (dropout_) {
+      const H gd = m(tok(ad.in, z_.adapter));
+      f(gx), f(s.mask);
+      gx = gd;
+    }
+    if (cast) {
+      const H ge = m(tok(ad.in, e_));
+      f(gx);
+      gx = ge;
+    }
+    return gx;
+  }
+
+  // The backward of the linears of `role` in layer `l` from their outputs' gradients `gos` (freed
+  // when `owned`; the residual's gradient also flows on): each adapter's, then the frozen base's
+  // input gradient (`in` bytes), summed into one (returned; autograd's InputBuffer adds in place).
+  H linears_backward(std::uint64_t l, spec::Role role, std::vector<H> gos, bool owned, std::uint64_t in, LoraSaved& s,
+                     std::size_t next_ad) {
+    H gin = kNoHandle;
+    const auto sum = [&](H g) {
+      if (gin == kNoHandle) gin = g;
+      else f(g);
+    };
+    std::vector<bool> own(gos.size(), owned);
+    std::size_t k = 0;
+    for (const auto& ad : adapters_[l]) {
+      if (ad.role != role || k == gos.size()) continue;
+      H g = gos[k];
+      const H gx = adapter_backward(ad, g, s.ad[next_ad++]);
+      if (g != gos[k]) {
+        if (own[k]) f(gos[k]);
+        gos[k] = g, own[k] = true;
+      }
+      sum(gx);
+      ++k;
+    }
+    for (std::size_t i = 0; i < gos.size(); ++i) {
+      const H gx = m(in);
+      if (own[i]) f(gos[i]);
+      sum(gx);
+    }
+    return gin;
+  }
+
+  // A pre-norm's backward from its output's gradient `gn` (freed): RMSNorm's fp32 chain (two fp32
+  // temporaries), the saved copy freed; returns the input's gradient.
+  H lora_norm_backward(H gn, H saved) {
+    if (norm_copy_ > 0) {
+      const H t1 = m(z_.hidden32), t2 = m(z_.hidden32);
+      f(gn), f(t1);
+      const H gi = m(z_.hidden);
+      f(t2), f(saved);
+      return gi;
+    }
+    const H gi = m(z_.hidden);
+    f(gn);
+    return gi;
+  }
+
+  // --activation-offload (torch.autograd.graph.save_on_cpu): each saved tensor is copied to pinned
+  // host memory as it is saved and its GPU block freed (LayerNorm's saved input too); backward's
+  // unpack copies it back to a new GPU block, here when the layer's backward begins (the engine
+  // counts one layer's saved tensors on the GPU then). Measured (tests/accuracy/levers/results/
+  // levers.jsonl, LoRA r16 bf16 offloaded, reserve beyond the peak measured / replayed, MiB):
+  // llama-3.2-1b b2 x 1024 921 / 957, b4 x 2048 3917 / 3643; qwen2.5-0.5b 1130 / 897, 3441 / 3285;
+  // smollm2-360m 467 / 785, 1419 / 1431 (the share gave 116 to 1426: device totals -6.4 .. -13.6 %,
+  // now -1.6 .. +13.3 %).
+  std::vector<H*> saved_handles(LoraSaved& s) {
+    std::vector<H*> hs{&s.ns1, &s.qr, &s.kr, &s.v, &s.at, &s.r, &s.ns2, &s.gate, &s.up, &s.act};
+    for (auto& a : s.ad) hs.insert(hs.end(), {&a.x, &a.mask, &a.a});
+    return hs;
+  }
+  void offload(std::uint64_t l) {
+    std::vector<std::uint64_t>& sizes = offloaded_[l];
+    sizes.clear();
+    for (H* h : saved_handles(lora_saved_[l])) {
+      sizes.push_back(*h == kNoHandle ? 0 : a_.block_size(*h));
+      free_if(*h);
+    }
+  }
+  void reload(std::uint64_t l) {
+    if (norm_copy_ == 0) inputs_[l] = m(z_.hidden);  // LayerNorm's saved input
+    const std::vector<H*> hs = saved_handles(lora_saved_[l]);
+    for (std::size_t i = 0; i < hs.size(); ++i) *hs[i] = offloaded_[l][i] == 0 ? kNoHandle : m(offloaded_[l][i]);
+  }
+
+  H lora_backward(std::uint64_t l, H gh) {
+    if (offload_) reload(l);
+    if (ckpt_) {
+      lora_saved_[l] = lora_forward(l, inputs_[l], true);
+      f(lora_saved_[l].out);
+    }
+    LoraSaved& s = lora_saved_[l];
+    // adapters were saved in forward order: attn_in, attn_out, mlp_in, mlp_out; walk them backward.
+    std::vector<std::size_t> first(4, 0);
+    {
+      std::size_t i = 0;
+      const spec::Role order[4] = {spec::Role::attn_in, spec::Role::attn_out, spec::Role::mlp_in, spec::Role::mlp_out};
+      for (int r = 0; r < 4; ++r) {
+        first[static_cast<std::size_t>(r)] = i;
+        for (const auto& ad : adapters_[l])
+          if (ad.role == order[r]) ++i;
+      }
+    }
+    // down_proj
+    const H gmul = linears_backward(l, spec::Role::mlp_out, {gh}, false, z_.inter, s, first[3]);
+    const H gact = m(z_.inter), gup = m(z_.inter);
+    f(gmul), f(s.act);
+    const H ggate = m(z_.inter);
+    f(gact), f(s.gate), f(s.up);
+    const H gln2 = linears_backward(l, spec::Role::mlp_in, {ggate, gup}, true, z_.hidden, s, first[2]);
+    const H gr2 = lora_norm_backward(gln2, s.ns2);
+    const H gr = m(z_.hidden);  // the residual's gradient: gh + the norm's
+    f(gr2), f(gh);
+    free_if(s.r);
+    const H gat2 = linears_backward(l, spec::Role::attn_out, {gr}, false, z_.q, s, first[1]);
+    const H gat = m(z_.q);
+    f(gat2);
+    const H gq = m(z_.q), gk = m(z_.kv), gv = m(z_.kv);
+    f(gat), f(s.at), f(s.qr), f(s.kr), f(s.v);
+    const H gq2 = m(z_.q), gk2 = m(z_.kv);
+    f(gq), f(gk);
+    const H gln1 = linears_backward(l, spec::Role::attn_in, {gq2, gk2, gv}, true, z_.hidden, s, first[0]);
+    const H gi1 = lora_norm_backward(gln1, s.ns1);
+    const H gin = m(z_.hidden);
+    f(gi1), f(gr);
+    if (ckpt_ || norm_copy_ == 0) f(inputs_[l]);
+    return gin;
+  }
+
+  // The final norm, the logits, their fp32 copy and log-softmax (the frozen lm_head saves nothing);
+  // the loss's backward: the lm_head's input gradient is backward's first matmul (the workspace
+  // comes with it), then the final norm's; `h` (the last layer's output) freed.
+  H lora_loss(H h) {
+    const auto [ns, norm] = lora_norm(true);
+    // Gemma-2's final soft-capping (/ cap, tanh saved, * cap) and its backward, as fp32_norm_step's.
+    H lg = m(z_.logits16), th = kNoHandle;
+    if (m_.final_logit_softcap > 0) {
+      const H q = m(z_.logits16);
+      f(lg);
+      th = m(z_.logits16);
+      f(q);
+      lg = m(z_.logits16);
+    }
+    const H lf = m(z_.logits32), ls = m(z_.logits32);
+    f(lf), f(norm), f(lg);
+    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
+    f(g1), f(ls);
+    H g3 = m(z_.logits16);
+    f(g2);
+    if (th != kNoHandle) {
+      const H x1 = m(z_.logits16);
+      f(g3);
+      const H x2 = m(z_.logits16);
+      f(x1), f(th);
+      g3 = m(z_.logits16);
+      f(x2);
+    }
+    const H gx = m(z_.hidden);
+    if (!workspace_) workspace_ = m(kBackwardWorkspace);
+    f(g3);
+    const H gi = lora_norm_backward(gx, ns);
+    f(h);
+    return gi;
   }
 
   void step() {
@@ -940,18 +1384,27 @@ class TrainingReplay {
     saved_.assign(layers, {});
     a_.begin_region();
     H h = a_.malloc(z_.hidden);
+    if (lora_) lora_saved_.assign(layers, {});
+    if (offload_) offloaded_.assign(layers, {});
     for (std::uint64_t l = 0; l < layers; ++l) {
-      auto sv = layer_forward(l, !ckpt_, casts);
       inputs_.push_back(h);
+      if (lora_) {
+        lora_saved_[l] = lora_forward(l, h, !ckpt_);
+        if (offload_) offload(l);
+        h = lora_saved_[l].out;
+        continue;
+      }
+      auto sv = layer_forward(l, !ckpt_, casts);
       h = sv.back();
       sv.pop_back();
       saved_[l] = std::move(sv);
     }
     next_region(0);
-    H gh = loss(h, casts);
+    H gh = lora_ ? lora_loss(h) : loss(h, casts);
     next_region(1);
-    for (std::uint64_t l = layers; l-- > 0;) gh = layer_backward(l, gh);
-    embedding_grad(gh);
+    for (std::uint64_t l = layers; l-- > 0;) gh = lora_ ? lora_backward(l, gh) : layer_backward(l, gh);
+    if (lora_) a_.free(gh);  // the frozen embedding takes no gradient
+    else embedding_grad(gh);
     next_region(2);
     optimizer_step();
     next_region(3);
@@ -1314,6 +1767,271 @@ class TrainingReplay {
   std::vector<AmpLinears> lin_;
   std::vector<AmpSaved> amp_saved_;
 
+  // Gemma's decoder layer (GemmaRMSNorm, norm_fp32_scale) in 16-bit weights without autocast, op
+  // by op as the recorded gemma-2-2b bf16 b3 x 1024 steps allocate (tests/accuracy/alloc/fresh/
+  // traces_s10/fresh, a process of its own; transformers' gemma2/modeling_gemma2.py, torch 2.11):
+  // each norm works in fp32 (`x.float()` saved by pow and x * rsqrt, the pow, the normalised
+  // tensor saved by `* (1 + weight.float())`, that product, its cast back), four norms a layer with
+  // gemma2's sandwich (post_attention_layernorm and post_feedforward_layernorm on the branches'
+  // outputs before each residual sum; two with gemma's), the rotary embeddings as in llama, SDPA's
+  // output, gelu_pytorch_tanh as one kernel. A layer's input is freed when the layer returns
+  // (the first layer's, the scaled embedding, when the model's forward returns). Backward: one
+  // 16-bit gradient of the residual stream through every layer (each branch's input gradient is
+  // summed into it in place); each norm's backward allocates eight fp32 tensors and a transient
+  // of two (the weight's gradient reduced over the tokens) before its input's 16-bit gradient.
+  bool fp32_norm_layers() {
+    if (!m_.norm_fp32_scale || m_.norm != spec::Norm::rms || !m_.gated_mlp || m_.qk_norm || m_.parallel_residual ||
+        m_.learned_positions || m_.kv_lora_rank != 0 || m_.hidden_size == 0 || z_.scores > 0)
+      return false;
+    for (const auto& g : m_.layers) {
+      const std::uint64_t norms = g.norm_params / m_.hidden_size;
+      if (g.norm_params % m_.hidden_size != 0 || g.other_params != 0 || (norms != 2 && norms != 4)) return false;
+      if (&g != &m_.layers.front() && norms != sandwich_norms_) return false;
+      sandwich_norms_ = norms;
+      std::uint32_t in = 0, mlp = 0, out = 0, down = 0;
+      for (const auto& l : g.linears) {
+        if (l.role == spec::Role::attn_in) ++in;
+        else if (l.role == spec::Role::mlp_in) ++mlp;
+        else if (l.role == spec::Role::attn_out) ++out;
+        else if (l.role == spec::Role::mlp_out) ++down;
+        else return false;
+        if (l.copies != 1) return false;
+      }
+      if (in != 3 || mlp != 2 || out != 1 || down != 1) return false;
+    }
+    return true;
+  }
+
+  // The gradient of the `index`-th parameter of layer `l` with role `role` (module order), kept.
+  void grad_one(std::uint64_t l, spec::Role role, std::uint32_t index) {
+    std::uint32_t i = 0;
+    for (const auto& pr : params_)
+      if (pr.layer == l && pr.role == role && i++ == index) grads_.push_back(m(checked_mul(pr.elems, z_.grad)));
+  }
+
+  struct NormSaved {
+    H x32 = kNoHandle, normed = kNoHandle;
+  };
+  struct Fp32NormSaved {
+    NormSaved n1, n2, n3, n4;  // input, post-attention, pre-feedforward, post-feedforward (n2, n4: sandwich)
+    H ln1 = kNoHandle, v = kNoHandle, qr = kNoHandle, kr = kNoHandle, at = kNoHandle, ln2 = kNoHandle;
+    H gate = kNoHandle, act = kNoHandle, up = kNoHandle, mul = kNoHandle, out = kNoHandle;
+  };
+
+  // GemmaRMSNorm on a 16-bit input: returns its 16-bit output.
+  H fp32_norm(NormSaved& n) {
+    n.x32 = m(z_.hidden32);
+    f(m(z_.hidden32));  // pow(2)
+    n.normed = m(z_.hidden32);
+    const H scaled = m(z_.hidden32), out = m(z_.hidden);
+    f(scaled);
+    return out;
+  }
+
+  // Its backward from the gradient `g` of its output (freed when `free_g`): returns the input's.
+  H fp32_norm_backward(H g, bool free_g, NormSaved& n) {
+    const H a = m(z_.hidden32);  // g.float()
+    if (free_g) f(g);
+    const H b = m(z_.hidden32), c = m(z_.hidden32);
+    f(m(checked_mul(z_.hidden32, 2)));
+    f(b), f(a), f(n.normed);
+    const H d = m(z_.hidden32), e = m(z_.hidden32);
+    f(d), f(c);
+    const H t1 = m(z_.hidden32), t2 = m(z_.hidden32), t3 = m(z_.hidden32), t4 = m(z_.hidden32);
+    f(t3), f(t2), f(t1), f(n.x32), f(t4);
+    const H gi = m(z_.hidden);
+    f(e);
+    return gi;
+  }
+
+  // q * cos, rotate_half (the negated half, the cat), its product with sin, the sum.
+  H rope16(std::uint64_t size) {
+    const H c = m(size), neg = m(size / 2), cat = m(size);
+    f(neg);
+    const H sn = m(size);
+    f(cat);
+    const H e = m(size);
+    f(c), f(sn);
+    return e;
+  }
+
+  H rope16_backward(std::uint64_t size, H g) {
+    const H t1 = m(size), t2 = m(size / 2), r = m(size);
+    f(t2);
+    const H t3 = m(size);
+    f(t1), f(t3);
+    const H t4 = m(size);
+    f(g), f(t4);
+    return r;
+  }
+
+  // One layer's forward from its input (kept: the caller frees it); all but the output freed
+  // when !keep.
+  Fp32NormSaved fp32_norm_forward(bool keep) {
+    const bool sandwich = sandwich_norms_ == 4;
+    Fp32NormSaved s;
+    s.ln1 = fp32_norm(s.n1);
+    const H qp = m(z_.q), kp = m(z_.kv);
+    s.v = m(z_.kv);
+    s.qr = rope16(z_.q);
+    s.kr = rope16(z_.kv);
+    f(qp), f(kp);
+    s.at = m(z_.q);
+    const H o = m(z_.hidden);
+    H r;
+    if (sandwich) {
+      const H po = fp32_norm(s.n2);
+      f(o);
+      r = m(z_.hidden);
+      f(po);
+    } else {
+      r = m(z_.hidden);
+      f(o);
+    }
+    s.ln2 = fp32_norm(s.n3);
+    s.gate = m(z_.inter), s.act = m(z_.inter), s.up = m(z_.inter), s.mul = m(z_.inter);
+    const H d = m(z_.hidden);
+    if (sandwich) {
+      const H pd = fp32_norm(s.n4);
+      f(d);
+      s.out = m(z_.hidden);
+      f(pd);
+    } else {
+      s.out = m(z_.hidden);
+      f(d);
+    }
+    f(r);
+    if (!keep)
+      for (const H h : {s.n1.x32, s.n1.normed, s.n2.x32, s.n2.normed, s.n3.x32, s.n3.normed, s.n4.x32, s.n4.normed, s.ln1,
+                        s.v, s.qr, s.kr, s.at, s.ln2, s.gate, s.act, s.up, s.mul})
+        if (h != kNoHandle) f(h);
+    return s;
+  }
+
+  // Layer `l`'s backward; `gh` is the residual stream's gradient (kept, summed into in place).
+  void fp32_norm_backward_layer(std::uint64_t l, H gh) {
+    const bool sandwich = sandwich_norms_ == 4;
+    Fp32NormSaved s = fp32_saved_[l];
+    if (ckpt_) {
+      s = fp32_norm_forward(true);
+      f(s.out);
+    }
+    const H gd = sandwich ? fp32_norm_backward(gh, false, s.n4) : gh;
+    grad_one(l, spec::Role::mlp_out, 0);
+    const H gm = m(z_.inter);
+    if (sandwich) f(gd);
+    f(s.mul);
+    const H ga = m(z_.inter), gu = m(z_.inter);
+    f(gm), f(s.up), f(s.act);
+    grad_one(l, spec::Role::mlp_in, 1);
+    const H xu = m(z_.hidden);
+    f(gu);
+    const H gg = m(z_.inter);
+    f(ga), f(s.gate);
+    grad_one(l, spec::Role::mlp_in, 0);
+    const H xg = m(z_.hidden);
+    f(gg), f(s.ln2);
+    const H sum2 = m(z_.hidden);
+    f(xu), f(xg);
+    f(fp32_norm_backward(sum2, true, s.n3));  // summed into gh
+    const H go = sandwich ? fp32_norm_backward(gh, false, s.n2) : gh;
+    grad_one(l, spec::Role::attn_out, 0);
+    const H gat = m(z_.q);
+    if (sandwich) f(go);
+    const H gq = m(z_.q), gk = m(z_.kv), gv = m(z_.kv);
+    f(m(checked_mul(z_.q, 4)));  // SDPA's backward workspace
+    f(gat), f(s.v), f(s.qr), f(s.kr), f(s.at);
+    const H rk = rope16_backward(z_.kv, gk), rq = rope16_backward(z_.q, gq);
+    grad_one(l, spec::Role::attn_in, 2);
+    const H xv = m(z_.hidden);
+    f(gv);
+    const H ck = m(z_.kv);
+    f(rk);
+    grad_one(l, spec::Role::attn_in, 1);
+    const H xk = m(z_.hidden);
+    f(ck);
+    const H sum1 = m(z_.hidden);
+    f(xv), f(xk);
+    const H cq = m(z_.q);
+    f(rq);
+    grad_one(l, spec::Role::attn_in, 0);
+    const H xq = m(z_.hidden);
+    f(cq), f(s.ln1), f(xq);
+    f(fp32_norm_backward(sum1, true, s.n1));  // summed into gh
+    grad_of(l, {spec::Role::other});
+    if (ckpt_) f(inputs_[l]);
+  }
+
+  void fp32_norm_step() {
+    grads_.clear();
+    inputs_.clear();
+    fp32_saved_.assign(m_.num_layers, {});
+    a_.begin_region();
+    H embed = m(z_.hidden);
+    if (m_.scaled_embeddings) {  // inputs_embeds * normalizer
+      const H scaled = m(z_.hidden);
+      f(embed);
+      embed = scaled;
+    }
+    H h = embed;
+    for (std::uint64_t l = 0; l < m_.num_layers; ++l) {
+      inputs_.push_back(h);
+      fp32_saved_[l] = fp32_norm_forward(!ckpt_);
+      if (!ckpt_ && h != embed) f(h);
+      h = fp32_saved_[l].out;
+    }
+    next_region(0);
+    // The loss: the final norm, the logits (soft-capped: / cap, tanh saved, * cap), their fp32
+    // copy and log-softmax; backward through them to the final norm's input.
+    NormSaved fin;
+    const H fo = fp32_norm(fin);
+    f(h);
+    if (!ckpt_) f(embed);
+    H lg = m(z_.logits16), th = kNoHandle;
+    if (m_.final_logit_softcap > 0) {
+      const H q = m(z_.logits16);
+      f(lg);
+      th = m(z_.logits16);
+      f(q);
+      lg = m(z_.logits16);
+    }
+    const H lf = m(z_.logits32), ls = m(z_.logits32);
+    f(lf), f(lg);
+    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
+    f(g1), f(ls);
+    H g3 = m(z_.logits16);
+    f(g2);
+    if (th != kNoHandle) {
+      const H x1 = m(z_.logits16);
+      f(g3);
+      const H x2 = m(z_.logits16);
+      f(x1), f(th);
+      g3 = m(z_.logits16);
+      f(x2);
+    }
+    grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    if (!workspace_) workspace_ = m(kBackwardWorkspace);
+    const H gx = m(z_.hidden);
+    f(g3), f(fo);
+    const H gh = fp32_norm_backward(gx, true, fin);
+    next_region(1);
+    for (std::uint64_t l = m_.num_layers; l-- > 0;) fp32_norm_backward_layer(l, gh);
+    H ge = gh;
+    if (m_.scaled_embeddings) {
+      ge = m(z_.hidden);
+      f(gh);
+    }
+    embedding_grad(ge);
+    next_region(2);
+    optimizer_step();
+    next_region(3);
+  }
+
+  std::vector<Fp32NormSaved> fp32_saved_;
+  bool fp32_norms_ = false;  // Gemma's layer (fp32_norm_step)
+  std::uint64_t state_tensors_ = 1;
+  std::uint64_t sandwich_norms_ = 0;
+
   const spec::ModelSpec& m_;
   const TrainSizes& z_;
   const std::vector<ParamTensor>& params_;
@@ -1323,6 +2041,13 @@ class TrainingReplay {
   CachingAllocator a_;
   std::vector<H> state_, grads_, inputs_;
   std::vector<std::vector<H>> saved_;
+  // LoRA (lora_forward ...): the adapters per layer, what each layer saved, the compute dtype's
+  // bytes, peft's dropout, the bytes of RMSNorm's fp32 copy (0: the norm keeps its input).
+  bool lora_ = false, dropout_ = false, offload_ = false;
+  std::vector<std::vector<std::uint64_t>> offloaded_;  // --activation-offload: each layer's saved blocks' sizes
+  std::uint64_t e_ = 2, norm_copy_ = 0;
+  std::vector<std::vector<Adapter>> adapters_;
+  std::vector<LoraSaved> lora_saved_;
   std::optional<H> workspace_;  // the backward thread's cuBLAS workspace, kept for the process
   bool seeded_ = false;         // ... made by an earlier case of the process (seed_history)
 };
@@ -1331,10 +2056,17 @@ std::optional<Reserve> training_reserve(const spec::ModelSpec& m, const Workload
                                       std::uint64_t capacity, ProcessHistory* h) {
   const auto z = train_sizes(m, w, phases);
   if (!z) return std::nullopt;
-  const std::vector<ParamTensor> params = param_tensors(m);
-  std::vector<std::uint64_t> key{z->scores, z->hidden32, z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
+  const std::vector<ParamTensor> params = z->rank > 0 ? adapter_tensors(m, w) : param_tensors(m);
+  std::vector<std::uint64_t> key{z->rank, z->adapter, z->tokens, w.lora.dropout > 0 ? 1U : 0U,
+                                 static_cast<std::uint64_t>(m.norm), z->scores, z->hidden32, z->hidden,  z->q,    z->kv,  z->inter, z->logits16, z->logits32, z->grad,
                                  z->state,   z->temp, precision_of(w).autocast ? 1U : 0U, w.checkpointing ? 1U : 0U,
                                  m.tied_embeddings ? 1U : 0U, m.embedding_params, m.lm_head_params, m.num_layers};
+  // What picks the layer's sequence (fp32_norm_layers, amp_layers) and the state's blocks.
+  key.insert(key.end(), {traits(w.optimizer).state_tensors, m.norm_fp32_scale ? 1U : 0U, m.final_logit_softcap > 0 ? 1U : 0U,
+                         m.scaled_embeddings ? 1U : 0U, m.qk_norm ? 1U : 0U, m.gated_mlp ? 1U : 0U,
+                         m.parallel_residual ? 1U : 0U, m.learned_positions ? 1U : 0U, static_cast<std::uint64_t>(m.norm),
+                         static_cast<std::uint64_t>(m.activation), m.kv_lora_rank, m.hidden_size, m.vocab_size,
+                         precision_of(w).compute, precision_of(w).residual});
   append_conf(key, alloc_conf(w));
   key.push_back(capacity);
   append_build(key, m, precision_of(w));
@@ -1381,7 +2113,7 @@ std::optional<Reserve> replay(const spec::ModelSpec& m, const Workload& w, const
                               std::uint64_t capacity, ProcessHistory* history) {
   if (w.sharding != spec::Sharding::none) return std::nullopt;
   if (w.mode == Mode::generate) return generate_reserve(m, w, phases, capacity, history);
-  if (w.mode == Mode::train) return training_reserve(m, w, phases, capacity, history);
+  if (w.mode == Mode::train || w.mode == Mode::lora) return training_reserve(m, w, phases, capacity, history);
   if (w.mode == Mode::inference && !w.expandable_segments) return forward_reserve(m, w, capacity, history);
   return std::nullopt;
 }

@@ -800,6 +800,25 @@ std::pair<std::uint64_t, std::uint64_t> stage_layers(std::uint64_t layers, std::
 /// More layers than this are not replayed one by one (no model has them; a hostile config might).
 constexpr std::uint64_t kMaxReplayedLayers = 4096;
 
+/// The V1 model runner's device buffers that exist before the model is loaded, in the order
+/// GPUModelRunner.__init__ makes them, as the caching allocator sees them (only blocks of the
+/// large pool, over 1 MiB, can change where the weights land; the small ones live in the 2 MiB
+/// segments of the small pool): the input batch's block table, int32 [max_num_seqs,
+/// cdiv(max_model_len, block_size)] (gpu_input_batch.py InputBatch -> block_table.py
+/// BlockTable), and the persistent inputs_embeds buffer, [max_num_batched_tokens, hidden_size]
+/// in the model dtype, kept for CUDA graphs and prompt embeddings. Both stay allocated, so they
+/// are outside "Model loading took" (DeviceMemoryProfiler's memory_allocated() difference), but
+/// the free rest of their 20 MiB segments takes the first weights that fit: Qwen2.5-1.5B on
+/// 0.11.2 (max_num_batched_tokens 2048: a 6 MiB inputs_embeds) then lays its o_proj blocks so
+/// that one fewer leaves an unsplit 0.5 MiB tail, 2.8871 GiB as logged (2.8876 without them).
+std::vector<std::uint64_t> runner_buffers(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb,
+                                          std::uint64_t max_model_len) {
+  const std::uint64_t block_table =
+      checked_mul(checked_mul(s.max_num_seqs, cdiv(max_model_len, std::max<std::uint64_t>(1, s.block_size))), 4);
+  const std::uint64_t inputs_embeds = checked_mul(checked_mul(s.max_num_batched_tokens, m.hidden_size), wb);
+  return {block_table, inputs_embeds};
+}
+
 /// vLLM's parameters of one GPU as PyTorch's caching allocator lays them out. "Model loading
 /// took" is torch.cuda.memory_allocated() after the model is built and loaded, less before
 /// (DeviceMemoryProfiler), and the allocator counts blocks, not requests: a tensor of 10 MiB or
@@ -832,7 +851,8 @@ constexpr std::uint64_t kMaxReplayedLayers = 4096;
 /// after loading, MLA fuses its own way, a vision tower is not laid out).
 std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb,
                                                std::uint64_t rope_rows, std::uint64_t rotary_dim,
-                                               std::uint64_t rope_bytes, std::uint64_t stage) {
+                                               std::uint64_t rope_bytes, std::uint64_t stage,
+                                               std::uint64_t max_model_len) {
   if (m.kv_lora_rank > 0 || m.learned_positions || m.vision ||
       m.packed_weight_bytes || spec::scheme_of(s.weights).method != spec::QuantMethod::none ||
       !is_float_compute(s.weights.weights) || spec::count_params(m) != m.params || m.hidden_size == 0 ||
@@ -847,6 +867,12 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
   const auto [from, to] = stage_layers(layers, stage, s.pipeline_parallel);
   const bool first_stage = stage == 0, last_stage = stage + 1 == s.pipeline_parallel;
   CachingAllocator alloc;
+  // V1's model runner is built before the model (gpu_worker.py init_device, then load_model) and
+  // keeps its persistent device buffers alive through the load (runner_buffers): the weights
+  // are placed around them, and "Model loading took" counts only what the load adds.
+  if (!s.v0_engine)
+    for (const std::uint64_t b : runner_buffers(m, s, wb, max_model_len)) (void)alloc.malloc(b);
+  const std::uint64_t before_load = alloc.allocated();
   const auto keep = [&](std::uint64_t bytes) { (void)alloc.malloc(bytes); };
   const std::uint64_t vocab = round_up(m.vocab_size, 64);
   if (first_stage || (last_stage && m.lm_head_params == 0)) keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
@@ -934,13 +960,13 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
       if (g.norm_params > 0) keep(checked_mul(g.norm_params, wb));
     }
   }
-  if (!last_stage) return alloc.allocated();
+  if (!last_stage) return alloc.allocated() - before_load;
   if (m.final_norm_params > 0) keep(checked_mul(m.final_norm_params, wb));
   if (m.lm_head_params > 0) {
     keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
     if (m.lm_head_params > checked_mul(m.vocab_size, H)) keep(checked_mul(cdiv(vocab, tp), wb));  // its bias
   }
-  return alloc.allocated();
+  return alloc.allocated() - before_load;
 }
 
 /// What vLLM keeps whole on every tensor-parallel rank, in the bytes weight_bytes counts for it:
@@ -981,7 +1007,8 @@ std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std:
 
 /// The weights on one GPU ("Model loading took X GiB"): the checkpoint's bytes split over TP x
 /// PP, the rotary cos/sin cache, MXFP4 experts in their kernels' layout (with a note saying which).
-Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<std::string>& notes) {
+Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::uint64_t max_model_len,
+                     std::vector<std::string>& notes) {
   const std::uint64_t tp = s.tensor_parallel, pp = s.pipeline_parallel;
   const std::uint64_t wb = dtype_bytes(is_float_compute(s.weights.weights) ? s.weights.weights : DType::bf16);
   // HF's rotary inv_freq buffers (ModelSpec::buffer_bytes) have no place in vLLM's model: its
@@ -1038,11 +1065,23 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::vector<st
   // An unquantized decoder: its tensors as the caching allocator places them (allocated_weights).
   std::optional<std::uint64_t> laid_out;
   for (std::uint64_t stage = 0; stage < pp; ++stage) {
-    const auto one = allocated_weights(m, s, wb, m.learned_positions ? 0 : rope_cache_rows(m), rotary_dim, rope_bytes, stage);
+    const auto one = allocated_weights(m, s, wb, m.learned_positions ? 0 : rope_cache_rows(m), rotary_dim, rope_bytes, stage,
+                                       max_model_len);
     if (!one) break;
     laid_out = std::max(laid_out.value_or(0), *one);
   }
-  if (laid_out) w = Bytes{*laid_out};
+  if (laid_out) {
+    w = Bytes{*laid_out};
+  } else {
+    // Not replayed (quantized, MLA, vision): the attention layers' scalar tensors are made all the
+    // same (attention_scalars: Attention.__init__ builds them whatever the weights' quantization),
+    // one 512-byte block each, on the stage holding the most layers. Llama-3.1-70B W8A8 on V1 0.7
+    // (vllm#12569, "67.7229 GiB"): 80 x 2 blocks, 67.72287 here (67.72279 without).
+    std::uint64_t attention_layers = 0;
+    for (const spec::LayerGroup& g : m.layers)
+      if (!g.linear_attention) attention_layers = checked_add(attention_layers, g.count);
+    w += Bytes{checked_mul(checked_mul(cdiv(attention_layers, pp), attention_scalars(s.release)), 512)};
+  }
   // MXFP4 experts in the layout of vLLM's kernels (each stage holds its share of the layers).
   const std::uint64_t mx = mxfp4_expert_extra(m, s, tp);
   w += Bytes{cdiv(mx, pp)};
@@ -1211,7 +1250,7 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
   r.budget = Bytes{static_cast<std::uint64_t>(
       std::floor(static_cast<long double>(s.gpu_memory.value()) * static_cast<long double>(s.gpu_memory_utilization)))};
 
-  r.weights = weights_on_gpu(m, s, r.notes);
+  r.weights = weights_on_gpu(m, s, r.max_model_len, r.notes);
   // The profile run's activation peak (torch_peak_increase): the forward's or the sampler's.
   r.activation_peak = Bytes{checked_add(std::max(forward_peak(m, s, s.max_num_batched_tokens), sampler_peak(m, s, r.max_model_len)), cublas_workspace(s))};
   r.non_torch = non_torch(s);

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -89,9 +90,10 @@ std::size_t replay_events(CachingAllocator& a, const nlohmann::json& events,
 // A session-10 trace replayed from CUDA's init: the build's events, empty_cache (sync_reset), then
 // the case's; the replay's reserve beyond the peak from the case's start. The measured figure is
 // the recorded run's peak_reserved_bytes - peak_allocated_bytes.
-Replayed replay_from_build(const fs::path& file) {
+Replayed replay_from_build(const fs::path& file, bool top_down) {
   const auto d = nlohmann::json::parse(gunzip(file));
   CachingAllocator a;
+  if (top_down) a.top_down_addresses();
   std::unordered_map<std::uint64_t, CachingAllocator::Handle> live;
   CHECK(replay_events(a, d.at("build_events"), live) == 0);
   a.empty_cache();
@@ -209,32 +211,34 @@ TEST_CASE("the allocator model replays recorded one-process steps from CUDA's in
   // Reserved beyond the peak, MiB: the recorded run's, and its events replayed from CUDA's init.
   // The build replays block for block (start_allocated exact). With the segments' real addresses
   // (cudaMalloc's, from the trace; a test-side driver) the replay gives the recorded reserve within
-  // 1 MiB for all five: 8490, 3144, 1239, 5466, 1287. The model numbers segments in the order it
-  // makes them; cudaMalloc handed out lower addresses for later segments (top-down), and the lowest
-  // address wins among equal-size free blocks (CUDACachingAllocator's BlockComparatorSize), so where
-  // several equal blocks are free the model takes another one: gemma-2-2b's backward workspace goes
-  // into another 3000 MiB logits segment than the recorded one, qwen2.5-0.5b's second-step logits
-  // do not find the freed segment the recorded run reused (a fourth 9496 MiB segment). Numbering
-  // new segments top-down gives 5003, 3144, 1239, 5466, 1287: gemma's addresses are not top-down
-  // (segments of 20 MiB and less come from a region that grows upward).
+  // 1 MiB for all five: 8490, 3144, 1239, 5466, 1287. The lowest address wins among equal-size free
+  // blocks (CUDACachingAllocator's BlockComparatorSize), and cudaMalloc placed segments over 20 MiB
+  // top-down, each below the last, and those of 20 MiB and less in a region above them that grows
+  // upward: the model with that layout (top_down_addresses(), as the training replay uses it) gives
+  // four of five within 1 MiB (replayed column). Numbered in creation order (the model's default,
+  // second column) gemma-2-2b's backward workspace goes into another 3000 MiB logits segment than
+  // the recorded one. qwen2.5-0.5b's second-step logits do not find the freed segment the recorded
+  // run reused (a fourth 9496 MiB segment) either way: its build's freed ranges were reused by later
+  // segments, which the layout does not place.
   struct Row {
     const char* file;
-    int measured_mib, replayed_mib;
+    int measured_mib, replayed_mib, creation_order_mib;
   };
   // clang-format off
   const Row rows[] = {
-      {"fresh/gemma-2-2b__train__bf16__adamw__b3s1024.json.gz", 8490, 5006},
-      {"fresh/qwen3-0.6b__train__fp32__adamw-forloop__b6s1536-ckpt.json.gz", 3144, 3072},
-      {"fresh/qwen2.5-0.5b__train__fp32-ampbf16__adamw__b8s2048.json.gz", 1239, 10732},
-      {"fresh/qwen2.5-1.5b__train__fp32-ampbf16__adamw__b4s1024.json.gz", 5466, 5484},
-      {"fresh/smollm2-135m__lora__bf16__adamw__r16-q+k+v+o-drop0.05__b4s1024.json.gz", 1287, 1287}
+      {"fresh/gemma-2-2b__train__bf16__adamw__b3s1024.json.gz", 8490, 8490, 5006},
+      {"fresh/qwen3-0.6b__train__fp32__adamw-forloop__b6s1536-ckpt.json.gz", 3144, 3144, 3072},
+      {"fresh/qwen2.5-0.5b__train__fp32-ampbf16__adamw__b8s2048.json.gz", 1239, 10734, 10732},
+      {"fresh/qwen2.5-1.5b__train__fp32-ampbf16__adamw__b4s1024.json.gz", 5466, 5467, 5484},
+      {"fresh/smollm2-135m__lora__bf16__adamw__r16-q+k+v+o-drop0.05__b4s1024.json.gz", 1287, 1287, 1287}
   };
   // clang-format on
   for (const Row& e : rows) {
-    const Replayed r = replay_from_build(kTraces10 / e.file);
+    CHECK(replay_from_build(kTraces10 / e.file, false).replayed_mib == e.creation_order_mib);
+    const Replayed r = replay_from_build(kTraces10 / e.file, true);
     if (std::getenv("VRAMFIT_PRINT_RECORDED_TABLE"))
-      std::printf("      {\"%s\", %lld, %lld},\n", e.file, static_cast<long long>(r.measured_mib),
-                  static_cast<long long>(r.replayed_mib));
+      std::printf("      {\"%s\", %lld, %lld, %d},\n", e.file, static_cast<long long>(r.measured_mib),
+                  static_cast<long long>(r.replayed_mib), e.creation_order_mib);
     INFO(e.file << ": measured " << r.measured_mib << " MiB, replayed " << r.replayed_mib);
     CHECK(r.measured_mib == e.measured_mib);
     CHECK(r.replayed_mib == e.replayed_mib);
@@ -316,9 +320,9 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
     return static_cast<std::size_t>(
         std::find_if(cases.begin(), cases.end(), [&](const auto& c) { return c.id == id; }) - cases.begin());
   };
-  // The replay of gemma-2-2b's training puts the workspace in a 3000 MiB fp32-logits segment, as
-  // measured (at 1125 MiB into it; measured 2625: which equal free block a request takes follows
-  // cudaMalloc's addresses, which the model does not know).
+  // The replay of gemma-2-2b's training puts the workspace in a 3000 MiB fp32-logits segment at
+  // 2625 MiB into it, as measured (gemma's layer, its soft-capped logits and cudaMalloc's segment
+  // layout replayed; in creation order, 1125 MiB into another one).
   const std::size_t train = find("gemma-2-2b/train/bf16/adamw/b3s1024");
   const std::size_t pythia = find("pythia-410m/forward/bf16/b3s1536");
   engine::ProcessHistory h;
@@ -329,10 +333,14 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   // attention graphs: 768.8 MiB; measured alone 766.8, heldout-arch-fresh), not the 938.8 allowance.
   CHECK(first.peak_allocated == fresh.peak_allocated);
   CHECK(first.allocator_reserve == fresh.allocator_reserve);
+  // Its synthesized step (gemma's layer, the soft-capped logits, Adam's two states, cudaMalloc's
+  // segment layout) reserves what the recorded one did beyond its peak (traces_s10/fresh: 8490 MiB;
+  // 4253 with llama's layer and one block of both states).
+  CHECK(fresh.allocator_reserve.value() >> 20 == 8492);
   CHECK(fresh.cuda_context == engine::kCudaContext);
   CHECK(first.cuda_context.value() == 718077952ULL + (84ULL << 20));
   CHECK(h.pinned_segment == 3000ULL << 20);
-  CHECK(h.pinned_offset == 1125ULL << 20);
+  CHECK(h.pinned_offset == 2625ULL << 20);
   CHECK_FALSE(h.unknown);
   // A later small model: its build and forward fit in the pinned segment's free parts, so what is
   // reserved is that segment; in a process of its own the estimate's reserve is its own segments'.
@@ -350,10 +358,15 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
   CHECK(first_case.device_total - first_case.cuda_context == alone.device_total - alone.cuda_context);
   CHECK(first_case.cuda_context.value() == 718077952ULL + (12ULL << 20));
 
-  // The whole file as measure.py ran it (one process): heldout-arch's 8 cases under by more than 5 %
-  // become 3 (gemma-2-2b's own training, replayed 4.2 GiB under, gemma-2-2b LoRA r64 and pythia-410m
-  // bf16 training: reserve misses the 938.8 MiB allowance hid while the process's context was
-  // 797-855 MiB, now modelled within 2 MiB); the 7 small-model cases after gemma's training are over.
+  // The whole file as measure.py ran it (one process): heldout-arch's 7 cases under by more than 5 %
+  // in processes of their own become 2 (gemma-2-2b LoRA r64 and pythia-410m bf16 training: reserve
+  // misses the 938.8 MiB allowance hid while the process's context was 797-855 MiB, now modelled
+  // within 2 MiB); the small-model cases after gemma's training are over. gemma-2-2b's own training
+  // was replayed 4.2 GiB under (-8.8 % alone, -9.1 % here) before its layer was replayed as gemma's
+  // (engine/reserve.cpp, fp32_norm_step): +0.4 % alone. gemma-2-2b LoRA r64 is replayed since (LoRA's
+  // step, llama's layer with gemma-2's soft-capped logits): +0.1 % alone, -1.0 % here (-5.4 % with
+  // LoRA's fitted share; -6.6 % replayed after gemma's pinned segment with segments in creation
+  // order: 635 MiB of reserve, top-down 1635, measured 1742). Left under: pythia-410m training.
   std::vector<accuracy::CaseResult> own;
   for (std::size_t i = 0; i < cases.size(); ++i) own.push_back(accuracy::evaluate(cases[i], *models[i]));
   const auto one = accuracy::evaluate_in_process(cases, models);
@@ -365,10 +378,12 @@ TEST_CASE("estimate_in_process: the first backward pins its workspace's segment 
     if (own[i].device_error < -0.05) under_own.push_back(cases[i].id);
     if (one.results[i].device_error < -0.05) under_one.push_back(cases[i].id);
   }
-  CHECK(under_own.size() == 8);
-  CHECK(under_one == std::vector<std::string>{"gemma-2-2b/train/bf16/adamw/b3s1024",
-                                              "gemma-2-2b/lora/bf16/adamw/r64-all-linear/b1s1024",
-                                              "pythia-410m/train/bf16/adamw/b2s1024"});
+  CHECK(under_own.size() == 7);
+  CHECK(under_one == std::vector<std::string>{"pythia-410m/train/bf16/adamw/b2s1024"});
+  // gemma-2-2b LoRA r64, replayed after gemma's training pinned its segment: 1635 MiB of reserve
+  // (measured 1742).
+  const std::size_t lora = find("gemma-2-2b/lora/bf16/adamw/r64-all-linear/b1s1024");
+  CHECK(std::fabs(one.results[lora].device_error + 0.0098) < 0.0005);
 }
 
 TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as measured, the gpt2 cases over",
@@ -409,9 +424,52 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
   // MiB against the allowance's 938.8, are modelled with the process's context (engine/context.hpp:
   // kernels loaded once, a cuDNN attention graph per SDPA shape; was 7 under, 1.41 % / 5.95 %).
   // Left: llama-3.1-8b fused AdamW checkpointed (its reserve). memory_allocated() counting whole
-  // blocks (block_rounding) moved the median 0.69 -> 0.62 %.
+  // blocks (block_rounding) moved the median 0.69 -> 0.62 %; Adam's two states as blocks of their
+  // own and cudaMalloc's segment layout in the training replay 0.62 -> 0.66 % (p90 2.44 -> 2.47 %;
+  // llama-3.1-8b fused -5.96 -> -5.61 %); LoRA's reserve replayed (its 23 cases' one-process errors
+  // -4.5 .. +9.6 %, were -3.5 .. +2.1 %: gpt2 r16 all-linear checkpointed +2.0 -> +9.6 %) 0.66 -> 0.55 %.
   CHECK(under == std::vector<std::string>{"llama-3.1-8b/train/bf16/adamw-fused/b2s2048/ckpt"});
   const auto st = accuracy::stats(ptrs, true);
-  CHECK(st.median_abs == Approx(0.0062).margin(0.0001));
-  CHECK(st.p90_abs == Approx(0.0244).margin(0.0001));
+  CHECK(st.median_abs == Approx(0.0055).margin(0.0001));
+  CHECK(st.p90_abs == Approx(0.0247).margin(0.0001));
+}
+
+// heldout's process: its first backward is gpt2-medium LoRA r64 all-linear b2 x 1024 checkpointed
+// (the fourth case). Recorded (heldout-traced, session 12's res12 traces; the backward thread's
+// first cuBLAS call after the lm_head's input gradient): the 32 MiB workspace went into a cached
+// 32 MiB segment at offset 0 (made by forward's fp32 intermediate-sized adapter blocks). LoRA's
+// replay puts it there too, so the 53 cases after it are estimated after that segment instead of
+// each as a process of its own (`unknown`, when LoRA's reserve was a fitted share).
+TEST_CASE("estimate_in_process on heldout: a LoRA first backward pins its workspace as recorded",
+          "[accuracy][allocator][history]") {
+  using namespace vramfit;
+  const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout";
+  const std::string text = slurp(dir / "results/heldout.jsonl");
+  const auto cases = accuracy::parse_truth(text, "heldout.jsonl");
+  const auto specs = test::models_in(dir, cases);
+  const auto models = specs.of_all(cases);
+  engine::ProcessHistory h;
+  std::size_t first = 0;
+  for (; first < cases.size() && h.pinned_segment == 0; ++first)
+    (void)engine::estimate_in_process(*models[first], cases[first].workload, h);
+  REQUIRE(first == 4);
+  CHECK(cases[first - 1].id == "gpt2-medium/lora/bf16/adamw/r64-all-linear/b2s1024-ckpt");
+  CHECK(h.pinned_segment == 32ULL << 20);
+  CHECK(h.pinned_offset == 0);
+  CHECK_FALSE(h.unknown);
+  // The LoRA case itself: 529 MiB of reserve measured; the replay 535 (the fitted share gave 286,
+  // device total -6.89 %).
+  const auto lora = engine::estimate(*models[first - 1], cases[first - 1].workload);
+  CHECK(lora.allocator_reserve.value() >> 20 == 535);
+  const auto one = accuracy::evaluate_in_process(cases, models);
+  CHECK(one.processes == 1);
+  CHECK(one.unknown == 0);  // was 53
+  std::vector<std::string> under;
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (cases[i].status == "ok" && one.results[i].device_error < -0.05) under.push_back(cases[i].id);
+  // Left under by more than 5 %: two checkpointed training cases whose reserve the replay misses
+  // after that segment too (-5.8 and -5.1 %; -5.76 and -5.05 % when estimated as processes of their own).
+  CHECK(under == std::vector<std::string>{"llama-3.2-1b/train/bf16/adamw-forloop/b3s1024-ckpt",
+                                          "qwen2.5-1.5b/train/fp32/adafactor/b1s640-ckpt"});
+  CHECK(std::fabs(one.results[first - 1].device_error) < 0.001);  // gpt2-medium LoRA: -6.89 -> +0.00 %
 }

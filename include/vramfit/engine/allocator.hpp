@@ -94,6 +94,10 @@ class CachingAllocator {
   /// Releases every cached segment with no allocated block (torch.cuda.empty_cache()).
   void empty_cache();
   /// The peaks start again from what is allocated and reserved now (torch.cuda.reset_peak_memory_stats()).
+  /// Segments made from now on get cudaMalloc's layout as recorded in a fresh process (over 20 MiB
+  /// top-down, 20 MiB and less upward in a region above them) instead of addresses in the order
+  /// they are made: it decides which of several equal free blocks best fit takes (allocator.cpp).
+  void top_down_addresses() { top_down_ = true; }
   void reset_peaks() {
     peak_allocated_ = allocated_;
     peak_reserved_ = reserved_;
@@ -153,6 +157,7 @@ class CachingAllocator {
   FreeSet free_[2];  // [0] large pool, [1] small pool
   std::uint32_t expandable_[2] = {kNone, kNone};
   std::uint64_t next_addr_ = 0;
+  bool top_down_ = false;
   std::uint64_t clock_ = 0;
   std::uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::uint64_t requested_ = 0, excess_at_peak_ = 0, region_peak_ = 0, region_excess_ = 0;

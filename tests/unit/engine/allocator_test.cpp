@@ -140,8 +140,10 @@ TEST_CASE("allocator: a full device releases the cache, then reports OOM", "[eng
   CHECK(a.reserved() == 30 * MiB);
   CHECK(a.peak_reserved() == 30 * MiB);
   CHECK_FALSE(a.oom());
+  CHECK(a.alloc_retries() == 1);  // memory_stats' num_alloc_retries
   a.malloc(15 * MiB);  // 30 + 16 > 40 with nothing cached
   CHECK(a.oom());
+  CHECK(a.alloc_retries() == 2);
 }
 
 TEST_CASE("allocator: garbage_collection_threshold", "[engine][allocator]") {
@@ -196,4 +198,26 @@ TEST_CASE("allocator: requested bytes and what whole blocks add at the peak", "[
   CHECK(a.allocated() == 0);
   a.reset_peaks();
   CHECK(a.excess_at_peak() == 0);
+}
+
+TEST_CASE("allocator: equal free blocks go to the lowest address, as cudaMalloc laid the segments out",
+          "[engine][allocator]") {
+  // Two free 100 MiB blocks: a whole 100 MiB segment made first, and the tail of a 150 MiB segment
+  // made after it. BlockComparatorSize ranks equal sizes by address: in creation order the first
+  // segment's block is lower; with top_down_addresses() (segments over 20 MiB placed each below the
+  // last, as recorded from CUDA's init) the later segment's is.
+  for (const bool top_down : {false, true}) {
+    CachingAllocator a;
+    if (top_down) a.top_down_addresses();
+    const auto first = a.malloc(100 * MiB);
+    a.free(a.malloc(150 * MiB));
+    const auto head = a.malloc(50 * MiB);  // best fit: the 150 MiB segment's head
+    CHECK(a.place_of(head).segment_size == 150 * MiB);
+    a.free(first);
+    const auto x = a.malloc(100 * MiB);
+    INFO(top_down);
+    CHECK(a.place_of(x).segment_size == (top_down ? 150 : 100) * MiB);
+    CHECK(a.place_of(x).offset == (top_down ? 50 : 0) * MiB);
+    CHECK(a.reserved() == 250 * MiB);
+  }
 }

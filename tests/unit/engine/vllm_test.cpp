@@ -371,10 +371,10 @@ TEST_CASE("vllm: MXFP4 experts in the layout of the kernels the card runs", "[vl
                                         "kernels on compute capability 9.0"));
   CHECK_THAT(notes(0), Catch::Contains("MXFP4 experts laid out for Marlin (I padded to 128, H to 256): the card is "
                                        "not named (give --gpu ID), so Marlin's (Ampere, Ada) is taken"));
-  // "Model loading took 13.47 GiB" for gpt-oss-20b on an H100 (vLLM 0.14; serving logs): 13.4613
-  // with the fp32 rotary cache gpt_oss.py asks for (32 MiB, not 16) and the experts' blocks
-  // (13.4366 without them); 3.7 to 13.7 MiB not found ("13.47" is [13.465, 13.475)).
-  CHECK(static_cast<double>(weights(90)) / static_cast<double>(GiB(1).value()) == Approx(13.4613).margin(0.0001));
+  // "Model loading took 13.47 GiB" for gpt-oss-20b on an H100 (vLLM 0.14; serving logs): 13.4614
+  // with the fp32 rotary cache gpt_oss.py asks for (32 MiB, not 16), the experts' blocks and the
+  // attention scalars (13.4366 without them); 3.6 to 13.6 MiB not found ("13.47" is [13.465, 13.475)).
+  CHECK(static_cast<double>(weights(90)) / static_cast<double>(GiB(1).value()) == Approx(13.4614).margin(0.00005));
   // A dense model is untouched by the card.
   const spec::ModelSpec dense = preset("llama-3.1-8b");
   Settings d = on(GiB(80));
@@ -580,12 +580,13 @@ TEST_CASE("vllm: weights as the caching allocator lays them out, per tensor-para
   s.release = Release{0, 14, 0};
   CHECK(estimate(m, s).weights.value() == params + 3 * MiB + MiB / 2 + 7 * 512);
   // A layer count no model has is not replayed layer by layer (a hostile config stays fast): the
-  // parameters' bytes and the rotary cache, as for a quantized model.
+  // parameters' bytes, the rotary cache and the attention layers' scalars (7 blocks of 512 bytes a
+  // layer on the default release), as for a quantized model.
   const nlohmann::json deep = {{"model_type", "llama"},     {"hidden_size", 64},   {"num_hidden_layers", 5000},
                                {"num_attention_heads", 4},  {"intermediate_size", 128}, {"vocab_size", 128},
                                {"max_position_embeddings", 64}};
   const spec::ModelSpec d = spec::from_config(deep, "deep");
-  CHECK(estimate(d, on(GiB(80))).weights.value() == d.params * 2 + 64ULL * 16 * 2);
+  CHECK(estimate(d, on(GiB(80))).weights.value() == d.params * 2 + 64ULL * 16 * 2 + 5000ULL * 7 * 512);
   // Fewer KV heads than GPUs: each rank keeps a replica of one, as many as with one KV head a
   // rank to begin with (Qwen2.5-1.5B's 2 KV heads on 4 GPUs against 4 KV heads).
   Settings t = on(GiB(80));
@@ -598,7 +599,8 @@ TEST_CASE("vllm: what every tensor-parallel rank keeps whole: norms, routers, ML
   // DeepSeek-V2-Lite (no q_lora): kv_a_proj_with_mqa 2048 x (512 + 64) is a ReplicatedLinear, as
   // is each MoE layer's router 2048 x 64 (26 of the 27 layers); the two RMSNorms of a layer, the
   // kv_a_layernorm (512) and the final norm are plain parameters. The rest is split by TP. The
-  // rotary cache is the same on every rank, so 2 x (TP 2) - (TP 1) leaves the whole part and it.
+  // rotary cache and the attention layers' scalars (7 blocks of 512 bytes a layer) are the same on
+  // every rank, so 2 x (TP 2) - (TP 1) leaves the whole part and them.
   const spec::ModelSpec ds = preset("deepseek-v2-lite");
   Settings s = on(GiB(80));
   const std::uint64_t one = estimate(ds, s).weights.value();
@@ -606,7 +608,7 @@ TEST_CASE("vllm: what every tensor-parallel rank keeps whole: norms, routers, ML
   const std::uint64_t two = estimate(ds, s).weights.value();
   const std::uint64_t whole = 27ULL * (2 * 2048 + 512 + 2048ULL * 576) * 2 + 26ULL * 2048 * 64 * 2 + 2048 * 2;
   const std::uint64_t rope = 4096ULL * 40 * 64 * 2;  // yarn: original 4096 x factor 40 rows of 64
-  CHECK(2 * two - one == whole + rope);
+  CHECK(2 * two - one == whole + rope + 27 * 7 * 512);
 }
 
 TEST_CASE("vllm: pipeline parallel replays each stage's own layers, the stage holding most is the figure", "[vllm]") {
@@ -653,7 +655,7 @@ TEST_CASE("vllm: minicpm3 caches every head's decompressed K and V", "[vllm]") {
   const std::uint64_t w1 = estimate(m, one).weights.value(), w2 = r.weights.value();
   const std::uint64_t whole = 8ULL * (1024 * 768 + 1024 * 288 + 2 * 1024 + 768 + 256) * 2 + 1024 * 2;
   const std::uint64_t rope = 32768ULL * 32 * 2;  // [max_position_embeddings, qk_rope_head_dim] in bf16
-  CHECK(2 * w2 - w1 == whole + rope);
+  CHECK(2 * w2 - w1 == whole + rope + 8 * 7 * 512);  // and the 8 layers' attention scalars
 }
 
 namespace {
@@ -700,8 +702,10 @@ TEST_CASE("vllm: gemma4's layers laid out per kind: KV-shared layers cache nothi
   CHECK(u.blocks_per_request == 8192);
   // Weights: Gemma4Attention builds a whole qkv_proj on every layer, so the KV-shared layers
   // hold K and V slots the checkpoint lacks (3 sliding x 2 x 256 and 1 full x 2 x 512 rows of
-  // 1024) and a k_norm (3 x 256 + 512), beyond the parameters and the rotary cache (131072 x 256).
-  CHECK(r.weights.value() == m.params * 2 + 131072ULL * 256 * 2 + (3 * 512 + 1024) * 1024 * 2 + (3 * 256 + 512) * 2);
+  // 1024) and a k_norm (3 x 256 + 512), beyond the parameters, the rotary cache (131072 x 256)
+  // and the 10 attention layers' scalar tensors (7 blocks of 512 bytes each).
+  CHECK(r.weights.value() ==
+        m.params * 2 + 131072ULL * 256 * 2 + (3 * 512 + 1024) * 1024 * 2 + (3 * 256 + 512) * 2 + 10 * 7 * 512);
   // Pipeline parallel is not laid out for these layers.
   s.pipeline_parallel = 2;
   CHECK_THROWS_AS(estimate(m, s), InputError);
@@ -735,5 +739,30 @@ TEST_CASE("vllm: gemma4 under tensor parallel keeps its norms and per-layer-inpu
   two.tensor_parallel = 2;
   const std::uint64_t w1 = estimate(m, one).weights.value(), w2 = estimate(m, two).weights.value();
   const std::uint64_t whole = (57088ULL + 10 * 2 * 1024 * 256) * 2;
-  CHECK(2 * w2 - w1 == whole + (3 * 256 + 512) * 2 + 131072ULL * 256 * 2);
+  CHECK(2 * w2 - w1 == whole + (3 * 256 + 512) * 2 + 131072ULL * 256 * 2 + 10 * 7 * 512);  // and the attention scalars
+}
+
+TEST_CASE("vllm: V1's runner buffers are allocated before the load, and the first weights fill their segment", "[vllm]") {
+  // Qwen2.5-1.5B on V1 0.11.2 with max_num_batched_tokens 2048 and max_model_len 32768: the
+  // model runner's block table (256 x 2048 int32, 2 MiB) and inputs_embeds (2048 x 1536 bf16,
+  // 6 MiB) are live in one 20 MiB segment before the model is built; the first qkv_proj (6 MiB)
+  // and o_proj (4.5 MiB) take its free 12 MiB, and the 4.5 MiB o_proj blocks of the later layers
+  // pack so that one fewer is left with an unsplit 0.5 MiB tail than when the load starts on an
+  // empty large pool (V0, whose buffers are made after the load): 512 KiB less, "2.8871 GiB".
+  const spec::ModelSpec m = preset("qwen2.5-1.5b");
+  Settings s = on(GiB(16));
+  s.release = Release{0, 11, 2};
+  s.max_model_len = 32768;
+  s.max_num_batched_tokens = 2048;
+  const std::uint64_t v1 = estimate(m, s).weights.value();
+  s.v0_engine = true;
+  const std::uint64_t v0 = estimate(m, s).weights.value();
+  CHECK(v0 - v1 == 512 * 1024);
+  CHECK(v1 == 3099980800ULL);  // 2.88706 GiB
+  // Buffers of the small pool (1 MiB or less) leave the large pool empty: the same layout.
+  s.max_model_len = 2048;            // block table 256 x 128 x 4 = 128 KiB
+  s.max_num_batched_tokens = 256;    // inputs_embeds 256 x 1536 x 2 = 768 KiB
+  const std::uint64_t small_v0 = estimate(m, s).weights.value();
+  s.v0_engine = false;
+  CHECK(estimate(m, s).weights.value() == small_v0);
 }
