@@ -137,7 +137,8 @@ Training training_terms(const ModelSpec& m, const Workload& w, const Precision& 
   switch (opt.temp) {
     case StepTemp::none: break;
     case StepTemp::all_params: t.step_temp = Bytes{mul(trainable, state_bytes)}; break;
-    case StepTemp::largest_param_x2: t.step_temp = Bytes{mul(largest, 2, state_bytes)}; break;
+    case StepTemp::largest_param_x2:
+    case StepTemp::per_param_x2: t.step_temp = Bytes{mul(largest, 2, state_bytes)}; break;
   }
   // ...and its gradients are upcast to an fp32 copy for the step (DeepSpeed's fp32 gradient
   // partition, Apex's master gradients).
@@ -147,7 +148,8 @@ Training training_terms(const ModelSpec& m, const Workload& w, const Precision& 
   switch (opt.temp) {
     case StepTemp::none: break;
     case StepTemp::all_params: t.one_step_temp = Bytes{mul(largest, state_bytes)}; break;
-    case StepTemp::largest_param_x2: t.one_step_temp = Bytes{mul(largest, 2, state_bytes)}; break;
+    case StepTemp::largest_param_x2:
+    case StepTemp::per_param_x2: t.one_step_temp = Bytes{mul(largest, 2, state_bytes)}; break;
   }
   if (w.master_weights) t.one_step_temp += Bytes{mul(largest, 4)};
   if (opt.paged)

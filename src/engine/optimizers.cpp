@@ -25,7 +25,7 @@ constexpr std::array<OptimizerTraits, 11> kOptimizers{{
     // AdamW(fused=True): one CUDA kernel per tensor list, no temporaries.
     {Optimizer::adamw_fused, 2, 0, 0, false, false, StepTemp::none, "AdamW (fused): 2 states, no temporaries"},
     // AdamW(foreach=False): per-parameter loop, sqrt and div temporaries of one parameter.
-    {Optimizer::adamw_forloop, 2, 0, 0, false, false, StepTemp::largest_param_x2, "AdamW (for-loop): 2 states, 2 temporaries of the largest parameter"},
+    {Optimizer::adamw_forloop, 2, 0, 0, false, false, StepTemp::per_param_x2, "AdamW (for-loop): 2 states, 2 temporaries of the largest parameter"},
     // Adam: same state and kernels as AdamW.
     {Optimizer::adam, 2, 0, 0, false, false, StepTemp::all_params, "Adam (foreach): 2 states, 1 parameter-sized temporary"},
     // SGD without momentum: stateless, in-place update.

@@ -12,6 +12,10 @@ enum class StepTemp {
   none,             ///< in-place updates only
   all_params,       ///< one temporary as large as all parameters together (foreach kernels)
   largest_param_x2, ///< two temporaries as large as the largest parameter (for-loop kernels)
+  /// ... made and freed parameter by parameter, each pair one parameter's size (_single_tensor_adam:
+  /// `(exp_avg_sq.sqrt() / bias_correction2_sqrt)`): the same peak, and the allocator replay
+  /// (engine/reserve.cpp) allocates them in that order.
+  per_param_x2,
 };
 
 /// Memory facts of one optimizer (see the table in optimizers.cpp for sources).

@@ -32,7 +32,7 @@ TEST_CASE("optimizer rows: states, 8-bit and fp32 bytes, temporaries", "[engine]
   const Row rows[] = {
       {Optimizer::adamw, 2, 0, 0, false, false, StepTemp::all_params},
       {Optimizer::adamw_fused, 2, 0, 0, false, false, StepTemp::none},
-      {Optimizer::adamw_forloop, 2, 0, 0, false, false, StepTemp::largest_param_x2},
+      {Optimizer::adamw_forloop, 2, 0, 0, false, false, StepTemp::per_param_x2},
       {Optimizer::adam, 2, 0, 0, false, false, StepTemp::all_params},
       {Optimizer::sgd, 0, 0, 0, false, false, StepTemp::none},
       {Optimizer::sgd_momentum, 1, 0, 0, false, false, StepTemp::none},
