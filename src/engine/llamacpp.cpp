@@ -126,8 +126,14 @@ struct ArchRow {
   Gating gating = Gating::softmax;
   /// Converted to llama.cpp's deepseek2 architecture (convert_hf_to_gguf.py DeepseekV2Model and its
   /// subclasses): the latent attention laid out by hparams_of. Another type with a kv_lora_rank
-  /// (minicpm3: llm_build_minicpm3 caches every head's decompressed K and V; youtu) is refused.
+  /// and neither this nor heads_cache (youtu) is refused.
   bool mla = false;
+  /// Latent attention run as multi-head attention over the decompressed heads (llama.cpp's
+  /// MINICPM3: convert_hf_to_gguf.py MiniCPM3Model keeps kv_b_proj whole as attn_kv_b and writes
+  /// key_length = qk_nope + qk_rope and no value_length, so n_embd_head_v = n_embd / n_head;
+  /// llm_build_minicpm3 multiplies the latent by wkv_b and hands build_attn every head's K
+  /// (k_nope and the repeated rope key) and V, which the KV cache stores).
+  bool heads_cache = false;
 };
 constexpr ArchRow kArchRows[] = {
     {.model_type = "gemma2", .swa = true},
@@ -144,6 +150,7 @@ constexpr ArchRow kArchRows[] = {
     {.model_type = "glm4_moe_lite", .mla = true},
     {.model_type = "glm4_moe", .gating = Gating::softmax_norm},
     {.model_type = "ernie4_5_moe", .gating = Gating::softmax_norm},
+    {.model_type = "minicpm3", .heads_cache = true},
 };
 
 /// The model type's row; a default row (no SWA cache, plain soft_max gating) for the others.
@@ -272,9 +279,10 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
     h.qk_nope = m.qk_nope_head_dim;
     h.v_head = m.v_head_dim;
   } else if (m.kv_lora_rank > 0) {
-    // deepseek2 without MLA (a file with attn_kv_b, no attn_k_b): the latent is decompressed
-    // by attn_kv_b into every head's K (no-rope part + the shared rope part) and V, and those
-    // are cached: n_embd_k_gqa = n_head x (qk_nope + qk_rope), n_embd_v_gqa = n_head x v_head_dim.
+    // deepseek2 without MLA (a file with attn_kv_b, no attn_k_b), and minicpm3 (ArchRow::heads_cache):
+    // the latent is decompressed by attn_kv_b into every head's K (no-rope part + the shared rope
+    // part) and V, and those are cached: n_embd_k_gqa = n_head x (qk_nope + qk_rope),
+    // n_embd_v_gqa = n_head x v_head_dim (minicpm3: n_embd / n_head, checked by estimate).
     h.n_head_kv = m.num_heads;
     h.n_embd_k = checked_mul(m.num_heads, m.qk_nope_head_dim + m.qk_rope_head_dim);
     h.n_embd_v = checked_mul(m.num_heads, m.v_head_dim);
@@ -949,7 +957,8 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
           }
           continue;
         }
-        if (role == R::attn_kv_b && m.kv_lora_rank > 0 && m.qk_nope_head_dim > 0 && m.v_head_dim > 0) {
+        if (role == R::attn_kv_b && arch_row(m.model_type).mla && m.kv_lora_rank > 0 && m.qk_nope_head_dim > 0 &&
+            m.v_head_dim > 0) {
           // MLA: convert_hf_to_gguf.py (DeepseekV2Model.modify_tensors, since April 2025) splits
           // kv_b_proj for the absorbed attention into attn_k_b [qk_nope, kv_lora_rank, n_head]
           // (transposed) and attn_v_b [kv_lora_rank, v_head_dim, n_head]; "only old legacy GGUF
@@ -968,6 +977,15 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
   }
   if (m.final_norm_params > 0) add("output_norm.weight", f32, {m.final_norm_params});
   if (!m.tied_embeddings) add("output.weight", typed(R::output, H), {H, m.vocab_size});
+  // minicpm3 with longrope: MiniCPM3Model.generate_extra_tensors writes rope_factors_long and
+  // rope_factors_short, qk_rope_head_dim / 2 f32 each.
+  if (arch_row(m.model_type).heads_cache && m.qk_rope_head_dim >= 2)
+    for (const spec::RopeScaling& r : m.rope_scaling)
+      if (r.type == "longrope") {
+        add("rope_factors_long.weight", f32, {m.qk_rope_head_dim / 2});
+        add("rope_factors_short.weight", f32, {m.qk_rope_head_dim / 2});
+        break;
+      }
   return out;
 }
 
@@ -1093,14 +1111,21 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
     } else if (const auto blk = block_of(t.name)) {
       dev = *blk < n_layer ? p.layer_dev[static_cast<std::size_t>(*blk)] : kCpu;
       if (dev != kCpu && *blk < s.n_cpu_moe && expert_tensor(t.name)) dev = kCpu;
-    } else if (starts_with(t.name, "rope_freqs.")) {
-      // Created per layer (TENSOR_DUPLICATED): one copy on every device holding a layer.
+    } else if (starts_with(t.name, "rope_freqs.") || starts_with(t.name, "rope_factors_long.") ||
+               starts_with(t.name, "rope_factors_short.")) {
+      // Created per layer with TENSOR_DUPLICATED (phi3's and minicpm3's longrope factors,
+      // layer.rope_long / rope_short, as well): load_tensors' create_tensor returns the tensor
+      // already in the layer's buffer-type context, so one copy on every device holding a layer.
       std::vector<bool> seen(r.gpus.size(), false);
       bool cpu = false;
       for (std::uint64_t il = 0; il < n_layer; ++il) {
         const int d = p.layer_dev[static_cast<std::size_t>(il)];
-        if (d == kCpu) cpu = true;
-        else on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(t));
+        if (d == kCpu) {
+          cpu = true;
+        } else if (!seen[static_cast<std::size_t>(d)]) {
+          seen[static_cast<std::size_t>(d)] = true;
+          on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(t));
+        }
       }
       if (cpu) on_host(t);
       continue;
@@ -1337,12 +1362,21 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   const std::uint64_t n_gpu = std::max<std::size_t>(1, s.gpu_memory.size());
   check_settings(m, s, n_gpu);
   require_uniform_layers(m, "llama.cpp");
-  if (m.kv_lora_rank > 0 && !arch_row(m.model_type).mla)
+  const ArchRow& row = arch_row(m.model_type);
+  if (m.kv_lora_rank > 0 && !row.mla && !row.heads_cache)
     throw InputError("--engine",
                      fmt::format("llama.cpp: model_type '{}' has latent attention (kv_lora_rank {}) outside llama.cpp's "
-                                 "deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite); its cache is not "
-                                 "laid out by vramfit",
+                                 "deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite) and its minicpm3; "
+                                 "its cache is not laid out by vramfit",
                                  m.model_type, m.kv_lora_rank),
+                     "estimate it with the default engine (--engine transformers)");
+  // minicpm3's converter writes no value_length: llama.cpp's V head is n_embd / n_head, and a
+  // checkpoint whose kv_b_proj has another V width fails to load (wkv_b's shape).
+  if (row.heads_cache && m.num_heads != 0 && m.v_head_dim != m.hidden_size / m.num_heads)
+    throw InputError("--engine",
+                     fmt::format("llama.cpp: model_type '{}' with v_head_dim {}: llama.cpp takes the V head as "
+                                 "hidden_size / num_attention_heads = {} and cannot load its attn_kv_b",
+                                 m.model_type, m.v_head_dim, m.hidden_size / m.num_heads),
                      "estimate it with the default engine (--engine transformers)");
   const CacheTypes types = cache_types(s);
 

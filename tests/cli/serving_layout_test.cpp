@@ -51,12 +51,17 @@ TEST_CASE("serving engines serve latent attention only as their MLA models do", 
   const nlohmann::json e = nlohmann::json::parse(v.out)["engine"];
   CHECK(e["kv_cache_bytes"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 786432);
   CHECK(e["kv_cache_tokens"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 16);
-  const CliResult l = serve("llama.cpp", "minicpm3-mini");
-  CHECK(l.code == 2);
-  CHECK(l.err ==
-        "vramfit: error: --engine: llama.cpp: model_type 'minicpm3' has latent attention (kv_lora_rank 256) outside "
-        "llama.cpp's deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite); its cache is not laid out by "
-        "vramfit (estimate it with the default engine (--engine transformers))\n");
+  // llama.cpp too (its MINICPM3 architecture): per layer and cell K 16 x (64 + 32) and V 16 x 64
+  // (hidden / heads) f16, 5120 bytes; 8 layers of 4096 cells (--ctx-size's default).
+  const CliResult l = run_cli({"estimate", "--engine", "llama.cpp", "--config", arch_config("minicpm3-mini"), "--gpu",
+                               "h100-80gb", "--ctx-size", "4096", "--json"});
+  REQUIRE(l.code == 0);
+  CHECK(nlohmann::json::parse(l.out)["engine"]["devices"][0]["kv_buffer_bytes"].get<std::uint64_t>() ==
+        8ULL * 4096 * 5120);
+  // Latent attention of a type llama.cpp has no architecture for is refused.
+  const CliResult y = serve("llama.cpp", "youtu-mini");
+  CHECK(y.code == 2);
+  CHECK(y.err.find("--engine: llama.cpp: model_type 'youtu' has latent attention") != std::string::npos);
   // DeepSeek's MLA is served by both.
   CHECK(serve("vllm", "deepseek-v2-mini").code == 0);
   CHECK(serve("llama.cpp", "deepseek-v2-mini").code == 0);

@@ -345,6 +345,50 @@ TEST_CASE("llama.cpp: a deepseek2 file without attn_k_b / attn_v_b caches every 
   CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (4 * 48 + 4 * 32) * 2);
 }
 
+TEST_CASE("llama.cpp: minicpm3 caches every head's decompressed K and V", "[llamacpp]") {
+  // MiniCPM3 (llama.cpp's MINICPM3 architecture): 2 layers, 16 heads, latent 256, no-rope 32 +
+  // rope 32 a K head; v_head_dim null, so V heads of hidden / heads = 64.
+  nlohmann::json cfg = {{"model_type", "minicpm3"}, {"hidden_size", 1024}, {"num_hidden_layers", 2},
+                        {"num_attention_heads", 16}, {"num_key_value_heads", 16}, {"intermediate_size", 2560},
+                        {"q_lora_rank", 768}, {"kv_lora_rank", 256}, {"qk_nope_head_dim", 64},
+                        {"qk_rope_head_dim", 32}, {"vocab_size", 1000}, {"max_position_embeddings", 32768},
+                        {"scale_emb", 12}, {"scale_depth", 1.4}, {"dim_model_base", 256},
+                        {"tie_word_embeddings", true}};
+  const spec::ModelSpec m = spec::from_config(cfg, "tiny-minicpm3");
+  const auto tensors = tensors_of(m, "F16");
+  // MiniCPM3Model (convert_hf_to_gguf.py) keeps kv_b_proj whole: attn_kv_b [256, 16 x (64 + 64)].
+  std::size_t kv_b = 0, k_b = 0;
+  for (const auto& t : tensors) {
+    if (t.name.find(".attn_kv_b.") != std::string::npos && t.ne == std::vector<std::uint64_t>{256, 2048}) ++kv_b;
+    if (t.name.find(".attn_k_b.") != std::string::npos) ++k_b;
+  }
+  CHECK(kv_b == 2);
+  CHECK(k_b == 0);
+  Settings s;
+  s.ctx_size = 512;
+  // Per layer and cell: K 16 heads x (64 + 32) = 1536 f16 (3072 bytes), V 16 x 64 = 1024 f16
+  // (2048 bytes); 512 cells, 2 layers: 2 x 512 x 5120 = 5242880 bytes, each tensor a multiple of 128.
+  CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 5242880);
+  // q8_0 K (34 bytes a 32-value block: 1536 -> 1632 bytes), f16 V: 2 x 512 x (1632 + 2048).
+  s.cache_type_k = "q8_0";
+  CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (1632 + 2048));
+  s.cache_type_k = "f16";
+  // Longrope: rope_factors_long and rope_factors_short [16] f32 (64 bytes, 128 on CUDA), created
+  // per layer with TENSOR_DUPLICATED: one copy of each on the GPU holding the layers.
+  cfg["rope_scaling"] = {{"type", "longrope"},
+                         {"long_factor", std::vector<double>(16, 1.0)},
+                         {"short_factor", std::vector<double>(16, 1.0)},
+                         {"original_max_position_embeddings", 32768}};
+  const spec::ModelSpec lr = spec::from_config(cfg, "tiny-minicpm3-longrope");
+  CHECK(estimate(lr, tensors_of(lr, "F16"), s).gpus.at(0).model.value() ==
+        estimate(m, tensors, s).gpus.at(0).model.value() + 2 * 128);
+  // A V head other than hidden / heads: llama.cpp cannot load attn_kv_b (no value_length key).
+  cfg.erase("rope_scaling");
+  cfg["v_head_dim"] = 32;
+  const spec::ModelSpec v32 = spec::from_config(cfg, "tiny-minicpm3-v32");
+  CHECK_THROWS_AS(estimate(v32, tensors_of(v32, "F16"), s), InputError);
+}
+
 TEST_CASE("llama.cpp: phi3's fused QKV split as each build splits it", "[llamacpp]") {
   // Phi-3 mini's shapes (hidden 3072, 32 heads of 96, no GQA, MLP 8192, 32 layers), every layer
   // on the GPU, ubatch 256, 4096 cells, no flash attention, KV stores as ggml_cpy (set_rows off).
