@@ -145,6 +145,13 @@ std::vector<Item> llamacpp_items() {
         items.push_back({e.at("id"), key, e.at("log_mib").at(key).get<double>(),
                          static_cast<double>(bytes.value()) / kMiB, "MiB", e.value("mix_exact", true), false, 0,
                          reported(key)});
+    // "llama_kv_cache: size = X MiB (N cells, L layers, ...)": each cache's K and V over every
+    // device, the non-SWA cache's and the SWA one's (logs whose device split is not shown).
+    for (const auto& [key, bytes] : {std::pair<const char*, Bytes>{"kv_size", r.kv_size}, {"kv_size_swa", r.kv_size_swa}})
+      if (e.at("log_mib").contains(key))
+        items.push_back({e.at("id"), key, e.at("log_mib").at(key).get<double>(),
+                         static_cast<double>(bytes.value()) / kMiB, "MiB", e.value("mix_exact", true), false, 0,
+                         reported(key)});
     for (std::size_t d = 1; d < r.gpus.size(); ++d)  // "CUDA<d> model/KV/compute buffer size"
       for (const auto& [what, bytes] : {std::pair<const char*, Bytes>{"model", r.gpus[d].model},
                                         {"kv", r.gpus[d].kv}, {"compute", r.gpus[d].compute}})
@@ -320,7 +327,10 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
   for (const Item& i : llamacpp_items()) {
     if (i.reported) continue;
     INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
-    if (i.item.find("_kv") != std::string::npos) CHECK(std::abs(i.ours - i.log) <= 0.005);
+    // Printed with %.2f: a figure exactly halfway (Gemma 4 31B's 3224.375 MiB, printed 3224.38) is
+    // 0.005 off, which the bound admits (plus the doubles' rounding).
+    if (i.item.find("_kv") != std::string::npos || i.item.rfind("kv_size", 0) == 0)
+      CHECK(std::abs(i.ours - i.log) <= 0.005 + 1e-9);
     const bool model = i.item.find("_model") != std::string::npos;
     if (model && i.exact_mix) CHECK(std::abs(i.ours - i.log) <= 0.005);
     if (model) CHECK(std::abs(i.error()) <= 0.005);
