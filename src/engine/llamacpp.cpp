@@ -1075,8 +1075,8 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
         if (l.bias) add(blk + gguf_name(l, role) + ".bias", f32, {checked_mul(l.out_features, l.copies)});
       }
       if (g.norm_params + g.other_params > 0) add(blk + "norm.weight", f32, {g.norm_params + g.other_params});
-      // gemma4's layer_scalar buffer, converted as layer_output_scale [1] f32 (layer.out_scale): 4
-      // bytes, 128 on CUDA.
+      // gemma4's layer_scalar buffer, converted as layer_output_scale [1] f32 (layer.out_scale; Gemma 4
+      // 31B's load log in llama.cpp#21760 lists blk.N.layer_output_scale.weight): 4 bytes, 128 on CUDA.
       if (per_layer) add(blk + "layer_output_scale.weight", f32, {1});
     }
   }
