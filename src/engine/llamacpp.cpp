@@ -100,7 +100,8 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 /// Tensors of the input layer (LLM_TENSOR_LAYER_INPUT in llama-arch.cpp): always on the CPU.
 bool input_tensor(std::string_view name) {
   return starts_with(name, "token_embd.") || starts_with(name, "token_embd_norm.") ||
-         starts_with(name, "position_embd.") || starts_with(name, "token_types.");
+         starts_with(name, "position_embd.") || starts_with(name, "token_types.") ||
+         starts_with(name, "per_layer_token_embd.");
 }
 
 /// Routed expert tensors (ffn_gate_exps, ffn_up_exps, ffn_down_exps, ffn_gate_up_exps):
@@ -126,8 +127,21 @@ struct ArchRow {
   Gating gating = Gating::softmax;
   /// Converted to llama.cpp's deepseek2 architecture (convert_hf_to_gguf.py DeepseekV2Model and its
   /// subclasses): the latent attention laid out by hparams_of. Another type with a kv_lora_rank
-  /// (minicpm3: llm_build_minicpm3 caches every head's decompressed K and V; youtu) is refused.
+  /// and neither this nor heads_cache (youtu) is refused.
   bool mla = false;
+  /// Latent attention run as multi-head attention over the decompressed heads (llama.cpp's
+  /// MINICPM3: convert_hf_to_gguf.py MiniCPM3Model keeps kv_b_proj whole as attn_kv_b and writes
+  /// key_length = qk_nope + qk_rope and no value_length, so n_embd_head_v = n_embd / n_head;
+  /// llm_build_minicpm3 multiplies the latent by wkv_b and hands build_attn every head's K
+  /// (k_nope and the repeated rope key) and V, which the KV cache stores).
+  bool heads_cache = false;
+  /// Layers of their own attention widths (llama.cpp's GEMMA4, src/models/gemma4.cpp and
+  /// llama-hparams.cpp): a sliding layer's K and V heads of key_length_swa, a full one's of
+  /// key_length (global_head_dim), head_count_kv per layer (num_global_key_value_heads on the full
+  /// layers with attention_k_eq_v, whose V is still cached: Vcur = Kcur), and the last
+  /// shared_kv_layers layers with no cache (has_kv: il < n_layer_kv_from_start); the sliding layers
+  /// from sliding_window_pattern (layer_types). See layer_attn.
+  bool per_layer = false;
 };
 constexpr ArchRow kArchRows[] = {
     {.model_type = "gemma2", .swa = true},
@@ -144,6 +158,9 @@ constexpr ArchRow kArchRows[] = {
     {.model_type = "glm4_moe_lite", .mla = true},
     {.model_type = "glm4_moe", .gating = Gating::softmax_norm},
     {.model_type = "ernie4_5_moe", .gating = Gating::softmax_norm},
+    {.model_type = "minicpm3", .heads_cache = true},
+    // llama_model_gemma4's build_moe_ffn(..., LLM_FFN_GELU, norm_w = true, ..., SOFTMAX, ...).
+    {.model_type = "gemma4_text", .swa = true, .gating = Gating::softmax_norm, .per_layer = true},
 };
 
 /// The model type's row; a default row (no SWA cache, plain soft_max gating) for the others.
@@ -272,9 +289,10 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
     h.qk_nope = m.qk_nope_head_dim;
     h.v_head = m.v_head_dim;
   } else if (m.kv_lora_rank > 0) {
-    // deepseek2 without MLA (a file with attn_kv_b, no attn_k_b): the latent is decompressed
-    // by attn_kv_b into every head's K (no-rope part + the shared rope part) and V, and those
-    // are cached: n_embd_k_gqa = n_head x (qk_nope + qk_rope), n_embd_v_gqa = n_head x v_head_dim.
+    // deepseek2 without MLA (a file with attn_kv_b, no attn_k_b), and minicpm3 (ArchRow::heads_cache):
+    // the latent is decompressed by attn_kv_b into every head's K (no-rope part + the shared rope
+    // part) and V, and those are cached: n_embd_k_gqa = n_head x (qk_nope + qk_rope),
+    // n_embd_v_gqa = n_head x v_head_dim (minicpm3: n_embd / n_head, checked by estimate).
     h.n_head_kv = m.num_heads;
     h.n_embd_k = checked_mul(m.num_heads, m.qk_nope_head_dim + m.qk_rope_head_dim);
     h.n_embd_v = checked_mul(m.num_heads, m.v_head_dim);
@@ -285,6 +303,19 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
     h.n_embd_v = checked_mul(kvh, m.v_head_dim != 0 ? m.v_head_dim : m.head_dim);
   }
   h.head_dim = m.head_dim;
+  if (arch_row(m.model_type).per_layer) {
+    // Layers of their own widths (gemma4): the graph's tensors at the widest layer's (its KV cache
+    // is laid out per layer by layer_attn).
+    for (const spec::LayerGroup& g : m.layers) {
+      const std::uint64_t hd = g.head_dim != 0 ? g.head_dim : m.head_dim;
+      const std::uint64_t kvh = g.kv_heads != 0 ? g.kv_heads : h.n_head_kv;
+      h.head_dim = std::max(h.head_dim, hd);
+      h.n_embd_k = std::max(h.n_embd_k, checked_mul(kvh, hd));
+      h.n_ff = std::max(h.n_ff, g.intermediate);
+    }
+    h.n_embd_v = h.n_embd_k;
+    h.n_head_kv = h.head_dim == 0 ? 0 : h.n_embd_k / h.head_dim;
+  }
   for (const spec::LayerGroup& g : m.layers)
     for (const spec::Linear& l : g.linears) {
       if (l.expert || l.shared_expert) continue;
@@ -311,6 +342,58 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
   h.softmax_weight = gating == Gating::softmax_weight;
   h.norm_w = gating == Gating::softmax_norm;
   return h;
+}
+
+/// One decoder layer's attention as llama.cpp's hparams see it (llama-hparams.cpp): an SWA layer
+/// (is_swa), one with a cache of its own (has_kv), and its K and V rows (n_embd_k_gqa(il),
+/// n_embd_v_gqa(il)).
+struct LayerAttn {
+  bool swa = false;
+  bool has_kv = true;
+  std::uint64_t k = 0, v = 0;
+};
+
+/// Every layer's attention. A model of one width (every row but ArchRow::per_layer): swa_layers'
+/// pattern, each layer caching n_embd_k / n_embd_v. gemma4 (ArchRow::per_layer): each layer's own
+/// heads and head size from its group (LayerGroup::head_dim / kv_heads: the full-attention layers'
+/// global_head_dim and num_global_key_value_heads), no cache on the KV-shared layers
+/// (LayerGroup::kv_shared: il >= n_layer_kv_from_start), and the sliding layers told apart from the
+/// full ones by their width: the last layer is full (Gemma4TextConfig forces it, and so does
+/// vramfit's config reader), every layer of another width slides. A model whose sliding and full
+/// layers share one width (so the pattern cannot be read from the spec) is refused.
+std::vector<LayerAttn> layer_attn(const spec::ModelSpec& m, const Hparams& h) {
+  const std::uint64_t L = m.num_layers;
+  std::vector<LayerAttn> out(static_cast<std::size_t>(L));
+  if (!arch_row(m.model_type).per_layer) {
+    const std::vector<bool> swa = swa_layers(m);
+    for (std::size_t il = 0; il < out.size(); ++il) out[il] = {swa[il], true, h.n_embd_k, h.n_embd_v};
+    return out;
+  }
+  const std::uint64_t kvh0 = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> width;  // (kv heads, head size) per layer
+  std::size_t il = 0;
+  for (const spec::LayerGroup& g : m.layers)
+    for (std::uint64_t k = 0; k < g.count && il < out.size(); ++k, ++il) {
+      const std::uint64_t hd = g.head_dim != 0 ? g.head_dim : m.head_dim;
+      const std::uint64_t kvh = g.kv_heads != 0 ? g.kv_heads : kvh0;
+      out[il].has_kv = !g.kv_shared;
+      out[il].k = out[il].v = checked_mul(kvh, hd);  // gemma4: n_embd_head_k == n_embd_head_v
+      width.emplace_back(kvh, hd);
+    }
+  if (m.sliding_window == 0 || m.sliding_layers == 0 || width.empty()) return out;
+  std::uint64_t sliding = 0;
+  for (std::size_t i = 0; i < width.size(); ++i) {
+    out[i].swa = width[i] != width.back();
+    sliding += out[i].swa ? 1 : 0;
+  }
+  if (sliding != m.sliding_layers)
+    throw InputError("--engine",
+                     fmt::format("llama.cpp: model_type '{}' has {} sliding-window layers, but {} of its layers differ in "
+                                 "width from its last (full-attention) layer: vramfit tells gemma4's sliding layers by "
+                                 "their width and cannot place them",
+                                 m.model_type, m.sliding_layers, sliding),
+                     "estimate it with the default engine (--engine transformers)");
+  return out;
 }
 
 /// The compute buffer of one backend: the largest set of f32 tensors alive at once during
@@ -915,7 +998,34 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
   const std::uint64_t H = m.hidden_size;
   add("token_embd.weight", typed(R::token_embd, H), {H, m.vocab_size});
   const std::uint64_t token_elems = checked_mul(H, m.vocab_size);
-  if (m.embedding_params > token_elems) add("position_embd.weight", f32, {m.embedding_params - token_elems});
+  const bool per_layer = arch_row(m.model_type).per_layer;
+  // gemma4's per-layer inputs (its embedding_params beyond the token table: embed_tokens_per_layer
+  // [V_ple, L x P], per_layer_model_projection [L x P, H] and its norm [P]): convert_hf_to_gguf.py
+  // writes per_layer_token_embd (the input layer's, on the host), per_layer_model_proj and
+  // per_layer_proj_norm (llama_model_gemma4::load_arch_tensors).
+  std::uint64_t ple_width = 0;  // P: hidden_size_per_layer_input
+  if (per_layer)
+    for (const spec::LayerGroup& g : m.layers)
+      for (const spec::Linear& l : g.linears)
+        if (l.name == "per_layer_input_gate") ple_width = l.out_features;
+  const std::uint64_t ple_cols = checked_mul(m.num_layers, ple_width);  // L x P
+  const std::uint64_t ple_fixed = checked_add(checked_mul(H, ple_cols), ple_width);
+  if (ple_width > 0 && m.embedding_params > checked_add(token_elems, ple_fixed) &&
+      (m.embedding_params - token_elems - ple_fixed) % ple_cols == 0) {
+    const std::uint64_t v_ple = (m.embedding_params - token_elems - ple_fixed) / ple_cols;
+    add("per_layer_token_embd.weight", typed(R::token_embd, ple_cols), {ple_cols, v_ple});
+    add("per_layer_model_proj.weight", typed(R::other, H), {H, ple_cols});
+    add("per_layer_proj_norm.weight", f32, {ple_width});
+  } else if (m.embedding_params > token_elems) {
+    add("position_embd.weight", f32, {m.embedding_params - token_elems});
+  }
+  // gemma4's full-attention layers' proportional rope: rope_freqs [global_head_dim / 2] f32, required
+  // by the first full layer (llama_model_gemma4::load_arch_tensors).
+  if (per_layer && m.sliding_window != 0 && !m.layers.empty()) {
+    const spec::LayerGroup& last = m.layers.back();  // the last layer is a full-attention one
+    const std::uint64_t hd = last.head_dim != 0 ? last.head_dim : m.head_dim;
+    if (hd >= 2) add("rope_freqs.weight", f32, {hd / 2});
+  }
   std::uint64_t layer = 0;
   for (const spec::LayerGroup& g : m.layers) {
     for (std::uint64_t k = 0; k < g.count; ++k, ++layer) {
@@ -949,7 +1059,8 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
           }
           continue;
         }
-        if (role == R::attn_kv_b && m.kv_lora_rank > 0 && m.qk_nope_head_dim > 0 && m.v_head_dim > 0) {
+        if (role == R::attn_kv_b && arch_row(m.model_type).mla && m.kv_lora_rank > 0 && m.qk_nope_head_dim > 0 &&
+            m.v_head_dim > 0) {
           // MLA: convert_hf_to_gguf.py (DeepseekV2Model.modify_tensors, since April 2025) splits
           // kv_b_proj for the absorbed attention into attn_k_b [qk_nope, kv_lora_rank, n_head]
           // (transposed) and attn_v_b [kv_lora_rank, v_head_dim, n_head]; "only old legacy GGUF
@@ -964,10 +1075,22 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
         if (l.bias) add(blk + gguf_name(l, role) + ".bias", f32, {checked_mul(l.out_features, l.copies)});
       }
       if (g.norm_params + g.other_params > 0) add(blk + "norm.weight", f32, {g.norm_params + g.other_params});
+      // gemma4's layer_scalar buffer, converted as layer_output_scale [1] f32 (layer.out_scale): 4
+      // bytes, 128 on CUDA.
+      if (per_layer) add(blk + "layer_output_scale.weight", f32, {1});
     }
   }
   if (m.final_norm_params > 0) add("output_norm.weight", f32, {m.final_norm_params});
   if (!m.tied_embeddings) add("output.weight", typed(R::output, H), {H, m.vocab_size});
+  // minicpm3 with longrope: MiniCPM3Model.generate_extra_tensors writes rope_factors_long and
+  // rope_factors_short, qk_rope_head_dim / 2 f32 each.
+  if (arch_row(m.model_type).heads_cache && m.qk_rope_head_dim >= 2)
+    for (const spec::RopeScaling& r : m.rope_scaling)
+      if (r.type == "longrope") {
+        add("rope_factors_long.weight", f32, {m.qk_rope_head_dim / 2});
+        add("rope_factors_short.weight", f32, {m.qk_rope_head_dim / 2});
+        break;
+      }
   return out;
 }
 
@@ -1036,7 +1159,9 @@ struct HostWeight {
 /// The model buffers (load_tensors): each tensor on its layer's device, or where -ot,
 /// --n-cpu-moe or a row split puts it: r.gpus[].model and r.host.model.
 HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings& s, const Settings& eff,
-                         const Placement& p, const std::vector<double>& fs, std::uint64_t n_layer, Result& r) {
+                         const Placement& p, const std::vector<double>& fs, const std::vector<bool>& rope_layer,
+                         Result& r) {
+  const std::uint64_t n_layer = rope_layer.size();
   std::uint64_t map_lo = std::numeric_limits<std::uint64_t>::max(), map_hi = 0;
   std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
   std::uint64_t host_read = 0;
@@ -1090,17 +1215,29 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
     int dev = kCpu;
     if (input_tensor(t.name)) {
       dev = kCpu;
+    } else if (starts_with(t.name, "per_layer_model_proj.") || starts_with(t.name, "per_layer_proj_norm.")) {
+      // gemma4's per-layer-input projection: LLM_TENSOR_LAYER_REPEATING, created with bid 0
+      // (tn(..., "weight", 0)): on layer 0's device.
+      dev = n_layer > 0 ? p.layer_dev.front() : kCpu;
     } else if (const auto blk = block_of(t.name)) {
       dev = *blk < n_layer ? p.layer_dev[static_cast<std::size_t>(*blk)] : kCpu;
       if (dev != kCpu && *blk < s.n_cpu_moe && expert_tensor(t.name)) dev = kCpu;
-    } else if (starts_with(t.name, "rope_freqs.")) {
-      // Created per layer (TENSOR_DUPLICATED): one copy on every device holding a layer.
+    } else if (starts_with(t.name, "rope_freqs.") || starts_with(t.name, "rope_factors_long.") ||
+               starts_with(t.name, "rope_factors_short.")) {
+      // Created per layer with TENSOR_DUPLICATED (phi3's and minicpm3's longrope factors,
+      // layer.rope_long / rope_short, as well): load_tensors' create_tensor returns the tensor
+      // already in the layer's buffer-type context, so one copy on every device holding a layer.
       std::vector<bool> seen(r.gpus.size(), false);
       bool cpu = false;
       for (std::uint64_t il = 0; il < n_layer; ++il) {
+        if (starts_with(t.name, "rope_freqs.") && !rope_layer[static_cast<std::size_t>(il)]) continue;
         const int d = p.layer_dev[static_cast<std::size_t>(il)];
-        if (d == kCpu) cpu = true;
-        else on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(t));
+        if (d == kCpu) {
+          cpu = true;
+        } else if (!seen[static_cast<std::size_t>(d)]) {
+          seen[static_cast<std::size_t>(d)] = true;
+          on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(t));
+        }
       }
       if (cpu) on_host(t);
       continue;
@@ -1156,8 +1293,8 @@ struct KvView {
 
 /// The KV cache (llama-kv-cache.cpp, llama-kv-cache-iswa.cpp): n_ctx and its streams, the SWA
 /// cells, each layer's K and V on its device: r.n_ctx*, r.kv_cells_swa, r.gpus[].kv, r.host.kv.
-KvView kv_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s, const CacheTypes& types,
-                  const Placement& p, Result& r) {
+KvView kv_buffers(const spec::ModelSpec& m, const std::vector<LayerAttn>& la, const Settings& s,
+                  const CacheTypes& types, const Placement& p, Result& r) {
   const std::uint64_t n_layer = m.num_layers;
   const std::uint64_t n_seq = s.parallel;
   r.n_ctx = pad(s.ctx_size, kCtxPad);
@@ -1173,9 +1310,8 @@ KvView kv_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s,
     r.n_ctx = checked_mul(r.n_ctx_seq, n_seq);
     r.n_stream = n_seq;
   }
-  const std::vector<bool> swa = swa_layers(m);
   KvView v;
-  v.any_swa = std::find(swa.begin(), swa.end(), true) != swa.end();
+  v.any_swa = std::any_of(la.begin(), la.end(), [](const LayerAttn& a) { return a.swa; });
   v.ub = std::min({s.ubatch_size, s.batch_size, r.n_ctx});
   if (v.any_swa) {
     const std::uint64_t want = checked_add(checked_mul(m.sliding_window, s.kv_unified ? n_seq : 1), v.ub);
@@ -1184,10 +1320,22 @@ KvView kv_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s,
   std::vector<std::uint64_t> gpu_kv(r.gpus.size(), 0);
   v.gpu_cells.assign(r.gpus.size(), 0);
   std::uint64_t host_kv = 0;
+  // Without flash attention the V cache is transposed, and every layer's V rows are padded to the
+  // widest layer's ([TAG_V_CACHE_VARIABLE] in llama-kv-cache.cpp: n_embd_v_gqa_max(), over all layers,
+  // "padding V cache to ..."): gemma4's sliding layers then hold V rows of the full layers' width.
+  std::uint64_t v_max = 0;
+  for (const LayerAttn& a : la) v_max = std::max(v_max, a.v);
   for (std::uint64_t il = 0; il < n_layer; ++il) {
-    const std::uint64_t cells = swa[static_cast<std::size_t>(il)] ? r.kv_cells_swa : r.n_ctx_seq;
-    const int d = s.kv_offload ? p.layer_dev[static_cast<std::size_t>(il)] : kCpu;
-    for (const auto& [t, n] : {std::pair{&types.k, h.n_embd_k}, std::pair{&types.v, h.n_embd_v}}) {
+    const LayerAttn& a = la[static_cast<std::size_t>(il)];
+    const std::uint64_t cells = a.swa ? r.kv_cells_swa : r.n_ctx_seq;
+    const int cd = p.layer_dev[static_cast<std::size_t>(il)];
+    // A layer without a cache of its own (gemma4's KV-shared) attends over another layer's cells.
+    if (cd == kCpu) v.host_cells = std::max(v.host_cells, cells);
+    else v.gpu_cells[static_cast<std::size_t>(cd)] = std::max(v.gpu_cells[static_cast<std::size_t>(cd)], cells);
+    if (!a.has_kv) continue;
+    ++(a.swa ? r.kv_layers_swa : r.kv_layers);
+    const int d = s.kv_offload ? cd : kCpu;
+    for (const auto& [t, n] : {std::pair{&types.k, a.k}, std::pair{&types.v, s.flash_attn ? a.v : v_max}}) {
       if (n == 0) continue;
       if (n % t->block_size != 0)
         throw InputError(t == &types.k ? "--cache-type-k" : "--cache-type-v",
@@ -1197,15 +1345,14 @@ KvView kv_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s,
       kv.type = t;
       kv.ne = {n, cells, r.n_stream};
       kv.bytes = checked_mul(checked_mul(row_size(*t, n), cells), r.n_stream);
+      Bytes& size = a.swa ? r.kv_size_swa : r.kv_size;  // size_k_bytes() + size_v_bytes(): ggml_nbytes
+      size = size + Bytes{kv.bytes};
       if (d == kCpu) {
         host_kv = checked_add(host_kv, pad(kv.bytes, kCpuAlignment));
       } else {
         gpu_kv[static_cast<std::size_t>(d)] = checked_add(gpu_kv[static_cast<std::size_t>(d)], pad(cuda_alloc_size(kv), kCudaAlignment));
       }
     }
-    const int cd = p.layer_dev[static_cast<std::size_t>(il)];
-    if (cd == kCpu) v.host_cells = std::max(v.host_cells, cells);
-    else v.gpu_cells[static_cast<std::size_t>(cd)] = std::max(v.gpu_cells[static_cast<std::size_t>(cd)], cells);
   }
   for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].kv = Bytes{gpu_kv[d]};
   r.host.kv = Bytes{host_kv};
@@ -1214,8 +1361,8 @@ KvView kv_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s,
 
 /// The compute buffers (llama-context.cpp graph_reserve, ggml-backend's scheduler): each GPU's
 /// and the host's, r.gpus[].compute and r.host.compute; true with pipeline parallelism.
-bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings& s, const Settings& eff,
-                     const Placement& p, const HostWeight& host, const KvView& kv, Result& r) {
+bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vector<LayerAttn>& la, const Settings& s,
+                     const Settings& eff, const Placement& p, const HostWeight& host, const KvView& kv, Result& r) {
   const std::uint64_t n_layer = m.num_layers;
   const std::uint64_t n_gpu = r.gpus.size();
   const std::uint64_t ub = kv.ub;
@@ -1239,7 +1386,8 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
   // MLA and row splits keep the estimate of the largest set of tensors alive at once
   // (compute_bytes).
   const bool simulate = (m.kv_lora_rank == 0 || h.mla) && s.kv_offload && eff.split_mode != SplitMode::row;
-  const std::vector<bool> swa = swa_layers(m);
+  std::vector<bool> swa(la.size());
+  for (std::size_t il = 0; il < la.size(); ++il) swa[il] = la[il].swa;
   bool attention_before = r.host.layers > 0;  // the host runs the first layers (partial offload)
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
@@ -1336,18 +1484,30 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const Settings&
 Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, const Settings& s) {
   const std::uint64_t n_gpu = std::max<std::size_t>(1, s.gpu_memory.size());
   check_settings(m, s, n_gpu);
-  require_uniform_layers(m, "llama.cpp");
-  if (m.kv_lora_rank > 0 && !arch_row(m.model_type).mla)
+  const ArchRow& row = arch_row(m.model_type);
+  // gemma4's layers of their own widths are laid out per layer (layer_attn); any other model whose
+  // layers differ is refused.
+  if (!row.per_layer) require_uniform_layers(m, "llama.cpp");
+  if (m.kv_lora_rank > 0 && !row.mla && !row.heads_cache)
     throw InputError("--engine",
                      fmt::format("llama.cpp: model_type '{}' has latent attention (kv_lora_rank {}) outside llama.cpp's "
-                                 "deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite); its cache is not "
-                                 "laid out by vramfit",
+                                 "deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite) and its minicpm3; "
+                                 "its cache is not laid out by vramfit",
                                  m.model_type, m.kv_lora_rank),
+                     "estimate it with the default engine (--engine transformers)");
+  // minicpm3's converter writes no value_length: llama.cpp's V head is n_embd / n_head, and a
+  // checkpoint whose kv_b_proj has another V width fails to load (wkv_b's shape).
+  if (row.heads_cache && m.num_heads != 0 && m.v_head_dim != m.hidden_size / m.num_heads)
+    throw InputError("--engine",
+                     fmt::format("llama.cpp: model_type '{}' with v_head_dim {}: llama.cpp takes the V head as "
+                                 "hidden_size / num_attention_heads = {} and cannot load its attn_kv_b",
+                                 m.model_type, m.v_head_dim, m.hidden_size / m.num_heads),
                      "estimate it with the default engine (--engine transformers)");
   const CacheTypes types = cache_types(s);
 
   const bool mla = absorbed_mla(m, tensors);
   const Hparams h = hparams_of(m, mla);
+  const std::vector<LayerAttn> la = layer_attn(m, h);
   const std::uint64_t n_layer = m.num_layers;
   Result r;
   r.offloadable = n_layer + 1;
@@ -1369,9 +1529,14 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     else ++r.gpus[static_cast<std::size_t>(d)].layers;
   }
 
-  const HostWeight host = model_buffers(tensors, s, eff, p, fs, n_layer, r);
-  const KvView kv = kv_buffers(m, h, s, types, p, r);
-  const bool pipeline_parallel = compute_buffers(m, h, s, eff, p, host, kv, r);
+  // The layers that create rope_freqs (TENSOR_DUPLICATED): gemma4's full-attention layers only
+  // (their proportional rope), every layer elsewhere.
+  std::vector<bool> rope_layer(static_cast<std::size_t>(n_layer), true);
+  if (row.per_layer)
+    for (std::size_t il = 0; il < rope_layer.size(); ++il) rope_layer[il] = !la[il].swa;
+  const HostWeight host = model_buffers(tensors, s, eff, p, fs, rope_layer, r);
+  const KvView kv = kv_buffers(m, la, s, types, p, r);
+  const bool pipeline_parallel = compute_buffers(m, h, la, s, eff, p, host, kv, r);
 
   const std::uint64_t n_seq = s.parallel;
   // llama_context::output_reserve: logits for n_seq_max outputs, in host memory.

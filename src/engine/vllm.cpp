@@ -819,6 +819,26 @@ std::vector<std::uint64_t> runner_buffers(const spec::ModelSpec& m, const Settin
   return {block_table, inputs_embeds};
 }
 
+/// Whether vLLM runs the model's AWQ linears with its Marlin kernels (quantization/awq_marlin.py,
+/// AWQMarlinConfig.is_awq_marlin_compatible: 4 or 8 bits with zero points, a group size Marlin
+/// takes, CUDA of compute capability 8.0 or more; vLLM picks awq_marlin over awq there): dense
+/// models only here (AWQ experts are AWQMoEMethod's, not replayed); a card of unknown compute
+/// capability is taken as one that runs Marlin (Ampere and later).
+bool awq_marlin(const spec::ModelSpec& m, const Settings& s, const spec::Quantization& q) {
+  if (q.method != spec::QuantMethod::awq || (q.bits != 4 && q.bits != 8)) return false;
+  if (q.group_size != 0 && q.group_size != 32 && q.group_size != 64 && q.group_size != 128) return false;
+  if (s.compute_capability != 0 && s.compute_capability < 80) return false;
+  for (const spec::LayerGroup& g : m.layers)
+    for (const spec::Linear& l : g.linears)
+      if (l.expert || l.copies > 1) return false;
+  return true;
+}
+
+/// The Marlin workspace each AWQ linear gets (marlin_utils.py marlin_make_workspace_new: one int32
+/// per streaming multiprocessor): one 1024-byte block for the 129 to 256 SMs of the cards these
+/// logs name (188 on an RTX PRO 6000 Blackwell; 132 on an H100), 512 bytes below that.
+constexpr std::uint64_t kMarlinWorkspace = 188 * 4;
+
 /// vLLM's parameters of one GPU as PyTorch's caching allocator lays them out. "Model loading
 /// took" is torch.cuda.memory_allocated() after the model is built and loaded, less before
 /// (DeviceMemoryProfiler), and the allocator counts blocks, not requests: a tensor of 10 MiB or
@@ -847,16 +867,31 @@ std::vector<std::uint64_t> runner_buffers(const spec::ModelSpec& m, const Settin
 /// embed_tokens on the first rank or, with tie_word_embeddings, the last); each stage's first
 /// layer builds its rotary cache. vLLM sizes the KV cache by the tightest worker, so the stage
 /// holding the most is the figure.
-/// Unquantized decoders only; nullopt for anything else (quantized kernels repack their weights
-/// after loading, MLA fuses its own way, a vision tower is not laid out).
+/// AWQ checkpoints run with Marlin (awq_marlin) as well: each linear is created as qweight
+/// [K, N x bits / 32] int32, qzeros [K / group, N x bits / 32] int32 and scales [K / group, N] in
+/// the model dtype (AWQMarlinLinearMethod.create_weights), and after the whole model is loaded
+/// process_weights_after_loading repacks them module by module into new tensors
+/// (replace_parameter re-registers a plain tensor, so each original is freed after its
+/// replacement is made): the workspace, awq_marlin_repack's qweight, marlin_permute_scales'
+/// indexed copy, and awq_to_marlin_zero_points' chain (unpack_cols' [K / group, N] int32 made on
+/// the host and copied in, the undone interleave and Marlin's two permutations as indexed copies,
+/// pack_cols' result copied in), a bias permuted by marlin_permute_bias. The replacements land in
+/// the blocks the originals and the chain left, and the blocks they leave unsplit are what
+/// "Model loading took" shows beyond the parameters: Llama-3.1-70B AWQ on an RTX PRO 6000
+/// (vLLM 0.14): 37.0940 GiB here (created only: 37.080; the parameters' bytes: 37.068), "37.09"
+/// logged.
+/// Other quantized decoders are not replayed (nullopt), nor MLA (it fuses its own way) or a
+/// vision tower.
 std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb,
                                                std::uint64_t rope_rows, std::uint64_t rotary_dim,
                                                std::uint64_t rope_bytes, std::uint64_t stage,
                                                std::uint64_t max_model_len) {
-  if (m.kv_lora_rank > 0 || m.learned_positions || m.vision ||
-      m.packed_weight_bytes || spec::scheme_of(s.weights).method != spec::QuantMethod::none ||
-      !is_float_compute(s.weights.weights) || spec::count_params(m) != m.params || m.hidden_size == 0 ||
-      m.vocab_size == 0 || m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
+  const spec::Quantization q = spec::scheme_of(s.weights);
+  const bool awq = awq_marlin(m, s, q);
+  if (m.kv_lora_rank > 0 || m.learned_positions || m.vision || m.packed_weight_bytes ||
+      (q.method != spec::QuantMethod::none && !awq) || (!awq && !is_float_compute(s.weights.weights)) ||
+      spec::count_params(m) != m.params || m.hidden_size == 0 || m.vocab_size == 0 ||
+      m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
     return std::nullopt;
   // A layer count no real model has (a hostile config) is not replayed layer by layer.
   std::uint64_t layers = 0;
@@ -880,6 +915,12 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
   const std::uint64_t qkv_full = checked_mul(m.num_heads + 2 * kvh, m.head_dim);
   const std::uint64_t qkv_rank = checked_mul(m.num_heads / tp + 2 * std::max<std::uint64_t>(1, kvh / tp), m.head_dim);
   const std::uint64_t scalars = attention_scalars(s.release);
+  // The AWQ linears made, in the model's module order (process_weights_after_loading's order).
+  struct AwqLinear {
+    std::uint64_t k = 0, n = 0, groups = 0, bias_n = 0;
+    CachingAllocator::Handle qweight = 0, qzeros = 0, scales = 0, bias = 0;
+  };
+  std::vector<AwqLinear> awq_linears;
   bool rope_built = m.learned_positions;
   std::uint64_t index = 0;  // the layer's number in the model
   for (const spec::LayerGroup& g : m.layers) {
@@ -903,26 +944,46 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
         }
         const std::uint64_t copies = first.copies;
         const std::uint64_t in = first.in_features;
+        // This rank's [rows, cols] of the module's weight and its bias's length.
+        std::uint64_t rows = 0, cols = in, bias_n = 0;
         switch (first.role) {
-          case spec::Role::attn_in: {  // column parallel; q/k/v by heads
-            const std::uint64_t rank_out = out == qkv_full ? qkv_rank : cdiv(out, tp);
-            keep(checked_mul(checked_mul(rank_out, in), checked_mul(wb, copies)));
-            if (bias > 0) keep(checked_mul(checked_mul(out == qkv_full ? qkv_rank : cdiv(bias, tp), wb), copies));
+          case spec::Role::attn_in:  // column parallel; q/k/v by heads
+            rows = out == qkv_full ? qkv_rank : cdiv(out, tp);
+            bias_n = bias == 0 ? 0 : out == qkv_full ? qkv_rank : cdiv(bias, tp);
             break;
-          }
           case spec::Role::attn_out:
           case spec::Role::mlp_out:  // row parallel: the input split, the bias whole
-            keep(checked_mul(checked_mul(out, cdiv(in, tp)), checked_mul(wb, copies)));
-            if (bias > 0) keep(checked_mul(checked_mul(bias, wb), copies));
+            rows = out;
+            cols = cdiv(in, tp);
+            bias_n = bias;
             break;
           case spec::Role::router:  // ReplicatedLinear
-            keep(checked_mul(checked_mul(out, in), wb));
-            if (bias > 0) keep(checked_mul(bias, wb));
+            rows = out;
+            bias_n = bias;
             break;
           default:  // column parallel (gate/up, experts' w13, attention inner projections)
-            keep(checked_mul(checked_mul(cdiv(out, tp), in), checked_mul(wb, copies)));
-            if (bias > 0) keep(checked_mul(checked_mul(cdiv(bias, tp), wb), copies));
+            rows = cdiv(out, tp);
+            bias_n = bias == 0 ? 0 : cdiv(bias, tp);
             break;
+        }
+        bool quantized = awq && !detail::skipped(first, q);
+        if (quantized) {
+          // Marlin's shape rules (verify_marlin_supports_shape: N a multiple of 64, K of 128 and of
+          // the group): a module outside them falls back to the plain AWQ kernel, not replayed.
+          if (rows % 64 != 0 || cols % 128 != 0 || (q.group_size != 0 && cols % q.group_size != 0)) return std::nullopt;
+          AwqLinear a;
+          a.k = cols;
+          a.n = rows;
+          a.groups = q.group_size == 0 ? 1 : cols / q.group_size;
+          a.qweight = alloc.malloc(checked_mul(checked_mul(cols, rows), q.bits) / 8);
+          a.qzeros = alloc.malloc(checked_mul(checked_mul(a.groups, rows), q.bits) / 8);
+          a.scales = alloc.malloc(checked_mul(checked_mul(a.groups, rows), wb));
+          if (bias_n > 0) a.bias = alloc.malloc(checked_mul(bias_n, wb));
+          a.bias_n = bias_n;
+          awq_linears.push_back(a);
+        } else {
+          keep(checked_mul(checked_mul(rows, cols), checked_mul(wb, copies)));
+          if (bias_n > 0) keep(checked_mul(checked_mul(bias_n, wb), first.role == spec::Role::router ? 1 : copies));
         }
         if (first.role == spec::Role::attn_out && !attention_done) {
           attention_done = true;
@@ -960,11 +1021,42 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
       if (g.norm_params > 0) keep(checked_mul(g.norm_params, wb));
     }
   }
-  if (!last_stage) return alloc.allocated() - before_load;
-  if (m.final_norm_params > 0) keep(checked_mul(m.final_norm_params, wb));
-  if (m.lm_head_params > 0) {
-    keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
-    if (m.lm_head_params > checked_mul(m.vocab_size, H)) keep(checked_mul(cdiv(vocab, tp), wb));  // its bias
+  if (last_stage) {
+    if (m.final_norm_params > 0) keep(checked_mul(m.final_norm_params, wb));
+    if (m.lm_head_params > 0) {
+      keep(checked_mul(checked_mul(cdiv(vocab, tp), H), wb));
+      if (m.lm_head_params > checked_mul(m.vocab_size, H)) keep(checked_mul(cdiv(vocab, tp), wb));  // its bias
+    }
+  }
+  // AWQ with Marlin: every linear repacked after the load, in module order (awq_marlin.py
+  // AWQMarlinLinearMethod.process_weights_after_loading; marlin_utils.py, quant_utils.py).
+  for (const AwqLinear& a : awq_linears) {
+    const std::uint64_t packed = checked_mul(checked_mul(a.k, a.n), q.bits) / 8;
+    const std::uint64_t zeros = checked_mul(checked_mul(a.groups, a.n), q.bits) / 8;
+    const std::uint64_t unpacked = checked_mul(checked_mul(a.groups, a.n), 4);  // [groups, N] int32
+    keep(kMarlinWorkspace);
+    (void)alloc.malloc(packed);  // awq_marlin_repack's output replaces qweight
+    alloc.free(a.qweight);
+    (void)alloc.malloc(checked_mul(checked_mul(a.groups, a.n), wb));  // marlin_permute_scales: s[:, perm]
+    alloc.free(a.scales);
+    // awq_to_marlin_zero_points: unpack_cols (numpy, then .to(device)), the AWQ interleave undone
+    // (an indexed copy; unpack_cols' result dropped), then marlin_zero_points: scale_perm's indexed
+    // copy, the interleave's (the first dropped), pack_cols (numpy) copied in; the caller's and
+    // the last copy dropped on return, then the old qzeros by replace_parameter.
+    const auto unpacked_h = alloc.malloc(unpacked);
+    const auto undone = alloc.malloc(unpacked);
+    alloc.free(unpacked_h);
+    const auto permuted = alloc.malloc(unpacked);
+    const auto interleaved = alloc.malloc(unpacked);
+    alloc.free(permuted);
+    (void)alloc.malloc(zeros);
+    alloc.free(interleaved);
+    alloc.free(undone);
+    alloc.free(a.qzeros);
+    if (a.bias_n > 0) {  // marlin_permute_bias: an indexed copy replaces bias.data
+      (void)alloc.malloc(checked_mul(a.bias_n, wb));
+      alloc.free(a.bias);
+    }
   }
   return alloc.allocated() - before_load;
 }

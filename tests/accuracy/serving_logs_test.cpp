@@ -145,6 +145,13 @@ std::vector<Item> llamacpp_items() {
         items.push_back({e.at("id"), key, e.at("log_mib").at(key).get<double>(),
                          static_cast<double>(bytes.value()) / kMiB, "MiB", e.value("mix_exact", true), false, 0,
                          reported(key)});
+    // "llama_kv_cache: size = X MiB (N cells, L layers, ...)": each cache's K and V over every
+    // device, the non-SWA cache's and the SWA one's (logs whose device split is not shown).
+    for (const auto& [key, bytes] : {std::pair<const char*, Bytes>{"kv_size", r.kv_size}, {"kv_size_swa", r.kv_size_swa}})
+      if (e.at("log_mib").contains(key))
+        items.push_back({e.at("id"), key, e.at("log_mib").at(key).get<double>(),
+                         static_cast<double>(bytes.value()) / kMiB, "MiB", e.value("mix_exact", true), false, 0,
+                         reported(key)});
     for (std::size_t d = 1; d < r.gpus.size(); ++d)  // "CUDA<d> model/KV/compute buffer size"
       for (const auto& [what, bytes] : {std::pair<const char*, Bytes>{"model", r.gpus[d].model},
                                         {"kv", r.gpus[d].kv}, {"compute", r.gpus[d].compute}})
@@ -320,7 +327,10 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
   for (const Item& i : llamacpp_items()) {
     if (i.reported) continue;
     INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
-    if (i.item.find("_kv") != std::string::npos) CHECK(std::abs(i.ours - i.log) <= 0.005);
+    // Printed with %.2f: a figure exactly halfway (Gemma 4 31B's 3224.375 MiB, printed 3224.38) is
+    // 0.005 off, which the bound admits (plus the doubles' rounding).
+    if (i.item.find("_kv") != std::string::npos || i.item.rfind("kv_size", 0) == 0)
+      CHECK(std::abs(i.ours - i.log) <= 0.005 + 1e-9);
     const bool model = i.item.find("_model") != std::string::npos;
     if (model && i.exact_mix) CHECK(std::abs(i.ours - i.log) <= 0.005);
     if (model) CHECK(std::abs(i.error()) <= 0.005);
@@ -436,8 +446,10 @@ TEST_CASE("vLLM logs: quantized weights to the printed digit, with the attention
   // kernels repack the weights), but its attention layers make their scalar tensors all the same,
   // one 512-byte block each (2 a layer from 0.6.5, 7 from 0.7.3). Llama-3.1-70B W8A8 on V1 0.7
   // (vllm#12569) prints 67.7229 (%.4f): 67.72287 here (67.72279 without the 80 x 2 blocks). The
-  // FP8 runs print round(x, 2) and stay inside it. Not to the digit: Llama 3.1 70B AWQ on an RTX
-  // PRO 6000 (37.09; 37.0682 here, 22 MiB short: awq_marlin's repacking is not replayed).
+  // FP8 runs print round(x, 2) and stay inside it. AWQ with Marlin is replayed through the
+  // allocator (engine/vllm.cpp allocated_weights: the AWQ tensors, then awq_marlin's repacking of
+  // each linear): Llama 3.1 70B AWQ on an RTX PRO 6000 prints 37.09, 37.0946 here (inside
+  // [37.085, 37.095)); 37.0682, 22 MiB short, with the parameters' bytes alone.
   std::size_t n = 0, exact = 0;
   for (const json& e : read_lines("vllm_logs.jsonl")) {
     if (!e.contains("quant")) continue;
@@ -445,13 +457,12 @@ TEST_CASE("vLLM logs: quantized weights to the printed digit, with the attention
       if (i.log_id != e.at("id") || i.item != "weights") continue;
       INFO(i.log_id << ": log " << i.log << " GiB, vramfit " << i.ours << " GiB (printed to +-" << i.tolerance << ")");
       ++n;
-      const bool awq = e.at("quant") == "awq-int4";
-      if (!awq) CHECK(std::abs(i.ours - i.log) <= i.tolerance);
+      CHECK(std::abs(i.ours - i.log) <= i.tolerance);
       if (std::abs(i.ours - i.log) <= i.tolerance) ++exact;
     }
   }
   CHECK(n == 5);
-  CHECK(exact == 4);
+  CHECK(exact == 5);
 }
 
 TEST_CASE("vLLM logs: MXFP4 weights with their kernels' layout and the allocator's blocks", "[accuracy][serving]") {

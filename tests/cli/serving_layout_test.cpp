@@ -23,14 +23,15 @@ CliResult serve(const std::string& engine, const std::string& config) {
 
 }  // namespace
 
-TEST_CASE("llama.cpp refuses layers of different widths (gemma4_text), naming --engine, vLLM lays them out", "[cli][serving]") {
-  const CliResult r = serve("llama.cpp", "gemma4-e2b-mini");
-  CHECK(r.code == 2);
-  CHECK(r.out.empty());
-  CHECK(r.err ==
-        "vramfit: error: --engine: model_type 'gemma4_text' has layers whose attention head size or key/value heads "
-        "differ; the llama.cpp estimate lays every layer out alike and would size its KV cache for layers the model "
-        "does not have (estimate it with the default engine (--engine transformers), which lays these layers out)\n");
+TEST_CASE("both serving engines lay gemma4_text's layers out per layer", "[cli][serving]") {
+  // llama.cpp (its GEMMA4: engine/llamacpp.cpp layer_attn): at 4096 cells, without flash attention,
+  // the full layer 5 (K and V of 512) 8 MiB and the sliding layers 0..4 (1024 cells, K 256 and V
+  // padded to 512) 7.5 MiB; the KV-shared layers 6..9 none.
+  const CliResult r = run_cli({"estimate", "--engine", "llama.cpp", "--config", arch_config("gemma4-e2b-mini"), "--gpu",
+                               "h100-80gb", "--ctx-size", "4096", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["engine"]["devices"][0]["kv_buffer_bytes"].get<std::uint64_t>() ==
+        8388608 + 7864320);
   // vLLM: per kind of layer (engine/vllm.cpp layer_kinds): 6 groups of one layer, pages of 32768 bytes.
   const CliResult v = run_cli({"estimate", "--engine", "vllm", "--config", arch_config("gemma4-e2b-mini"), "--gpu",
                                "h100-80gb", "--json"});
@@ -51,12 +52,17 @@ TEST_CASE("serving engines serve latent attention only as their MLA models do", 
   const nlohmann::json e = nlohmann::json::parse(v.out)["engine"];
   CHECK(e["kv_cache_bytes"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 786432);
   CHECK(e["kv_cache_tokens"].get<std::uint64_t>() == e["num_gpu_blocks"].get<std::uint64_t>() * 16);
-  const CliResult l = serve("llama.cpp", "minicpm3-mini");
-  CHECK(l.code == 2);
-  CHECK(l.err ==
-        "vramfit: error: --engine: llama.cpp: model_type 'minicpm3' has latent attention (kv_lora_rank 256) outside "
-        "llama.cpp's deepseek2 architecture (deepseek_v2, deepseek_v3, glm4_moe_lite); its cache is not laid out by "
-        "vramfit (estimate it with the default engine (--engine transformers))\n");
+  // llama.cpp too (its MINICPM3 architecture): per layer and cell K 16 x (64 + 32) and V 16 x 64
+  // (hidden / heads) f16, 5120 bytes; 8 layers of 4096 cells (--ctx-size's default).
+  const CliResult l = run_cli({"estimate", "--engine", "llama.cpp", "--config", arch_config("minicpm3-mini"), "--gpu",
+                               "h100-80gb", "--ctx-size", "4096", "--json"});
+  REQUIRE(l.code == 0);
+  CHECK(nlohmann::json::parse(l.out)["engine"]["devices"][0]["kv_buffer_bytes"].get<std::uint64_t>() ==
+        8ULL * 4096 * 5120);
+  // Latent attention of a type llama.cpp has no architecture for is refused.
+  const CliResult y = serve("llama.cpp", "youtu-mini");
+  CHECK(y.code == 2);
+  CHECK(y.err.find("--engine: llama.cpp: model_type 'youtu' has latent attention") != std::string::npos);
   // DeepSeek's MLA is served by both.
   CHECK(serve("vllm", "deepseek-v2-mini").code == 0);
   CHECK(serve("llama.cpp", "deepseek-v2-mini").code == 0);

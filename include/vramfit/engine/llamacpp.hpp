@@ -123,6 +123,13 @@ struct Result {
   std::uint64_t n_ctx_seq = 0;      ///< cells per sequence
   std::uint64_t kv_cells_swa = 0;   ///< cells of the SWA cache (0: no SWA layers)
   std::uint64_t n_stream = 1;       ///< KV streams
+  /// Each cache's "llama_kv_cache: size = X MiB (N cells, L layers, ...)": its K and V tensors'
+  /// bytes over every device and the layers it holds; the full-attention cache, then the SWA one
+  /// (0 without SWA layers). Layers that reuse another layer's cache (gemma4's KV-shared) hold none.
+  Bytes kv_size;
+  Bytes kv_size_swa;
+  std::uint64_t kv_layers = 0;
+  std::uint64_t kv_layers_swa = 0;
   /// Host memory the process needs: model (mapped or read), KV and compute on the CPU, the
   /// output buffer.
   Bytes host_bytes;

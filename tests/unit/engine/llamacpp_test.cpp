@@ -345,6 +345,116 @@ TEST_CASE("llama.cpp: a deepseek2 file without attn_k_b / attn_v_b caches every 
   CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (4 * 48 + 4 * 32) * 2);
 }
 
+TEST_CASE("llama.cpp: minicpm3 caches every head's decompressed K and V", "[llamacpp]") {
+  // MiniCPM3 (llama.cpp's MINICPM3 architecture): 2 layers, 16 heads, latent 256, no-rope 32 +
+  // rope 32 a K head; v_head_dim null, so V heads of hidden / heads = 64.
+  nlohmann::json cfg = {{"model_type", "minicpm3"}, {"hidden_size", 1024}, {"num_hidden_layers", 2},
+                        {"num_attention_heads", 16}, {"num_key_value_heads", 16}, {"intermediate_size", 2560},
+                        {"q_lora_rank", 768}, {"kv_lora_rank", 256}, {"qk_nope_head_dim", 64},
+                        {"qk_rope_head_dim", 32}, {"vocab_size", 1000}, {"max_position_embeddings", 32768},
+                        {"scale_emb", 12}, {"scale_depth", 1.4}, {"dim_model_base", 256},
+                        {"tie_word_embeddings", true}};
+  const spec::ModelSpec m = spec::from_config(cfg, "tiny-minicpm3");
+  const auto tensors = tensors_of(m, "F16");
+  // MiniCPM3Model (convert_hf_to_gguf.py) keeps kv_b_proj whole: attn_kv_b [256, 16 x (64 + 64)].
+  std::size_t kv_b = 0, k_b = 0;
+  for (const auto& t : tensors) {
+    if (t.name.find(".attn_kv_b.") != std::string::npos && t.ne == std::vector<std::uint64_t>{256, 2048}) ++kv_b;
+    if (t.name.find(".attn_k_b.") != std::string::npos) ++k_b;
+  }
+  CHECK(kv_b == 2);
+  CHECK(k_b == 0);
+  Settings s;
+  s.ctx_size = 512;
+  // Per layer and cell: K 16 heads x (64 + 32) = 1536 f16 (3072 bytes), V 16 x 64 = 1024 f16
+  // (2048 bytes); 512 cells, 2 layers: 2 x 512 x 5120 = 5242880 bytes, each tensor a multiple of 128.
+  CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 5242880);
+  // q8_0 K (34 bytes a 32-value block: 1536 -> 1632 bytes), f16 V: 2 x 512 x (1632 + 2048).
+  s.cache_type_k = "q8_0";
+  CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 2 * 512 * (1632 + 2048));
+  s.cache_type_k = "f16";
+  // Longrope: rope_factors_long and rope_factors_short [16] f32 (64 bytes, 128 on CUDA), created
+  // per layer with TENSOR_DUPLICATED: one copy of each on the GPU holding the layers.
+  cfg["rope_scaling"] = {{"type", "longrope"},
+                         {"long_factor", std::vector<double>(16, 1.0)},
+                         {"short_factor", std::vector<double>(16, 1.0)},
+                         {"original_max_position_embeddings", 32768}};
+  const spec::ModelSpec lr = spec::from_config(cfg, "tiny-minicpm3-longrope");
+  CHECK(estimate(lr, tensors_of(lr, "F16"), s).gpus.at(0).model.value() ==
+        estimate(m, tensors, s).gpus.at(0).model.value() + 2 * 128);
+  // A V head other than hidden / heads: llama.cpp cannot load attn_kv_b (no value_length key).
+  cfg.erase("rope_scaling");
+  cfg["v_head_dim"] = 32;
+  const spec::ModelSpec v32 = spec::from_config(cfg, "tiny-minicpm3-v32");
+  CHECK_THROWS_AS(estimate(v32, tensors_of(v32, "F16"), s), InputError);
+}
+
+TEST_CASE("llama.cpp: gemma4 caches each layer at its own width, the KV-shared layers none", "[llamacpp]") {
+  // A small Gemma 4 (E2B-like): 10 layers, full attention on layers 5 and 9 (every 6th, the last
+  // forced), the last 4 (6..9) KV-shared; sliding layers 1 KV head of 256, full ones 1 of 512
+  // (global_head_dim); window 512; per-layer inputs of 256.
+  nlohmann::json cfg = {{"model_type", "gemma4_text"}, {"hidden_size", 1024}, {"intermediate_size", 2048},
+                        {"num_attention_heads", 8}, {"num_key_value_heads", 1}, {"head_dim", 256},
+                        {"global_head_dim", 512}, {"num_hidden_layers", 10}, {"num_kv_shared_layers", 4},
+                        {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 256},
+                        {"vocab_size", 1000}, {"vocab_size_per_layer_input", 1000}, {"sliding_window", 512},
+                        {"max_position_embeddings", 131072}, {"final_logit_softcapping", 30.0},
+                        {"tie_word_embeddings", true}};
+  const spec::ModelSpec m = spec::from_config(cfg, "tiny-gemma4");
+  const auto tensors = tensors_of(m, "F16");
+  Settings s;
+  s.ctx_size = 4096;
+  // The caching layers 0..5: sliding 0..4 in the SWA cache of pad(min(4096, 512 + 512), 256) = 1024
+  // cells, full 5 in the 4096-cell one. Without flash attention every V row is padded to the widest
+  // layer's, 512 (n_embd_v_gqa_max): full K 512 + V 512 f16 x 4096 = 8 MiB; each sliding layer K 256
+  // + V 512 f16 x 1024 = 1.5 MiB, 7.5 MiB for five. Layers 6..9 hold nothing.
+  Result r = estimate(m, tensors, s);
+  CHECK(r.kv_cells_swa == 1024);
+  CHECK(r.kv_size.value() == 8388608);
+  CHECK(r.kv_size_swa.value() == 7864320);
+  CHECK(r.kv_layers == 1);
+  CHECK(r.kv_layers_swa == 5);
+  CHECK(r.gpus.at(0).kv.value() == 8388608 + 7864320);
+  // With flash attention each layer's V at its own width: the sliding layers 5 x 1 MiB.
+  s.flash_attn = true;
+  r = estimate(m, tensors, s);
+  CHECK(r.kv_size_swa.value() == 5 * 1048576);
+  CHECK(r.gpus.at(0).kv.value() == 8388608 + 5 * 1048576);
+  // q8_0 K (34 bytes a block of 32: 256 -> 272 bytes, 512 -> 544): full (544 + 1024) x 4096,
+  // sliding 5 x (272 + 512) x 1024, each sliding K tensor (rows of 256, not a multiple of 512) with
+  // the CUDA buffer's partial row of 256 values (272 bytes), padded to 128: + 384 bytes.
+  s.cache_type_k = "q8_0";
+  CHECK(estimate(m, tensors, s).gpus.at(0).kv.value() == 1568ULL * 4096 + 5ULL * (784 * 1024 + 384));
+  s.cache_type_k = "f16";
+  s.flash_attn = false;
+  // The per-layer inputs as the converter writes them, rope_freqs of the full layers (256 f32) and
+  // each layer's layer_output_scale; no position table.
+  const auto find = [&](const std::string& name) -> const spec::GgufTensor* {
+    for (const auto& t : tensors)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  REQUIRE(find("per_layer_token_embd.weight") != nullptr);
+  CHECK(find("per_layer_token_embd.weight")->ne == std::vector<std::uint64_t>{2560, 1000});
+  REQUIRE(find("per_layer_model_proj.weight") != nullptr);
+  CHECK(find("per_layer_model_proj.weight")->ne == std::vector<std::uint64_t>{1024, 2560});
+  REQUIRE(find("per_layer_proj_norm.weight") != nullptr);
+  REQUIRE(find("rope_freqs.weight") != nullptr);
+  CHECK(find("rope_freqs.weight")->ne == std::vector<std::uint64_t>{256});
+  CHECK(find("blk.9.layer_output_scale.weight") != nullptr);
+  CHECK(find("position_embd.weight") == nullptr);
+  // -ngl 3: the output layer and blocks 8, 9 on the GPU, which hold no cache; rope_freqs (1 KiB) sits
+  // once on the GPU, whose layer 9 is a full one, and once on the host.
+  s.gpu_layers = 3;
+  r = estimate(m, tensors, s);
+  CHECK(r.gpus.at(0).kv.value() == 0);
+  CHECK(r.host.kv.value() == 8388608 + 7864320);
+  // Full and sliding layers of one width cannot be told apart: refused, naming --engine.
+  cfg["global_head_dim"] = 256;
+  const spec::ModelSpec same = spec::from_config(cfg, "tiny-gemma4-one-width");
+  CHECK_THROWS_AS(estimate(same, tensors_of(same, "F16"), Settings{}), InputError);
+}
+
 TEST_CASE("llama.cpp: phi3's fused QKV split as each build splits it", "[llamacpp]") {
   // Phi-3 mini's shapes (hidden 3072, 32 heads of 96, no GQA, MLP 8192, 32 layers), every layer
   // on the GPU, ubatch 256, 4096 cells, no flash attention, KV stores as ggml_cpy (set_rows off).
