@@ -656,6 +656,7 @@ struct ParamTensor {
   std::uint64_t elems;
   spec::Role role;
   std::uint64_t layer;  // decoder layer, or kMaxTrainLayers for the embedding and head
+  bool bias = false;    // a linear's bias: a Parameter of its own after the weight
 };
 
 // Bounded work (about 110 allocator calls per layer and step, 3 steps): deeper models keep the
@@ -748,15 +749,23 @@ std::optional<TrainSizes> train_sizes(const spec::ModelSpec& m, const Workload& 
   return z;
 }
 
-// The parameter tensors in module order: the embedding, each layer's linears and its norms, the
-// lm_head.
+// The parameter tensors in module order: the embedding, each layer's linears (the weight, then
+// the bias: each its own Parameter, so its own gradient, optimizer states and step temporaries)
+// and its norms, the lm_head. Counted as one block, a 6 MiB weight and its 6 KiB bias no longer
+// pack two to a freed 12 MiB segment as the recorded steps' do: pythia-410m bf16 AdamW b2 x 1024
+// (traces_s14) made nine new 20 MiB segments for the first step's optimizer states (reserve 386
+// MiB beyond the peak, recorded 234).
 std::vector<ParamTensor> param_tensors(const spec::ModelSpec& m) {
   std::vector<ParamTensor> params;
   params.push_back({m.embedding_params, spec::Role::other, kMaxTrainLayers});
   std::uint64_t layer = 0;
   for (const auto& g : m.layers)
     for (std::uint64_t i = 0; i < g.count; ++i, ++layer) {
-      for (const auto& l : g.linears) params.push_back({l.params(), l.role, layer});
+      for (const auto& l : g.linears) {
+        const std::uint64_t bias = l.bias ? checked_mul(l.out_features, l.copies) : 0;
+        params.push_back({l.params() - bias, l.role, layer});
+        if (bias > 0) params.push_back({bias, l.role, layer, true});
+      }
       if (g.norm_params + g.other_params > 0) params.push_back({g.norm_params + g.other_params, spec::Role::other, layer});
     }
   if (m.lm_head_params > 0) params.push_back({m.lm_head_params, spec::Role::other, kMaxTrainLayers});
@@ -799,6 +808,7 @@ class TrainingReplay {
     lora_ = z.rank > 0;
     amp_ = !lora_ && autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
     fp32_norms_ = !lora_ && !autocast_ && precision_of(w).compute == 2 && fp32_norm_layers();
+    neox_ = !lora_ && !autocast_ && precision_of(w).compute == 2 && neox_layers();
     if (lora_) lora_setup(w);
     const OptimizerTraits& o = traits(w.optimizer);
     if (o.state_tensors > 1 && o.state_bytes_8bit == 0 && o.state_bytes_fp32 == 0 && !o.factored &&
@@ -962,6 +972,7 @@ class TrainingReplay {
       grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
       workspace_ = a_.malloc(kBackwardWorkspace);
     }
+    if (neox_) return neox_final_norm_backward(norm, g3, h);
     const H gh = a_.malloc(z_.hidden);
     if (grads_.empty()) grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
     free_all({g3, norm, h});
@@ -1404,6 +1415,7 @@ class TrainingReplay {
     std::vector<H> casts;
     inputs_.clear();
     saved_.assign(layers, {});
+    if (neox_) neox_saved_.assign(layers, {});
     a_.begin_region();
     H h = a_.malloc(z_.hidden);
     if (lora_) lora_saved_.assign(layers, {});
@@ -1416,6 +1428,11 @@ class TrainingReplay {
         h = lora_saved_[l].out;
         continue;
       }
+      if (neox_) {
+        neox_saved_[l] = neox_forward(l, !ckpt_);
+        h = neox_saved_[l].out;
+        continue;
+      }
       auto sv = layer_forward(l, !ckpt_, casts);
       h = sv.back();
       sv.pop_back();
@@ -1424,7 +1441,8 @@ class TrainingReplay {
     next_region(0);
     H gh = lora_ ? lora_loss(h) : loss(h, casts);
     next_region(1);
-    for (std::uint64_t l = layers; l-- > 0;) gh = lora_ ? lora_backward(l, gh) : layer_backward(l, gh);
+    for (std::uint64_t l = layers; l-- > 0;)
+      gh = lora_ ? lora_backward(l, gh) : neox_ ? neox_backward(l, gh) : layer_backward(l, gh);
     if (lora_) a_.free(gh);  // the frozen embedding takes no gradient
     else embedding_grad(gh);
     next_region(2);
@@ -1462,7 +1480,7 @@ class TrainingReplay {
     std::vector<std::vector<std::uint64_t>> in(m_.num_layers), mlp(m_.num_layers);
     std::vector<std::uint32_t> outs(m_.num_layers), downs(m_.num_layers);
     for (const auto& pr : params_) {
-      if (pr.layer >= m_.num_layers) continue;
+      if (pr.layer >= m_.num_layers || pr.bias) continue;
       AmpLinears& l = lin_[pr.layer];
       if (pr.role == spec::Role::attn_in) in[pr.layer].push_back(pr.elems);
       else if (pr.role == spec::Role::mlp_in) mlp[pr.layer].push_back(pr.elems);
@@ -2052,6 +2070,178 @@ class TrainingReplay {
   std::vector<Fp32NormSaved> fp32_saved_;
   bool fp32_norms_ = false;  // Gemma's layer (fp32_norm_step)
   std::uint64_t state_tensors_ = 1;
+  // GPT-NeoX's layer (transformers' gpt_neox/modeling_gpt_neox.py, use_parallel_residual) in
+  // 16-bit weights without autocast, op by op as the recorded pythia-410m bf16 AdamW b2 x 1024
+  // steps allocate (tests/accuracy/alloc/fresh/traces_s14, a process of its own and measure.py's
+  // one process; H100, torch 2.11, transformers 5.17; blocks under 64 KiB left out): LayerNorm's
+  // output; the fused query_key_value (one 3 x q block, which v views and SDPA keeps); the partial
+  // rotary on q then k (x_rot * cos, rotate_half's negated half and cat, * sin, the sum: blocks of
+  // the rotated share of the heads, rotary_pct) and the cat with the pass-through part (a q-sized
+  // block each); SDPA's output and logsumexp; the output's contiguous copy, dense; the second
+  // LayerNorm on the layer's input (parallel residual), dense_h_to_4h, gelu, dense_4h_to_h; the
+  // two residual sums. Backward takes the MLP branch first (its ops were made last), then the
+  // attention branch; the layer input's gradient is the residual's gradient plus the second norm's
+  // (out of place: the residual's is still the attention branch's), the first norm's summed into
+  // it in place. A linear with a bias leaves a transient of 4 x its output gradient's bytes after
+  // its weight gradient (the bias gradient's reduction: 16, 64, 16 and 48 MiB for dense_4h_to_h,
+  // dense_h_to_4h, dense and query_key_value there); SDPA's backward a transient of 2 x q + the
+  // logsumexp. Replayed through the allocator model, the trace this sequence makes reserves what
+  // the recorded steps reserved (pythia-410m b2 x 1024: before this layer, replayed as llama's,
+  // the one-process device total was -6.68 %).
+  bool neox_layers() {
+    if (!m_.parallel_residual || m_.norm != spec::Norm::layer || m_.gated_mlp || m_.learned_positions ||
+        m_.qk_norm || m_.kv_lora_rank != 0 || m_.num_kv_heads != m_.num_heads || m_.hidden_size == 0 ||
+        m_.activation != spec::Activation::gelu || z_.scores > 0 || z_.q != z_.hidden)
+      return false;
+    const std::uint64_t qkv_out = checked_mul(3, checked_mul(m_.num_heads, m_.head_dim));
+    for (const auto& g : m_.layers) {
+      if (g.moe || g.norm_params != checked_mul(4, m_.hidden_size) || g.other_params != 0) return false;
+      std::array<int, 4> n{};
+      for (const auto& l : g.linears) {
+        if (l.expert || l.copies != 1) return false;
+        switch (l.role) {
+          case spec::Role::attn_in:
+            if (l.out_features != qkv_out) return false;
+            ++n[0], neox_bias_[0] = l.bias;
+            break;
+          case spec::Role::attn_out: ++n[1], neox_bias_[1] = l.bias; break;
+          case spec::Role::mlp_in: ++n[2], neox_bias_[2] = l.bias; break;
+          case spec::Role::mlp_out: ++n[3], neox_bias_[3] = l.bias; break;
+          default: return false;
+        }
+      }
+      if (n != std::array<int, 4>{1, 1, 1, 1}) return false;
+    }
+    const auto rotary = static_cast<std::uint64_t>(static_cast<double>(m_.head_dim) * m_.partial_rotary_factor);
+    if (rotary == 0 || rotary > m_.head_dim) return false;
+    rot_ = checked_mul(checked_mul(z_.tokens, m_.num_heads), checked_mul(rotary, 2));
+    lse_ = checked_mul(checked_mul(z_.tokens, m_.num_heads), 4);
+    return true;
+  }
+
+  struct NeoxSaved {
+    H ln1, qkv, qe, ke, at, lse, at2, ln2, fc, act, out;
+  };
+
+  // The rotated share of q or k: x_rot * cos, rotate_half (the negated half, the cat), * sin, the sum.
+  H neox_rope() {
+    const H a = m(rot_), neg = m(rot_ / 2), cat = m(rot_);
+    f(neg);
+    const H b = m(rot_);
+    f(cat);
+    const H e = m(rot_);
+    f(a), f(b);
+    return e;
+  }
+
+  H neox_rope_backward() {
+    const H t1 = m(rot_), t2 = m(rot_ / 2), g = m(rot_);
+    f(t2);
+    const H t3 = m(rot_);
+    f(t1), f(t3);
+    f(m(rot_));
+    return g;
+  }
+
+  // A linear's bias-gradient reduction: a transient of 4 x its output gradient's bytes.
+  void neox_bias_transient(std::size_t linear, std::uint64_t out_grad) {
+    if (neox_bias_[linear]) f(m(checked_mul(out_grad, 4)));
+  }
+
+  // Layer `l`'s forward from inputs_[l]: what it saves (all freed when !keep: checkpointing's
+  // forward under no_grad), and its output.
+  NeoxSaved neox_forward(std::uint64_t l, bool keep) {
+    (void)l;
+    NeoxSaved s{};
+    s.ln1 = m(z_.hidden), s.qkv = m(checked_mul(z_.q, 3));
+    const H qr = neox_rope(), kr = neox_rope();
+    s.qe = m(z_.q);
+    f(qr);
+    s.ke = m(z_.q);
+    f(kr);
+    s.at = m(z_.q), s.lse = m(lse_), s.at2 = m(z_.q);
+    const H o = m(z_.hidden);
+    s.ln2 = m(z_.hidden), s.fc = m(z_.inter), s.act = m(z_.inter);
+    const H down = m(z_.hidden), sum = m(z_.hidden);
+    s.out = m(z_.hidden);
+    f(sum), f(o), f(down);
+    if (!keep) {
+      for (const H h : {s.ln1, s.qkv, s.qe, s.ke, s.at, s.lse, s.at2, s.ln2, s.fc, s.act}) f(h);
+    }
+    return s;
+  }
+
+  // Layer `l`'s backward from the gradient `gh` of its output (freed): the recompute under
+  // checkpointing, the MLP branch, the attention branch; inputs_[l] freed after the first norm's
+  // backward. Returns the gradient of the layer's input.
+  H neox_backward(std::uint64_t l, H gh) {
+    NeoxSaved s = neox_saved_[l];
+    if (ckpt_) {
+      s = neox_forward(l, true);
+      f(s.out);
+    }
+    // dense_4h_to_h, gelu, dense_h_to_4h, post_attention_layernorm
+    const H gact = m(z_.inter);
+    grad_of(l, {spec::Role::mlp_out});
+    neox_bias_transient(3, z_.hidden);
+    f(s.act);
+    const H gfc = m(z_.inter);
+    f(gact), f(s.fc);
+    const H gln2 = m(z_.hidden);
+    grad_of(l, {spec::Role::mlp_in});
+    neox_bias_transient(2, z_.inter);
+    f(gfc), f(s.ln2);
+    const H gx2 = m(z_.hidden);
+    grad_of(l, {spec::Role::other});
+    f(gln2);
+    const H acc = m(z_.hidden);
+    f(gx2);
+    // dense, SDPA, the rotary embeddings (k's first), the query_key_value's gradient and its copy
+    const H gat2 = m(z_.q);
+    grad_of(l, {spec::Role::attn_out});
+    neox_bias_transient(1, z_.hidden);
+    f(gh), f(s.at2);
+    const H gq = m(z_.q), gk = m(z_.q), gv = m(z_.q);
+    f(m(checked_add(checked_mul(z_.q, 2), lse_)));
+    f(gat2), f(s.ke), f(s.qe), f(s.qkv), f(s.lse), f(s.at);
+    const H gkr = neox_rope_backward(), gqr = neox_rope_backward();
+    const H gkf = m(z_.q);
+    f(gk);
+    const H tk = m(z_.q);
+    f(gkr), f(tk);
+    const H gqf = m(z_.q);
+    f(gq);
+    const H t = m(z_.q);
+    f(gqr), f(t);
+    const H gqkv = m(checked_mul(z_.q, 3));
+    f(gqf), f(gkf), f(gv);
+    const H gqkv2 = m(checked_mul(z_.q, 3));
+    f(gqkv);
+    const H gln1 = m(z_.hidden);
+    grad_of(l, {spec::Role::attn_in});
+    neox_bias_transient(0, checked_mul(z_.q, 3));
+    f(gqkv2), f(s.ln1);
+    const H gx1 = m(z_.hidden);
+    f(gln1), f(inputs_[l]), f(gx1);
+    return acc;
+  }
+
+  // The final LayerNorm's backward after the loss (`norm`: its output, `g3`: the logits' 16-bit
+  // gradient, `h`: the last layer's output): the lm_head's weight gradient before its input's.
+  H neox_final_norm_backward(H norm, H g3, H h) {
+    if (grads_.empty()) grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    const H gn = m(z_.hidden);
+    f(g3), f(norm);
+    const H gx = m(z_.hidden);
+    f(gn), f(h);
+    return gx;
+  }
+
+  bool neox_ = false;
+  std::array<bool, 4> neox_bias_{};  // query_key_value, dense, dense_h_to_4h, dense_4h_to_h
+  std::uint64_t rot_ = 0, lse_ = 0;  // the rotated share of q (bytes), SDPA's logsumexp
+  std::vector<NeoxSaved> neox_saved_;
+
   std::uint64_t sandwich_norms_ = 0;
 
   const spec::ModelSpec& m_;
@@ -2093,7 +2283,8 @@ std::optional<Reserve> training_reserve(const spec::ModelSpec& m, const Workload
   append_conf(key, alloc_conf(w));
   key.push_back(capacity);
   append_build(key, m, precision_of(w));
-  for (const auto& pr : params) key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer});
+  for (const auto& pr : params)
+    key.insert(key.end(), {pr.elems, static_cast<std::uint64_t>(pr.role), pr.layer, pr.bias ? 1U : 0U});
   // The process's first backward: this case makes the workspace, and where the replay puts it
   // is what the process keeps (not memoized: the placement is an output).
   if (h != nullptr && h->pinned_segment == 0 && !h->unknown && !alloc_conf(w).expandable_segments) {

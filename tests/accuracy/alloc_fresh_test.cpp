@@ -51,37 +51,37 @@ const std::vector<Expected> kOneProcess = {
     {"qwen2.5-0.5b/lora/bf16/adamw/r16-q+v/b4s1024", 1328, 5},  // measured reserve 1416 MiB
     {"smollm2-360m/lora/bf16/adamw/r16-q+k+v+o-drop0.05/b4s1024", 1302, -2},  // measured reserve 1267 MiB
     {"gpt2/train/bf16/adamw/b8s1024/ckpt", 572, 27},  // measured reserve 560 MiB
-    {"gpt2-medium/train/fp32-ampbf16/adamw/b8s1024", 1573, 13},  // measured reserve 1379 MiB
+    {"gpt2-medium/train/fp32-ampbf16/adamw/b8s1024", 1383, 6},  // measured reserve 1379 MiB
     {"gpt2/lora/bf16/adamw/r16-all-linear/b4s1024/ckpt", 571, 38},  // measured reserve 572 MiB
     {"gpt2-medium/generate/bf16/b32s256n256", 2996, 42},  // measured reserve 2992 MiB
     {"smollm2-135m/train/fp32-ampbf16/adamw/b8s2048/ckpt", 1084, 11},  // measured reserve 1112 MiB
     {"smollm2-360m/train/fp32-ampbf16/adamw/b4s1024", 564, 3},  // measured reserve 695 MiB
     {"gpt2-medium/lora/bf16/adamw/r16-c_attn-drop0.05/b4s1024", 445, 18},  // measured reserve 456 MiB
     {"smollm2-360m/generate/bf16/b8s1024n512", 82, 81},  // measured reserve 129 MiB
-    {"qwen2.5-0.5b/train/fp32-ampbf16/adamw/b8s2048", 10759, 156},  // measured reserve 1239 MiB
+    {"qwen2.5-0.5b/train/fp32-ampbf16/adamw/b8s2048", 1264, 3},  // measured reserve 1239 MiB
     {"qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 10183, 12},  // measured reserve 9775 MiB
     {"qwen2.5-1.5b/lora/bf16/adamw/r64-all-linear/b8s4096/ckpt", 13338, -6},  // measured reserve 13986 MiB
     {"qwen2.5-1.5b/generate/bf16/b8s1024n512", 312, 49},  // measured reserve 309 MiB
     {"llama-3.2-1b/train/fp32-ampbf16/adamw/b8s2048/ckpt", 5877, 19},  // measured reserve 5171 MiB
-    {"qwen2.5-7b/train/bf16/adamw/b1s1024", 6514, 44},  // measured reserve 3310 MiB
+    {"qwen2.5-7b/train/bf16/adamw/b1s1024", 6256, 40},  // measured reserve 3310 MiB
     {"llama-3.2-1b/lora/bf16/adamw/r16-q+k+v+o-drop0.05/b4s1024", 1084, 8},  // measured reserve 1152 MiB
-    {"gpt2/train/fp32/adamw/b2s1024", 555, 83},  // measured reserve 270 MiB
+    {"gpt2/train/fp32/adamw/b2s1024", 559, 83},  // measured reserve 270 MiB
     {"smollm2-360m/train/bf16/adamw/b8s2048/ckpt", 837, 15},  // measured reserve 805 MiB
     {"qwen2.5-7b/lora/bf16/adamw/r16-q+v/b2s1024", 800, 4},  // measured reserve 837 MiB
     {"qwen2.5-1.5b/train/fp32-ampbf16/sgd/b4s1024", 3774, 5},  // measured reserve 3768 MiB
     {"llama-3.1-8b/train/bf16/adamw/b4s2048/ckpt", 12517, 2},  // measured reserve 12521 MiB
     {"smollm2-135m/lora/bf16/adamw/r16-q+k+v+o-drop0.05/b4s1024", 1265, 9},  // measured reserve 1287 MiB
-    {"gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3363, 3},  // measured reserve 3476 MiB
+    {"gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3335, 2},  // measured reserve 3476 MiB
     {"llama-3.2-1b/train/fp32-ampbf16/adamw/b4s1024/eager", 2374, 22},  // measured reserve 1544 MiB
     {"llama-3.1-8b/lora/bf16/adamw/r16-all-linear/b1s8192/ckpt", 4085, 8},  // measured reserve 3985 MiB
     {"qwen2.5-0.5b/train/bf16/adamw/b4s1024", 1872, 8},  // measured reserve 1911 MiB
     {"smollm2-135m/train/fp32-ampbf16/adafactor/b4s1024", 1287, 30},  // measured reserve 1196 MiB
     {"smollm2-360m/lora/bf16/adamw/r64-all-linear/b8s4096/ckpt", 4686, 1},  // measured reserve 4807 MiB
-    {"qwen2.5-1.5b/train/fp32-ampbf16/adamw/b4s1024", 5473, 4},  // measured reserve 5466 MiB
-    {"gpt2-medium/train/bf16/adamw/b8s1024/ckpt", 1406, 21},  // measured reserve 1383 MiB
+    {"qwen2.5-1.5b/train/fp32-ampbf16/adamw/b4s1024", 5477, 4},  // measured reserve 5466 MiB
+    {"gpt2-medium/train/bf16/adamw/b8s1024/ckpt", 1408, 21},  // measured reserve 1383 MiB
 };
 const std::vector<Expected> kOneProcessExpandable = {
-    {"qwen2.5-1.5b/train/fp32-ampbf16/adamw/b4s1024", 1289, 4},  // measured reserve 1277 MiB
+    {"qwen2.5-1.5b/train/fp32-ampbf16/adamw/b4s1024", 1329, 5},  // measured reserve 1277 MiB
     {"qwen2.5-1.5b/train/bf16/adamw/b4s1024", 1504, 10},  // measured reserve 1389 MiB
     {"qwen2.5-0.5b/train/fp32-ampbf16/adamw/b8s2048", 4868, 3},  // measured reserve 4833 MiB
 };
@@ -156,8 +156,12 @@ TEST_CASE("the estimate against one process per case on the H200", "[accuracy][a
   // the 40 rows 18474 -> 20221 MiB.
   // LoRA replayed (its 11 rows' reserve within 7 % of the measured, smollm2-135m r16 dropout
   // 532 -> 1265 MiB, measured 1287): median 2.46 -> 1.85 %.
-  CHECK(std::fabs(median - 0.0185) < 0.0005);
-  CHECK(std::fabs(p90 - 0.1558) < 0.0005);
+  // Each bias a parameter of its own (its gradient, states and step temporaries blocks of their
+  // own, engine/reserve.cpp param_tensors): median 1.85 -> 1.64 %, p90 15.58 -> 14.19 %;
+  // qwen2.5-0.5b fp32-amp b8 s2048 10759 -> 1264 MiB (1239 measured), gpt2-medium fp32-amp b8
+  // 1573 -> 1383 (1379).
+  CHECK(std::fabs(median - 0.0164) < 0.0005);
+  CHECK(std::fabs(p90 - 0.1419) < 0.0005);
   CHECK(under == 0);
 }
 

@@ -42,7 +42,7 @@ struct Expected {
 const Expected kTable[] = {
     {"default", "gpt2-medium/generate/bf16/b8s512n512", 21, 94},
     {"default", "gpt2-medium/lora/bf16/adamw/r64-all-linear/b8s1024/ckpt", -3, 29},
-    {"default", "gpt2-medium/train/fp32-ampbf16/adamw/b8s1024/ckpt", 0, 17},
+    {"default", "gpt2-medium/train/fp32-ampbf16/adamw/b8s1024/ckpt", 0, 10},
     {"default", "gpt2/train/bf16/adamw/b8s1024/ckpt", 0, 16},
     {"default", "gpt2/generate/bf16/b1s512n256", -32, 74},
     {"default", "gpt2/lora/bf16/adamw/r16-all-linear/b4s1024/ckpt", -5, 12},
@@ -56,7 +56,7 @@ const Expected kTable[] = {
     {"default", "smollm2-360m/generate/bf16/b1s512n256", -14, 24},
     {"default", "smollm2-360m/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", -2, -9},
     {"default", "smollm2-360m/train/fp32-ampbf16/adamw/b8s2048/ckpt", 0, 12},
-    {"default", "gpt2-medium/train/bf16/adamw/b8s1024", 0, 43},
+    {"default", "gpt2-medium/train/bf16/adamw/b8s1024", 0, -36},
     {"default", "gpt2/train/fp32/adamw/b4s1024", 1, -15},
     {"default", "llama-3.2-1b/train/bf16/adamw/b4s2048/ckpt", 0, 18},
     {"default", "llama-3.2-1b/forward/bf16/b1s16384", 0, 34},
@@ -75,7 +75,7 @@ const Expected kTable[] = {
     {"default", "gpt2-medium/forward/bf16/b16s1024", 14, 65},
     {"default", "gpt2-medium/generate/bf16/b16s512n256", 16, 65},
     {"default", "gpt2-medium/lora/bf16/adamw/r16-all-linear/b8s1024/ckpt", -3, 34},
-    {"default", "gpt2/train/fp32-ampbf16/adamw/b8s1024", 0, 6},
+    {"default", "gpt2/train/fp32-ampbf16/adamw/b8s1024", 1, 6},
     {"default", "llama-3.2-1b/forward/bf16/b2s8192", 0, 33},
     {"default", "llama-3.2-1b/generate/bf16/b16s1024n256", 2, -32},
     {"default", "llama-3.2-1b/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", 0, 8},
@@ -92,12 +92,12 @@ const Expected kTable[] = {
     {"default", "smollm2-360m/lora/bf16/adamw/r16-q+v/b8s2048", -1, -3},
     {"expandable", "gpt2-medium/generate/bf16/b8s512n512", 22, 80},
     {"expandable", "gpt2-medium/lora/bf16/adamw/r64-all-linear/b8s1024/ckpt", -3, 31},
-    {"expandable", "gpt2-medium/train/fp32-ampbf16/adamw/b8s1024/ckpt", 0, 41},
+    {"expandable", "gpt2-medium/train/fp32-ampbf16/adamw/b8s1024/ckpt", 0, 28},
     {"expandable", "gpt2/train/bf16/adamw/b8s1024/ckpt", 0, 52},
     {"expandable", "gpt2/generate/bf16/b1s512n256", -4, 88},
     {"expandable", "gpt2/lora/bf16/adamw/r16-all-linear/b4s1024/ckpt", -2, -1},
     {"expandable", "qwen2.5-0.5b/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", 0, 2},
-    {"expandable", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b8s2048/ckpt", 0, 18},
+    {"expandable", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b8s2048/ckpt", 0, 14},
     {"expandable", "qwen2.5-1.5b/train/fp32-ampbf16/adamw/b8s2048/ckpt", 0, 27},
     {"expandable", "smollm2-135m/forward/bf16/b1s8192", 0, -9},
     {"expandable", "smollm2-135m/generate/bf16/b1s512n256", 0, 65},
@@ -125,14 +125,14 @@ const Expected kTable[] = {
     {"expandable", "gpt2-medium/forward/bf16/b16s1024", 14, 81},
     {"expandable", "gpt2-medium/generate/bf16/b16s512n256", 17, 77},
     {"expandable", "gpt2-medium/lora/bf16/adamw/r16-all-linear/b8s1024/ckpt", -3, 35},
-    {"expandable", "gpt2/train/fp32-ampbf16/adamw/b8s1024", 0, 10},
+    {"expandable", "gpt2/train/fp32-ampbf16/adamw/b8s1024", 0, 12},
     {"expandable", "llama-3.2-1b/forward/bf16/b2s8192", 0, 2},
     {"expandable", "llama-3.2-1b/generate/bf16/b16s1024n256", 2, 38},
     {"expandable", "llama-3.2-1b/lora/bf16/adamw/r16-all-linear/b4s2048/ckpt", 0, -1},
     {"expandable", "llama-3.2-1b/train/fp32-ampbf16/adamw/b4s2048/ckpt", 0, 36},
     {"expandable", "qwen2.5-0.5b/generate/bf16/b4s4096n128", -1, 36},
     {"expandable", "qwen2.5-0.5b/lora/bf16/adamw/r8-q+v/b4s4096/ckpt", 0, 0},
-    {"expandable", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s4096/ckpt", 0, 18},
+    {"expandable", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s4096/ckpt", 0, 14},
     {"expandable", "qwen2.5-1.5b/train/bf16/adamw/b4s2048/ckpt", 0, 5},
     {"expandable", "qwen2.5-1.5b/forward/bf16/b1s16384", 0, -1},
     {"expandable", "smollm2-135m/train/bf16/adamw/b16s2048/ckpt", 0, 25},
@@ -239,7 +239,10 @@ TEST_CASE("the device total on the _snapshot() runs, per allocator setting", "[a
   // states' blocks move the training cases' reserve by -15 .. +8 tenths).
   // LoRA's reserve replayed (was its fitted share): the summaries unchanged; its 24 runs within
   // -1.3 .. +3.5 % (were -1.8 .. +3.2 %), their median |error| 0.55 -> 0.30 %.
-  const Summary expected[] = {{"default", 50, 19, -219, 142, 1}, {"expandable", 50, 18, -56, 88, 1}};
+  // Each bias a parameter of its own (its gradient and optimizer states blocks of their own,
+  // engine/reserve.cpp param_tensors): default unchanged (gpt2-medium bf16 b8 x 1024 +4.3 ->
+  // -3.6 %); expandable 18 -> 15.
+  const Summary expected[] = {{"default", 50, 19, -219, 142, 1}, {"expandable", 50, 15, -56, 88, 1}};
   const auto rows = compute();
   for (const auto& e : expected) {
     std::vector<double> dev;

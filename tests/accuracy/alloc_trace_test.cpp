@@ -47,8 +47,8 @@ struct Expected {
 // clang-format off
 const Expected kTable[] = {
     {"fresh_default.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 10183, 12},
-    {"fresh_default.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3363, 3},
-    {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 14779, -23},
+    {"fresh_default.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3335, 2},
+    {"fresh_default.jsonl", "qwen2.5-7b/train/bf16/adamw/b4s2048/ckpt", 14649, -25},
     {"fresh_default.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 2996, 42},
     {"fresh_default.jsonl", "gpt2/forward/bf16/b1s1024", 52, 242},
     {"fresh_default.jsonl", "smollm2-135m/generate/bf16/b1s512n256", 34, 241},
@@ -57,7 +57,7 @@ const Expected kTable[] = {
     {"fresh_default.jsonl", "qwen2.5-0.5b/train/fp32-ampbf16/adamw/b4s1024", 2984, 7},
     {"fresh_default.jsonl", "gpt2/forward/fp16/b2s1024", 79, 206},
     {"fresh_expandable.jsonl", "qwen2.5-1.5b/train/bf16/adamw/b8s2048/ckpt", 6758, 12},
-    {"fresh_expandable.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3036, 41},
+    {"fresh_expandable.jsonl", "gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 2980, 38},
     {"fresh_expandable.jsonl", "gpt2-medium/generate/bf16/b32s256n256", 97, 69},
 };
 // clang-format on
