@@ -808,7 +808,12 @@ class TrainingReplay {
     lora_ = z.rank > 0;
     amp_ = !lora_ && autocast_ && !ckpt_ && precision_of(w).residual == 4 && amp_layers();
     fp32_norms_ = !lora_ && !autocast_ && precision_of(w).compute == 2 && fp32_norm_layers();
-    neox_ = !lora_ && !autocast_ && precision_of(w).compute == 2 && neox_layers();
+    neox_ = !lora_ && !autocast_ && precision_of(w).compute == 2 && w.compile == spec::Compile::none &&
+            w.loss == spec::Loss::hf && neox_layers();
+    // Recorded eager with transformers' loss: --compile's layers save other tensors, a chunked or
+    // fused loss never builds the whole logits (both keep llama's layer_forward).
+    llama16_ = !lora_ && !autocast_ && !ckpt_ && !neox_ && precision_of(w).compute == 2 &&
+               w.compile == spec::Compile::none && w.loss == spec::Loss::hf && llama16_layers();
     if (lora_) lora_setup(w);
     const OptimizerTraits& o = traits(w.optimizer);
     if (o.state_tensors > 1 && o.state_bytes_8bit == 0 && o.state_bytes_fp32 == 0 && !o.factored &&
@@ -1416,6 +1421,7 @@ class TrainingReplay {
     inputs_.clear();
     saved_.assign(layers, {});
     if (neox_) neox_saved_.assign(layers, {});
+    if (llama16_) llama16_saved_.assign(layers, {});
     a_.begin_region();
     H h = a_.malloc(z_.hidden);
     if (lora_) lora_saved_.assign(layers, {});
@@ -1433,16 +1439,22 @@ class TrainingReplay {
         h = neox_saved_[l].out;
         continue;
       }
+      if (llama16_) {
+        llama16_saved_[l] = llama16_forward(l);
+        h = llama16_saved_[l].out;
+        continue;
+      }
       auto sv = layer_forward(l, !ckpt_, casts);
       h = sv.back();
       sv.pop_back();
       saved_[l] = std::move(sv);
     }
     next_region(0);
-    H gh = lora_ ? lora_loss(h) : loss(h, casts);
+    H gh = lora_ ? lora_loss(h) : llama16_ ? llama16_loss(h) : loss(h, casts);
     next_region(1);
     for (std::uint64_t l = layers; l-- > 0;)
-      gh = lora_ ? lora_backward(l, gh) : neox_ ? neox_backward(l, gh) : layer_backward(l, gh);
+      if (llama16_) llama16_backward(l, gh);
+      else gh = lora_ ? lora_backward(l, gh) : neox_ ? neox_backward(l, gh) : layer_backward(l, gh);
     if (lora_) a_.free(gh);  // the frozen embedding takes no gradient
     else embedding_grad(gh);
     next_region(2);
@@ -2235,6 +2247,234 @@ class TrainingReplay {
     const H gx = m(z_.hidden);
     f(gn), f(h);
     return gx;
+  }
+
+  // The llama-family layer (RMSNorm, q/k/v with or without biases, rotary, SDPA, o_proj, gate/up/
+  // down) in 16-bit weights without autocast or checkpointing, op by op as the recorded
+  // qwen2.5-7b bf16 AdamW b1 x 1024 steps allocate (tests/accuracy/alloc/fresh/traces_s14, a
+  // process of its own on an H100; transformers 5.17's qwen2/llama modeling, torch 2.11; blocks
+  // under 64 KiB left out). RMSNorm: `x.to(float32)` (kept for backward), its square (freed), x *
+  // rsqrt in fp32 (freed), its 16-bit cast (kept) and the weight's product (the output, kept by
+  // the projections). The rotary embeddings of q then k as gpt_neox's over the whole head; SDPA's
+  // output (o_proj's input) and logsumexp; o_proj, the residual sum; the second norm, gate, silu,
+  // up, the product, down, the residual sum; the residual sums' inputs freed at the layer's end (the
+  // first layer's, the embedding's output, after the final norm). Backward: one 16-bit gradient of
+  // the residual stream through every layer, each norm's input gradient summed into it in place
+  // (eight fp32 blocks and a 4 x hidden transient per norm); a linear without bias makes its weight
+  // gradient first, one with a bias its input gradient first, then the weight's, then a transient of
+  // 4 x its output gradient (the bias gradient's reduction); SDPA's backward a transient of 2 x q +
+  // the logsumexp, and 2 x q more with grouped heads (k and v's gradients per query head). The same
+  // trace replayed through the allocator model reserves what the run reserved (3311 MiB); this
+  // sequence's reserve against llama's layer_forward's (6257 MiB there).
+  bool llama16_layers() {
+    if (m_.norm != spec::Norm::rms || !m_.gated_mlp || m_.qk_norm || m_.parallel_residual || m_.norm_fp32_scale ||
+        m_.learned_positions || m_.kv_lora_rank != 0 || m_.hidden_size == 0 || z_.scores > 0 || m_.scaled_embeddings ||
+        m_.attn_logit_softcap != 0 || m_.final_logit_softcap != 0 || m_.scaled_logits)
+      return false;
+    for (const auto& g : m_.layers) {
+      if (g.moe || g.norm_params != checked_mul(2, m_.hidden_size) || g.other_params != 0) return false;
+      std::array<int, 4> n{};
+      for (const auto& l : g.linears) {
+        if (l.expert || l.copies != 1) return false;
+        switch (l.role) {
+          case spec::Role::attn_in: ++n[0]; break;
+          case spec::Role::attn_out: ++n[1]; break;
+          case spec::Role::mlp_in: ++n[2]; break;
+          case spec::Role::mlp_out: ++n[3]; break;
+          default: return false;
+        }
+        if (l.bias && l.role != spec::Role::attn_in) return false;
+      }
+      if (n != std::array<int, 4>{3, 1, 2, 1}) return false;
+    }
+    lse_ = checked_mul(checked_mul(z_.tokens, m_.num_heads), 4);
+    return true;
+  }
+
+  struct RmsSaved {
+    H x32 = kNoHandle, cast = kNoHandle, out = kNoHandle;
+  };
+  struct Llama16Saved {
+    RmsSaved n1, n2;
+    H v, qr, kr, at, lse, gate, act, up, mul, out;
+  };
+
+  RmsSaved rms16() {
+    RmsSaved s;
+    s.x32 = m(z_.hidden32);
+    f(m(z_.hidden32));
+    const H n32 = m(z_.hidden32);
+    s.cast = m(z_.hidden), s.out = m(z_.hidden);
+    f(n32);
+    return s;
+  }
+
+  // RMSNorm's backward from `g` (freed): its input's 16-bit gradient.
+  H rms16_backward(H g, const RmsSaved& s) {
+    const H t1 = m(z_.hidden), t2 = m(z_.hidden);
+    f(m(checked_mul(z_.hidden, 4)));
+    f(t2), f(g), f(s.cast);
+    const H u1 = m(z_.hidden32);
+    f(t1);
+    const H u2 = m(z_.hidden32), u3 = m(z_.hidden32);
+    f(u2), f(u1);
+    const H v1 = m(z_.hidden32), v2 = m(z_.hidden32), v3 = m(z_.hidden32), v4 = m(z_.hidden32);
+    f(v3), f(v2), f(v1), f(s.x32), f(v4);
+    const H gin = m(z_.hidden);
+    f(u3);
+    return gin;
+  }
+
+  // The rotary embedding over a whole head (`s`: q's or k's bytes): x * cos, rotate_half, * sin, the sum.
+  H rope16f(std::uint64_t s) {
+    const H a = m(s), neg = m(s / 2), cat = m(s);
+    f(neg);
+    const H b = m(s);
+    f(cat);
+    const H e = m(s);
+    f(a), f(b);
+    return e;
+  }
+
+  // Its backward from the gradient `g` of its output (freed): the input's gradient.
+  H rope16f_backward(std::uint64_t s, H g) {
+    const H t1 = m(s), t2 = m(s / 2), r = m(s);
+    f(t2);
+    const H t3 = m(s);
+    f(t1), f(t3);
+    const H t4 = m(s);
+    f(g), f(t4);
+    return r;
+  }
+
+  // The gradients of layer `l`'s k-th linear of `role`: the weight's, then its bias's.
+  void grad_linear(std::uint64_t l, spec::Role role, std::uint32_t k) {
+    std::uint32_t i = 0;
+    bool take = false;
+    for (const auto& pr : params_) {
+      if (pr.layer != l || pr.role != role) continue;
+      if (!pr.bias) take = i++ == k;
+      if (take) grads_.push_back(m(checked_mul(pr.elems, z_.grad)));
+    }
+  }
+
+  Llama16Saved llama16_forward(std::uint64_t l) {
+    Llama16Saved s{};
+    const H x = inputs_[l];
+    s.n1 = rms16();
+    const H q = m(z_.q), k = m(z_.kv);
+    s.v = m(z_.kv);
+    s.qr = rope16f(z_.q), s.kr = rope16f(z_.kv);
+    f(q), f(k);
+    s.at = m(z_.q), s.lse = m(lse_);
+    const H o = m(z_.hidden), r = m(z_.hidden);
+    f(o);
+    s.n2 = rms16();
+    s.gate = m(z_.inter), s.act = m(z_.inter), s.up = m(z_.inter), s.mul = m(z_.inter);
+    const H down = m(z_.hidden);
+    s.out = m(z_.hidden);
+    f(down), f(r);
+    if (l > 0) f(x);
+    return s;
+  }
+
+  // Layer `l`'s backward into the residual stream's gradient `gh` (summed in place, kept).
+  void llama16_backward(std::uint64_t l, H gh) {
+    Llama16Saved& s = llama16_saved_[l];
+    grad_linear(l, spec::Role::mlp_out, 0);
+    const H gmul = m(z_.inter);
+    f(s.mul);
+    const H gup = m(z_.inter), gact = m(z_.inter);
+    f(gmul), f(s.up), f(s.act);
+    grad_linear(l, spec::Role::mlp_in, 1);
+    const H gxu = m(z_.hidden);
+    f(gup);
+    const H ggate = m(z_.inter);
+    f(gact), f(s.gate);
+    grad_linear(l, spec::Role::mlp_in, 0);
+    const H gxg = m(z_.hidden);
+    f(ggate), f(s.n2.out);
+    const H acc = m(z_.hidden);
+    f(gxu), f(gxg);
+    grad_of(l, {spec::Role::other});
+    f(rms16_backward(acc, s.n2));
+    grad_linear(l, spec::Role::attn_out, 0);
+    const H gat = m(z_.q);
+    const H gq = m(z_.q), gk = m(z_.kv), gv = m(z_.kv);
+    std::uint64_t ws = checked_add(checked_mul(z_.q, 2), lse_);
+    if (z_.kv < z_.q) ws = checked_add(ws, checked_mul(z_.q, 2));
+    f(m(ws));
+    f(gat), f(s.kr), f(s.qr), f(s.v), f(s.lse), f(s.at);
+    const H gkr = rope16f_backward(z_.kv, gk), gqr = rope16f_backward(z_.q, gq);
+    // v_proj, k_proj (a contiguous copy of k's gradient first), q_proj (q's copy)
+    const H gxv = llama16_in_backward(l, 2, gv, kNoHandle, z_.kv);
+    const H ck = m(z_.kv);
+    f(gkr);
+    const H gxk = llama16_in_backward(l, 1, kNoHandle, ck, z_.kv);
+    const H acc2 = m(z_.hidden);
+    f(gxv), f(gxk);
+    const H cq = m(z_.q);
+    f(gqr);
+    const H gxq = llama16_in_backward(l, 0, kNoHandle, cq, z_.q);
+    f(s.n1.out), f(gxq);
+    f(rms16_backward(acc2, s.n1));
+    (void)gh;
+  }
+
+  // The k-th attention input projection's backward: its input's gradient (returned) and its
+  // weight's (and bias's) in the order the linear makes them; `go` (its output's gradient) or
+  // `copy` (a contiguous copy of it) freed after.
+  H llama16_in_backward(std::uint64_t l, std::uint32_t k, H go, H copy, std::uint64_t out_bytes) {
+    bool bias = false;
+    {
+      std::uint32_t i = 0;
+      for (std::size_t p = 0; p < params_.size(); ++p) {
+        const auto& pr = params_[p];
+        if (pr.layer != l || pr.role != spec::Role::attn_in || pr.bias) continue;
+        if (i++ == k) bias = p + 1 < params_.size() && params_[p + 1].bias && params_[p + 1].layer == l;
+      }
+    }
+    H gx;
+    if (bias) {
+      gx = m(z_.hidden);
+      grad_linear(l, spec::Role::attn_in, k);
+      f(m(checked_mul(out_bytes, 4)));
+    } else {
+      grad_linear(l, spec::Role::attn_in, k);
+      gx = m(z_.hidden);
+    }
+    if (go != kNoHandle) f(go);
+    if (copy != kNoHandle) f(copy);
+    return gx;
+  }
+
+  // The final norm after the last layer (`h`: its output): its saved tensors, then the
+  // last layer's output and the embedding's output freed.
+  H llama16_final_norm(H h) {
+    final_n_ = rms16();
+    f(h), f(inputs_[0]);
+    return final_n_.out;
+  }
+
+  bool llama16_ = false;
+  RmsSaved final_n_;
+  std::vector<Llama16Saved> llama16_saved_;
+
+  // The loss after llama16's final norm: the logits, their fp32 copy and log-softmax; the loss's
+  // backward down to the final norm's input gradient, the residual stream's gradient (returned).
+  H llama16_loss(H h) {
+    const H n = llama16_final_norm(h);
+    const H lg = m(z_.logits16), lf = m(z_.logits32), ls = m(z_.logits32);
+    f(lf), f(lg);
+    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
+    f(g1), f(ls);
+    const H g3 = m(z_.logits16);
+    f(g2);
+    if (grads_.empty()) grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    if (!workspace_) workspace_ = m(kBackwardWorkspace);
+    const H gn = m(z_.hidden);
+    f(g3), f(n);
+    return rms16_backward(gn, final_n_);
   }
 
   bool neox_ = false;

@@ -63,7 +63,7 @@ const std::vector<Expected> kOneProcess = {
     {"qwen2.5-1.5b/lora/bf16/adamw/r64-all-linear/b8s4096/ckpt", 13338, -6},  // measured reserve 13986 MiB
     {"qwen2.5-1.5b/generate/bf16/b8s1024n512", 312, 49},  // measured reserve 309 MiB
     {"llama-3.2-1b/train/fp32-ampbf16/adamw/b8s2048/ckpt", 5877, 19},  // measured reserve 5171 MiB
-    {"qwen2.5-7b/train/bf16/adamw/b1s1024", 6256, 40},  // measured reserve 3310 MiB
+    {"qwen2.5-7b/train/bf16/adamw/b1s1024", 3309, 2},  // measured reserve 3310 MiB
     {"llama-3.2-1b/lora/bf16/adamw/r16-q+k+v+o-drop0.05/b4s1024", 1084, 8},  // measured reserve 1152 MiB
     {"gpt2/train/fp32/adamw/b2s1024", 559, 83},  // measured reserve 270 MiB
     {"smollm2-360m/train/bf16/adamw/b8s2048/ckpt", 837, 15},  // measured reserve 805 MiB
@@ -74,7 +74,7 @@ const std::vector<Expected> kOneProcess = {
     {"gpt2-medium/train/fp32-ampbf16/adamw/b16s1024/ckpt", 3335, 2},  // measured reserve 3476 MiB
     {"llama-3.2-1b/train/fp32-ampbf16/adamw/b4s1024/eager", 2374, 22},  // measured reserve 1544 MiB
     {"llama-3.1-8b/lora/bf16/adamw/r16-all-linear/b1s8192/ckpt", 4085, 8},  // measured reserve 3985 MiB
-    {"qwen2.5-0.5b/train/bf16/adamw/b4s1024", 1872, 8},  // measured reserve 1911 MiB
+    {"qwen2.5-0.5b/train/bf16/adamw/b4s1024", 1911, 9},  // measured reserve 1911 MiB
     {"smollm2-135m/train/fp32-ampbf16/adafactor/b4s1024", 1287, 30},  // measured reserve 1196 MiB
     {"smollm2-360m/lora/bf16/adamw/r64-all-linear/b8s4096/ckpt", 4686, 1},  // measured reserve 4807 MiB
     {"qwen2.5-1.5b/train/fp32-ampbf16/adamw/b4s1024", 5477, 4},  // measured reserve 5466 MiB
@@ -82,7 +82,7 @@ const std::vector<Expected> kOneProcess = {
 };
 const std::vector<Expected> kOneProcessExpandable = {
     {"qwen2.5-1.5b/train/fp32-ampbf16/adamw/b4s1024", 1329, 5},  // measured reserve 1277 MiB
-    {"qwen2.5-1.5b/train/bf16/adamw/b4s1024", 1504, 10},  // measured reserve 1389 MiB
+    {"qwen2.5-1.5b/train/bf16/adamw/b4s1024", 1421, 7},  // measured reserve 1389 MiB
     {"qwen2.5-0.5b/train/fp32-ampbf16/adamw/b8s2048", 4868, 3},  // measured reserve 4833 MiB
 };
 // clang-format on
@@ -159,8 +159,10 @@ TEST_CASE("the estimate against one process per case on the H200", "[accuracy][a
   // Each bias a parameter of its own (its gradient, states and step temporaries blocks of their
   // own, engine/reserve.cpp param_tensors): median 1.85 -> 1.64 %, p90 15.58 -> 14.19 %;
   // qwen2.5-0.5b fp32-amp b8 s2048 10759 -> 1264 MiB (1239 measured), gpt2-medium fp32-amp b8
-  // 1573 -> 1383 (1379).
-  CHECK(std::fabs(median - 0.0164) < 0.0005);
+  // 1573 -> 1383 (1379). The llama-family layer in 16-bit weights replayed as recorded (engine/
+  // reserve.cpp llama16_forward; traces_s14): median 1.64 -> 1.31 %; qwen2.5-7b b1 x 1024 6256 ->
+  // 3309 MiB (3310), qwen2.5-0.5b b4 x 1024 1872 -> 1911 (1911).
+  CHECK(std::fabs(median - 0.0131) < 0.0005);
   CHECK(std::fabs(p90 - 0.1419) < 0.0005);
   CHECK(under == 0);
 }

@@ -63,7 +63,7 @@ const Expected kTable[] = {
     {"default", "llama-3.2-1b/forward/bf16/b4s4096", 0, 36},
     {"default", "llama-3.2-1b/generate/bf16/b1s8192n128", 0, 26},
     {"default", "llama-3.2-1b/lora/bf16/adamw/r16-q+v/b4s2048", 2, 2},
-    {"default", "qwen2.5-0.5b/train/bf16/adamw/b4s2048", 0, 142},
+    {"default", "qwen2.5-0.5b/train/bf16/adamw/b4s2048", 0, 167},
     {"default", "qwen2.5-0.5b/forward/bf16/b1s32768", 0, 8},
     {"default", "qwen2.5-0.5b/generate/bf16/b1s16384n64", -2, 27},
     {"default", "qwen2.5-0.5b/lora/bf16/adamw/r16-all-linear/b8s1024", -2, -1},
@@ -87,7 +87,7 @@ const Expected kTable[] = {
     {"default", "qwen2.5-1.5b/forward/bf16/b1s16384", 0, 12},
     {"default", "smollm2-135m/train/bf16/adamw/b16s2048/ckpt", 0, 6},
     {"default", "smollm2-135m/lora/bf16/adamw/r32-all-linear/b16s1024", -14, -13},
-    {"default", "smollm2-360m/train/bf16/adamw/b4s2048", 4, 34},
+    {"default", "smollm2-360m/train/bf16/adamw/b4s2048", 0, 4},
     {"default", "smollm2-360m/forward/bf16/b4s4096", -5, 42},
     {"default", "smollm2-360m/lora/bf16/adamw/r16-q+v/b8s2048", -1, -3},
     {"expandable", "gpt2-medium/generate/bf16/b8s512n512", 22, 80},
@@ -113,7 +113,7 @@ const Expected kTable[] = {
     {"expandable", "llama-3.2-1b/forward/bf16/b4s4096", 0, 5},
     {"expandable", "llama-3.2-1b/generate/bf16/b1s8192n128", 0, 46},
     {"expandable", "llama-3.2-1b/lora/bf16/adamw/r16-q+v/b4s2048", 2, 3},
-    {"expandable", "qwen2.5-0.5b/train/bf16/adamw/b4s2048", 0, 2},
+    {"expandable", "qwen2.5-0.5b/train/bf16/adamw/b4s2048", 0, 24},
     {"expandable", "qwen2.5-0.5b/forward/bf16/b1s32768", 0, 2},
     {"expandable", "qwen2.5-0.5b/generate/bf16/b1s16384n64", -2, 49},
     {"expandable", "qwen2.5-0.5b/lora/bf16/adamw/r16-all-linear/b8s1024", -2, 1},
@@ -137,7 +137,7 @@ const Expected kTable[] = {
     {"expandable", "qwen2.5-1.5b/forward/bf16/b1s16384", 0, -1},
     {"expandable", "smollm2-135m/train/bf16/adamw/b16s2048/ckpt", 0, 25},
     {"expandable", "smollm2-135m/lora/bf16/adamw/r32-all-linear/b16s1024", -14, -11},
-    {"expandable", "smollm2-360m/train/bf16/adamw/b4s2048", 0, 2},
+    {"expandable", "smollm2-360m/train/bf16/adamw/b4s2048", 0, 6},
     {"expandable", "smollm2-360m/forward/bf16/b4s4096", 0, 8},
     {"expandable", "smollm2-360m/lora/bf16/adamw/r16-q+v/b8s2048", 0, -1},
 };
@@ -241,8 +241,10 @@ TEST_CASE("the device total on the _snapshot() runs, per allocator setting", "[a
   // -1.3 .. +3.5 % (were -1.8 .. +3.2 %), their median |error| 0.55 -> 0.30 %.
   // Each bias a parameter of its own (its gradient and optimizer states blocks of their own,
   // engine/reserve.cpp param_tensors): default unchanged (gpt2-medium bf16 b8 x 1024 +4.3 ->
-  // -3.6 %); expandable 18 -> 15.
-  const Summary expected[] = {{"default", 50, 19, -219, 142, 1}, {"expandable", 50, 15, -56, 88, 1}};
+  // -3.6 %); expandable 18 -> 15. The llama-family layer in 16-bit weights replayed as recorded
+  // (llama16_forward): default 19 -> 17 (smollm2-360m bf16 b4 x 2048 +3.4 -> +0.4 %, but qwen2.5-0.5b
+  // bf16 b4 x 2048, run after earlier cases in snap.py's process, +14.2 -> +16.7 %); expandable 15 -> 17.
+  const Summary expected[] = {{"default", 50, 17, -219, 167, 1}, {"expandable", 50, 17, -56, 88, 1}};
   const auto rows = compute();
   for (const auto& e : expected) {
     std::vector<double> dev;
