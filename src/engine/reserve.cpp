@@ -961,18 +961,53 @@ class TrainingReplay {
     return out;
   }
 
+  // The 16-bit logits; soft-capped (gemma-2's final_logit_softcap: / cap, tanh saved in `th`,
+  // * cap) when the model caps them.
+  H logits(H& th) {
+    H lg = a_.malloc(z_.logits16);
+    th = kNoHandle;
+    if (m_.final_logit_softcap > 0) {
+      const H q = a_.malloc(z_.logits16);
+      a_.free(lg);
+      th = a_.malloc(z_.logits16);
+      a_.free(q);
+      lg = a_.malloc(z_.logits16);
+    }
+    return lg;
+  }
+
+  // transformers' loss over the 16-bit logits `lg` (ForCausalLMLoss: `logits.float()`, then
+  // cross_entropy's log-softmax) and its backward down to the logits' 16-bit gradient (returned):
+  // the fp32 copy freed once log-softmax has it, then `with_copy`, `lg` and `after`; the
+  // log-softmax's and the copy's gradients; the soft-capping's backward when `th` (its saved tanh).
+  // Every training replay's loss: loss, amp_loss, lora_loss, fp32_norm_step, llama16_loss.
+  H cross_entropy(H lg, H with_copy = kNoHandle, const std::vector<H>& after = {}, H th = kNoHandle) {
+    const H lf = a_.malloc(z_.logits32), ls = a_.malloc(z_.logits32);
+    a_.free(lf);
+    if (with_copy != kNoHandle) a_.free(with_copy);
+    a_.free(lg);
+    for (const H h : after) a_.free(h);
+    const H g1 = a_.malloc(z_.logits32), g2 = a_.malloc(z_.logits32);
+    free_all({g1, ls});
+    H g3 = a_.malloc(z_.logits16);
+    a_.free(g2);
+    if (th != kNoHandle) {
+      const H x1 = a_.malloc(z_.logits16);
+      a_.free(g3);
+      const H x2 = a_.malloc(z_.logits16);
+      free_all({x1, th});
+      g3 = a_.malloc(z_.logits16);
+      a_.free(x2);
+    }
+    return g3;
+  }
+
   // The final norm, the logits, their fp32 copy and log-softmax; the forward's casts freed; the
   // loss's backward down to the gradient of the last hidden state (returned), the lm_head's
   // gradient kept. `h`: the last layer's output.
   H loss(H h, const std::vector<H>& casts) {
-    const H norm = a_.malloc(z_.hidden), lg = a_.malloc(z_.logits16), lf = a_.malloc(z_.logits32),
-            ls = a_.malloc(z_.logits32);
-    free_all({lf, lg});
-    for (const H c : casts) a_.free(c);
-    const H g1 = a_.malloc(z_.logits32), g2 = a_.malloc(z_.logits32);
-    free_all({g1, ls});
-    const H g3 = a_.malloc(z_.logits16);
-    a_.free(g2);
+    const H norm = a_.malloc(z_.hidden);
+    const H g3 = cross_entropy(a_.malloc(z_.logits16), kNoHandle, casts);
     if (!workspace_) {
       grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
       workspace_ = a_.malloc(kBackwardWorkspace);
@@ -1383,29 +1418,9 @@ class TrainingReplay {
   // comes with it), then the final norm's; `h` (the last layer's output) freed.
   H lora_loss(H h) {
     const auto [ns, norm] = lora_norm(true);
-    // Gemma-2's final soft-capping (/ cap, tanh saved, * cap) and its backward, as fp32_norm_step's.
-    H lg = m(z_.logits16), th = kNoHandle;
-    if (m_.final_logit_softcap > 0) {
-      const H q = m(z_.logits16);
-      f(lg);
-      th = m(z_.logits16);
-      f(q);
-      lg = m(z_.logits16);
-    }
-    const H lf = m(z_.logits32), ls = m(z_.logits32);
-    f(lf), f(norm), f(lg);
-    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
-    f(g1), f(ls);
-    H g3 = m(z_.logits16);
-    f(g2);
-    if (th != kNoHandle) {
-      const H x1 = m(z_.logits16);
-      f(g3);
-      const H x2 = m(z_.logits16);
-      f(x1), f(th);
-      g3 = m(z_.logits16);
-      f(x2);
-    }
+    H th = kNoHandle;
+    const H lg = logits(th);
+    const H g3 = cross_entropy(lg, norm, {}, th);
     const H gx = m(z_.hidden);
     if (!workspace_) workspace_ = m(kBackwardWorkspace);
     f(g3);
@@ -1775,12 +1790,7 @@ class TrainingReplay {
     else std::tie(xr, n) = amp_norm();
     const std::uint64_t head = checked_mul(m_.vocab_size, m_.hidden_size);
     const H cw = m(cast(head)), x = m(z_.hidden);
-    const H lg = m(z_.logits16), lf = m(z_.logits32), ls = m(z_.logits32);
-    f(lf), f(n), f(lg);
-    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
-    f(g1), f(ls);
-    const H g3 = m(z_.logits16);
-    f(g2);
+    const H g3 = cross_entropy(m(z_.logits16), n);
     const H gw = m(cast(head));
     if (!workspace_) workspace_ = m(kBackwardWorkspace);
     const H gx = m(z_.hidden);
@@ -2039,28 +2049,9 @@ class TrainingReplay {
     const H fo = fp32_norm(fin);
     f(h);
     if (!ckpt_) f(embed);
-    H lg = m(z_.logits16), th = kNoHandle;
-    if (m_.final_logit_softcap > 0) {
-      const H q = m(z_.logits16);
-      f(lg);
-      th = m(z_.logits16);
-      f(q);
-      lg = m(z_.logits16);
-    }
-    const H lf = m(z_.logits32), ls = m(z_.logits32);
-    f(lf), f(lg);
-    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
-    f(g1), f(ls);
-    H g3 = m(z_.logits16);
-    f(g2);
-    if (th != kNoHandle) {
-      const H x1 = m(z_.logits16);
-      f(g3);
-      const H x2 = m(z_.logits16);
-      f(x1), f(th);
-      g3 = m(z_.logits16);
-      f(x2);
-    }
+    H th = kNoHandle;
+    const H lg = logits(th);
+    const H g3 = cross_entropy(lg, kNoHandle, {}, th);
     grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
     if (!workspace_) workspace_ = m(kBackwardWorkspace);
     const H gx = m(z_.hidden);
@@ -2464,12 +2455,7 @@ class TrainingReplay {
   // backward down to the final norm's input gradient, the residual stream's gradient (returned).
   H llama16_loss(H h) {
     const H n = llama16_final_norm(h);
-    const H lg = m(z_.logits16), lf = m(z_.logits32), ls = m(z_.logits32);
-    f(lf), f(lg);
-    const H g1 = m(z_.logits32), g2 = m(z_.logits32);
-    f(g1), f(ls);
-    const H g3 = m(z_.logits16);
-    f(g2);
+    const H g3 = cross_entropy(m(z_.logits16));
     if (grads_.empty()) grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
     if (!workspace_) workspace_ = m(kBackwardWorkspace);
     const H gn = m(z_.hidden);
