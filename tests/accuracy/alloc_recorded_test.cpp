@@ -301,6 +301,12 @@ TEST_CASE("measure.py's one process keeps the segment the first backward's cuBLA
 
 namespace {
 
+// One of tests/accuracy/heldout's truth files (configs beside results/), measured in one process.
+vramfit::test::Measured heldout_process(const std::string& file) {
+  const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout";
+  return vramfit::test::evaluate_measured(dir / "results", file, dir);
+}
+
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::ostringstream s;
@@ -313,10 +319,9 @@ std::string slurp(const fs::path& p) {
 TEST_CASE("estimate_in_process: the first backward pins its workspace's segment for the cases after it",
           "[accuracy][allocator][history]") {
   using namespace vramfit;
-  const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout";
-  const std::string text = slurp(dir / "results/heldout-arch.jsonl");
-  const auto cases = accuracy::parse_truth(text, "heldout-arch.jsonl");
-  const auto specs = test::models_in(dir, cases);
+  const auto process = heldout_process("heldout-arch.jsonl");
+  const auto& cases = process.cases;
+  const auto& specs = process.models;
   const auto models = specs.of_all(cases);
   const auto find = [&](const std::string& id) {
     return static_cast<std::size_t>(
@@ -450,10 +455,9 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
 TEST_CASE("estimate_in_process on heldout: a LoRA first backward pins its workspace as recorded",
           "[accuracy][allocator][history]") {
   using namespace vramfit;
-  const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout";
-  const std::string text = slurp(dir / "results/heldout.jsonl");
-  const auto cases = accuracy::parse_truth(text, "heldout.jsonl");
-  const auto specs = test::models_in(dir, cases);
+  const auto process = heldout_process("heldout.jsonl");
+  const auto& cases = process.cases;
+  const auto& specs = process.models;
   const auto models = specs.of_all(cases);
   engine::ProcessHistory h;
   std::size_t first = 0;
