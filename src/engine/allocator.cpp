@@ -247,10 +247,7 @@ CachingAllocator::Handle CachingAllocator::malloc(std::uint64_t bytes) {
   blocks_[b].requested = bytes;
   allocated_ += blocks_[b].size;
   requested_ += bytes;
-  if (allocated_ > peak_allocated_) {
-    peak_allocated_ = allocated_;
-    excess_at_peak_ = allocated_ - requested_;
-  }
+  if (allocated_ > peak_allocated_) peak_allocated_ = allocated_;
   if (allocated_ > region_peak_) {
     region_peak_ = allocated_;
     region_excess_ = allocated_ - requested_;

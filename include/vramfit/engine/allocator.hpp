@@ -67,9 +67,6 @@ class CachingAllocator {
   /// The bytes requested of the blocks allocated now (torch.cuda.memory_stats()'s
   /// requested_bytes: each malloc's `bytes`, before rounding).
   [[nodiscard]] std::uint64_t requested() const { return requested_; }
-  /// allocated() - requested() at the moment of peak_allocated() (the first moment it was reached):
-  /// what rounding and unsplit blocks add to the peak (allocated_bytes counts block->size).
-  [[nodiscard]] std::uint64_t excess_at_peak() const { return excess_at_peak_; }
   /// A region of the replay (a phase of a step): region_peak() is the most allocated since
   /// begin_region(), region_excess() allocated() - requested() when it was first reached.
   void begin_region() {
@@ -101,7 +98,6 @@ class CachingAllocator {
   void reset_peaks() {
     peak_allocated_ = allocated_;
     peak_reserved_ = reserved_;
-    excess_at_peak_ = allocated_ - requested_;
   }
 
   [[nodiscard]] static std::uint64_t round_size(std::uint64_t bytes, const AllocConf& conf);
@@ -160,7 +156,7 @@ class CachingAllocator {
   bool top_down_ = false;
   std::uint64_t clock_ = 0;
   std::uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
-  std::uint64_t requested_ = 0, excess_at_peak_ = 0, region_peak_ = 0, region_excess_ = 0;
+  std::uint64_t requested_ = 0, region_peak_ = 0, region_excess_ = 0;
   bool oom_ = false;
   std::uint64_t alloc_retries_ = 0;
 };
