@@ -17,9 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -307,13 +305,6 @@ vramfit::test::Measured heldout_process(const std::string& file) {
   return vramfit::test::evaluate_measured(dir / "results", file, dir);
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 TEST_CASE("estimate_in_process: the first backward pins its workspace's segment for the cases after it",
@@ -403,9 +394,9 @@ TEST_CASE("estimate_in_process on shared/truth public: the pinned segment as mea
     WARN("../shared/truth is not there: skipped");
     return;
   }
-  const std::string text = slurp(dir / "results/public.jsonl");
-  const auto cases = accuracy::parse_truth(text, "public.jsonl");
-  const auto specs = test::models_in(dir, cases);
+  const auto process = test::evaluate_measured(dir / "results", "public.jsonl", dir);
+  const auto& cases = process.cases;
+  const auto& specs = process.models;
   const auto models = specs.of_all(cases);
   // The first backward of the first process: the replay puts the workspace 100 MiB into a 786 MiB
   // fp32-logits segment; recorded (traces_s10/history-public): 98 MiB into a 786 MiB one.
