@@ -1906,7 +1906,8 @@ class TrainingReplay {
     return gi;
   }
 
-  // q * cos, rotate_half (the negated half, the cat), its product with sin, the sum.
+  // The rotary embedding over a whole head (`size`: q's or k's bytes; gemma's fp32_norm_forward and
+  // llama16_forward): q * cos, rotate_half (the negated half, the cat), its product with sin, the sum.
   H rope16(std::uint64_t size) {
     const H c = m(size), neg = m(size / 2), cat = m(size);
     f(neg);
@@ -1917,6 +1918,7 @@ class TrainingReplay {
     return e;
   }
 
+  // Its backward from the gradient `g` of its output (freed): the input's gradient.
   H rope16_backward(std::uint64_t size, H g) {
     const H t1 = m(size), t2 = m(size / 2), r = m(size);
     f(t2);
@@ -2316,28 +2318,6 @@ class TrainingReplay {
     return gin;
   }
 
-  // The rotary embedding over a whole head (`s`: q's or k's bytes): x * cos, rotate_half, * sin, the sum.
-  H rope16f(std::uint64_t s) {
-    const H a = m(s), neg = m(s / 2), cat = m(s);
-    f(neg);
-    const H b = m(s);
-    f(cat);
-    const H e = m(s);
-    f(a), f(b);
-    return e;
-  }
-
-  // Its backward from the gradient `g` of its output (freed): the input's gradient.
-  H rope16f_backward(std::uint64_t s, H g) {
-    const H t1 = m(s), t2 = m(s / 2), r = m(s);
-    f(t2);
-    const H t3 = m(s);
-    f(t1), f(t3);
-    const H t4 = m(s);
-    f(g), f(t4);
-    return r;
-  }
-
   // The gradients of layer `l`'s k-th linear of `role`: the weight's, then its bias's.
   void grad_linear(std::uint64_t l, spec::Role role, std::uint32_t k) {
     std::uint32_t i = 0;
@@ -2355,7 +2335,7 @@ class TrainingReplay {
     s.n1 = rms16();
     const H q = m(z_.q), k = m(z_.kv);
     s.v = m(z_.kv);
-    s.qr = rope16f(z_.q), s.kr = rope16f(z_.kv);
+    s.qr = rope16(z_.q), s.kr = rope16(z_.kv);
     f(q), f(k);
     s.at = m(z_.q), s.lse = m(lse_);
     const H o = m(z_.hidden), r = m(z_.hidden);
@@ -2396,7 +2376,7 @@ class TrainingReplay {
     if (z_.kv < z_.q) ws = checked_add(ws, checked_mul(z_.q, 2));
     f(m(ws));
     f(gat), f(s.kr), f(s.qr), f(s.v), f(s.lse), f(s.at);
-    const H gkr = rope16f_backward(z_.kv, gk), gqr = rope16f_backward(z_.q, gq);
+    const H gkr = rope16_backward(z_.kv, gk), gqr = rope16_backward(z_.q, gq);
     // v_proj, k_proj (a contiguous copy of k's gradient first), q_proj (q's copy)
     const H gxv = llama16_in_backward(l, 2, gv, kNoHandle, z_.kv);
     const H ck = m(z_.kv);
