@@ -518,7 +518,11 @@ Estimate build_estimate(const EstimateFlags& f, CatalogSource& catalog, BudgetRu
 
 /// Under a TIGHT verdict, the fix that buys the missing margin: the advisor's walk against the
 /// budget the upper bound needs (the usable memory divided by the workload's factor), checked
-/// with the three-way verdict on the original budget (a fix may change the workload's group).
+/// with the three-way verdict on the original budget. A fix may move the workload to a group
+/// with a larger factor (gradient checkpointing: train/single 1.014 -> train/single/ckpt 1.038),
+/// so a walk that fits the first budget but is still TIGHT is walked again against the budget
+/// its own factor needs (llama-3.1-8b AdamW b1 x 2048 on an H100: checkpointing alone leaves it
+/// TIGHT, checkpointing and 4-bit quantization cover it).
 static std::string tight_fix(const render::EstimateReport& report, CatalogSource& catalog) {
   const advisor::Budget& budget = *report.budget;
   const engine::Breakdown& b = report.breakdown;
@@ -527,18 +531,24 @@ static std::string tight_fix(const render::EstimateReport& report, CatalogSource
   advisor::Budget need = budget;
   need.headroom = {};
   need.headroom_label.clear();
-  need.bytes = Bytes{usable / b.upper_permille * 1000 + (usable % b.upper_permille) * 1000 / b.upper_permille};
   advisor::AdviseOptions options;
   options.tiers = false;
-  const advisor::Advice a = advisor::advise(report.model, report.workload, need, catalog.get(), options);
-  std::vector<std::string> ids;
-  for (const auto& s : a.steps)
-    if (s.applied) ids.push_back(s.id);
-  const engine::Breakdown& f = a.final_estimate;
-  if (a.fits && !ids.empty() && budget.verdict(f.device_total, f.upper()) == advisor::Verdict::fits) {
-    const std::string list = joined(ids);
-    return fmt::format("{} buys it ({} upper bound {}; 'vramfit advise' with the same flags for the steps)", list,
-                       ids.size() == 1 ? "its" : "their", render::format_bytes(f.upper()));
+  std::uint64_t factor = b.upper_permille;
+  for (int walk = 0; walk < 3; ++walk) {
+    need.bytes = Bytes{usable / factor * 1000 + (usable % factor) * 1000 / factor};
+    const advisor::Advice a = advisor::advise(report.model, report.workload, need, catalog.get(), options);
+    std::vector<std::string> ids;
+    for (const auto& s : a.steps)
+      if (s.applied) ids.push_back(s.id);
+    const engine::Breakdown& f = a.final_estimate;
+    if (a.fits && !ids.empty() && budget.verdict(f.device_total, f.upper()) == advisor::Verdict::fits) {
+      const std::string list = joined(ids);
+      return fmt::format("{} {} it ({} upper bound {}; 'vramfit advise' with the same flags for the steps)", list,
+                         ids.size() == 1 ? "buys" : "buy", ids.size() == 1 ? "its" : "their",
+                         render::format_bytes(f.upper()));
+    }
+    if (!a.fits || f.upper_permille <= factor) break;
+    factor = f.upper_permille;
   }
   return "no fix of the advisor covers the upper bound: a larger GPU does";
 }

@@ -56,3 +56,15 @@ TEST_CASE("estimate: FITS, TIGHT and DOES NOT FIT follow the upper bound", "[cli
                  "--checkpointing", "--budget", between, "--fail-on-tight"})
             .code == 1);
 }
+
+TEST_CASE("estimate: a TIGHT verdict whose first fix moves the job to a wider bound walks on", "[cli][verdict]") {
+  // llama-3.1-8b AdamW b1 x 2048 on an H100: the estimate fits (peak at the optimizer step), the
+  // bound (train/single) does not. Checkpointing alone fits the budget that bound needs but moves the
+  // job to train/single/ckpt's wider factor, still TIGHT; the walk against that factor's budget adds
+  // 4-bit quantization, which covers it. Before, the verdict said no fix covered it.
+  auto r = run_cli({"estimate", "--model", "llama-3.1-8b", "--mode", "train", "--gpu", "h100-80gb"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("Verdict  TIGHT, headroom ") != std::string::npos);
+  CHECK(r.out.find("gradient_checkpointing, quantize_4bit buy it (their upper bound ") != std::string::npos);
+  CHECK(r.out.find("no fix of the advisor") == std::string::npos);
+}
