@@ -1897,10 +1897,18 @@ class TrainingReplay {
     const H b = m(z_.hidden32), c = m(z_.hidden32);
     f(m(checked_mul(z_.hidden32, 2)));
     f(b), f(a), f(n.normed);
+    return rms_backward_fp32(c, n.x32);
+  }
+
+  // The fp32 end both RMSNorm backwards share (fp32_norm_backward's GemmaRMSNorm and llama16's
+  // rms16_backward, each as recorded there), from `c`, the last fp32 gradient block of the
+  // norm's own op: two fp32 blocks (`c` freed after them), four fp32 temporaries freed with the
+  // saved fp32 input `x32`, then the input's 16-bit gradient (returned) and the second block freed.
+  H rms_backward_fp32(H c, H x32) {
     const H d = m(z_.hidden32), e = m(z_.hidden32);
     f(d), f(c);
     const H t1 = m(z_.hidden32), t2 = m(z_.hidden32), t3 = m(z_.hidden32), t4 = m(z_.hidden32);
-    f(t3), f(t2), f(t1), f(n.x32), f(t4);
+    f(t3), f(t2), f(t1), f(x32), f(t4);
     const H gi = m(z_.hidden);
     f(e);
     return gi;
@@ -2327,13 +2335,7 @@ class TrainingReplay {
     f(t2), f(g), f(s.cast);
     const H u1 = m(z_.hidden32);
     f(t1);
-    const H u2 = m(z_.hidden32), u3 = m(z_.hidden32);
-    f(u2), f(u1);
-    const H v1 = m(z_.hidden32), v2 = m(z_.hidden32), v3 = m(z_.hidden32), v4 = m(z_.hidden32);
-    f(v3), f(v2), f(v1), f(s.x32), f(v4);
-    const H gin = m(z_.hidden);
-    f(u3);
-    return gin;
+    return rms_backward_fp32(u1, s.x32);
   }
 
   // The gradients of layer `l`'s k-th linear of `role`: the weight's, then its bias's.
