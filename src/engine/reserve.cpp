@@ -1914,8 +1914,9 @@ class TrainingReplay {
     return gi;
   }
 
-  // The rotary embedding over a whole head (`size`: q's or k's bytes; gemma's fp32_norm_forward and
-  // llama16_forward): q * cos, rotate_half (the negated half, the cat), its product with sin, the sum.
+  // The rotary embedding over `size` bytes of q or k (the whole head in gemma's fp32_norm_forward and
+  // llama16_forward; gpt_neox's rotated share, rot_): x * cos, rotate_half (the negated half, the
+  // cat), its product with sin, the sum.
   H rope16(std::uint64_t size) {
     const H c = m(size), neg = m(size / 2), cat = m(size);
     f(neg);
@@ -1926,14 +1927,16 @@ class TrainingReplay {
     return e;
   }
 
-  // Its backward from the gradient `g` of its output (freed): the input's gradient.
+  // Its backward from the gradient `g` of its output (freed here when a handle; gpt_neox's caller
+  // frees it later): the input's gradient.
   H rope16_backward(std::uint64_t size, H g) {
     const H t1 = m(size), t2 = m(size / 2), r = m(size);
     f(t2);
     const H t3 = m(size);
     f(t1), f(t3);
     const H t4 = m(size);
-    f(g), f(t4);
+    if (g != kNoHandle) f(g);
+    f(t4);
     return r;
   }
 
@@ -2154,26 +2157,6 @@ class TrainingReplay {
     H ln1, qkv, qe, ke, at, lse, at2, ln2, fc, act, out;
   };
 
-  // The rotated share of q or k: x_rot * cos, rotate_half (the negated half, the cat), * sin, the sum.
-  H neox_rope() {
-    const H a = m(rot_), neg = m(rot_ / 2), cat = m(rot_);
-    f(neg);
-    const H b = m(rot_);
-    f(cat);
-    const H e = m(rot_);
-    f(a), f(b);
-    return e;
-  }
-
-  H neox_rope_backward() {
-    const H t1 = m(rot_), t2 = m(rot_ / 2), g = m(rot_);
-    f(t2);
-    const H t3 = m(rot_);
-    f(t1), f(t3);
-    f(m(rot_));
-    return g;
-  }
-
   // A linear's bias-gradient reduction: a transient of 4 x its output gradient's bytes.
   void neox_bias_transient(std::size_t linear, std::uint64_t out_grad) {
     if (neox_bias_[linear]) f(m(checked_mul(out_grad, 4)));
@@ -2185,7 +2168,7 @@ class TrainingReplay {
     (void)l;
     NeoxSaved s{};
     s.ln1 = m(z_.hidden), s.qkv = m(checked_mul(z_.q, 3));
-    const H qr = neox_rope(), kr = neox_rope();
+    const H qr = rope16(rot_), kr = rope16(rot_);
     s.qe = m(z_.q);
     f(qr);
     s.ke = m(z_.q);
@@ -2235,7 +2218,7 @@ class TrainingReplay {
     const H gq = m(z_.q), gk = m(z_.q), gv = m(z_.q);
     f(m(checked_add(checked_mul(z_.q, 2), lse_)));
     f(gat2), f(s.ke), f(s.qe), f(s.qkv), f(s.lse), f(s.at);
-    const H gkr = neox_rope_backward(), gqr = neox_rope_backward();
+    const H gkr = rope16_backward(rot_, kNoHandle), gqr = rope16_backward(rot_, kNoHandle);
     const H gkf = m(z_.q);
     f(gk);
     const H tk = m(z_.q);
