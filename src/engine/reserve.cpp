@@ -1009,12 +1009,12 @@ class TrainingReplay {
     const H norm = a_.malloc(z_.hidden);
     const H g3 = cross_entropy(a_.malloc(z_.logits16), kNoHandle, casts);
     if (!workspace_) {
-      grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+      lm_head_grad();
       workspace_ = a_.malloc(kBackwardWorkspace);
     }
     if (neox_) return neox_final_norm_backward(norm, g3, h);
     const H gh = a_.malloc(z_.hidden);
-    if (grads_.empty()) grads_.push_back(a_.malloc(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    if (grads_.empty()) lm_head_grad();
     free_all({g3, norm, h});
     return gh;
   }
@@ -1530,6 +1530,9 @@ class TrainingReplay {
   H m(std::uint64_t bytes) { return a_.malloc(bytes); }
   void f(H h) { a_.free(h); }
   std::uint64_t cast(std::uint64_t elems) const { return checked_mul(elems, 2); }
+  // The lm_head's weight gradient, kept with the others (the embedding's size when the two are tied:
+  // lm_head_params is 0 then).
+  void lm_head_grad() { grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad))); }
 
   // RMSNorm in fp32: pow (freed after the mean), x * rsqrt (saved), weight * that (the output).
   std::pair<H, H> amp_norm() {
@@ -1797,7 +1800,7 @@ class TrainingReplay {
     f(g3), f(cw), f(x);
     const H gn = m(z_.hidden32);
     f(gx);
-    grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    lm_head_grad();
     f(gw);
     if (!gpt2_) return amp_norm_backward(gn, xr, h, true);
     const H gi = m(z_.hidden32);
@@ -2083,7 +2086,7 @@ class TrainingReplay {
     H th = kNoHandle;
     const H lg = logits(th);
     const H g3 = cross_entropy(lg, kNoHandle, {}, th);
-    grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    lm_head_grad();
     if (!workspace_) workspace_ = m(kBackwardWorkspace);
     const H gx = m(z_.hidden);
     f(g3), f(fo);
@@ -2243,7 +2246,7 @@ class TrainingReplay {
   // The final LayerNorm's backward after the loss (`norm`: its output, `g3`: the logits' 16-bit
   // gradient, `h`: the last layer's output): the lm_head's weight gradient before its input's.
   H neox_final_norm_backward(H norm, H g3, H h) {
-    if (grads_.empty()) grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    if (grads_.empty()) lm_head_grad();
     const H gn = m(z_.hidden);
     f(g3), f(norm);
     const H gx = m(z_.hidden);
@@ -2426,7 +2429,7 @@ class TrainingReplay {
   H llama16_loss(H h) {
     const H n = llama16_final_norm(h);
     const H g3 = cross_entropy(m(z_.logits16));
-    if (grads_.empty()) grads_.push_back(m(checked_mul(std::max(m_.lm_head_params, m_.embedding_params), z_.grad)));
+    if (grads_.empty()) lm_head_grad();
     if (!workspace_) workspace_ = m(kBackwardWorkspace);
     const H gn = m(z_.hidden);
     f(g3), f(n);
