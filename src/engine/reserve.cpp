@@ -886,6 +886,10 @@ class TrainingReplay {
   void free_all(std::initializer_list<H> hs) {
     for (const auto h : hs) a_.free(h);
   }
+  // Frees `h` unless it is kNoHandle (a block the sequence did not make, or one its caller frees).
+  void free_if(H h) {
+    if (h != kNoHandle) a_.free(h);
+  }
 
   // The regions of a step (Reserve::Excess: forward, loss, backward, optimizer step), each kept
   // from the step that allocated most in it (the first of equals, as max_memory_allocated()).
@@ -984,7 +988,7 @@ class TrainingReplay {
   H cross_entropy(H lg, H with_copy = kNoHandle, const std::vector<H>& after = {}, H th = kNoHandle) {
     const H lf = a_.malloc(z_.logits32), ls = a_.malloc(z_.logits32);
     a_.free(lf);
-    if (with_copy != kNoHandle) a_.free(with_copy);
+    free_if(with_copy);
     a_.free(lg);
     for (const H h : after) a_.free(h);
     const H g1 = a_.malloc(z_.logits32), g2 = a_.malloc(z_.logits32);
@@ -1158,9 +1162,6 @@ class TrainingReplay {
 
   std::uint64_t tok(std::uint64_t features, std::uint64_t bytes) const {
     return checked_mul(checked_mul(z_.tokens, features), bytes);
-  }
-  void free_if(H h) {
-    if (h != kNoHandle) a_.free(h);
   }
 
   // One adapter's forward after its base output `base` (freed): returns the layer's output.
@@ -1938,7 +1939,7 @@ class TrainingReplay {
     const H t3 = m(size);
     f(t1), f(t3);
     const H t4 = m(size);
-    if (g != kNoHandle) f(g);
+    free_if(g);
     f(t4);
     return r;
   }
@@ -1982,7 +1983,7 @@ class TrainingReplay {
     if (!keep)
       for (const H h : {s.n1.x32, s.n1.normed, s.n2.x32, s.n2.normed, s.n3.x32, s.n3.normed, s.n4.x32, s.n4.normed, s.ln1,
                         s.v, s.qr, s.kr, s.at, s.ln2, s.gate, s.act, s.up, s.mul})
-        if (h != kNoHandle) f(h);
+        free_if(h);
     return s;
   }
 
@@ -2000,7 +2001,7 @@ class TrainingReplay {
   H gated_mlp_backward(const Saved& s, H in, Grad grad, bool up_first, H freed = kNoHandle) {
     grad(spec::Role::mlp_out, 0);
     const H gmul = m(z_.inter);
-    if (freed != kNoHandle) f(freed);
+    free_if(freed);
     f(s.mul);
     const H g1 = m(z_.inter), g2 = m(z_.inter);
     const H gup = up_first ? g1 : g2, gact = up_first ? g2 : g1;
@@ -2407,8 +2408,8 @@ class TrainingReplay {
       grad_linear(l, spec::Role::attn_in, k);
       gx = m(z_.hidden);
     }
-    if (go != kNoHandle) f(go);
-    if (copy != kNoHandle) f(copy);
+    free_if(go);
+    free_if(copy);
     return gx;
   }
 
