@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -476,27 +477,18 @@ TEST_CASE("estimate_in_process on heldout: a LoRA first backward pins its worksp
   CHECK(std::fabs(one.results[first - 1].device_error) < 0.001);  // gpt2-medium LoRA: -6.89 -> +0.00 %
 }
 
-// gpt_neox's layer in the training replay (engine/reserve.cpp neox_forward / neox_backward), against
-// the session-14 runs on an H100, each case in a process of its own (traces_s14/fresh-arch.jsonl,
-// fresh.py --addresses): the reserve beyond the peak, MiB, estimated and measured. pythia-410m bf16
-// AdamW b2 x 1024 was replayed with llama's layer and each linear's weight and bias as one block
-// before: 127 MiB (measured 234); with gpt_neox's layer alone 386 (the 6.006 and 8.002 MiB blocks no
-// longer pack two to a freed 12 and 16 MiB segment, where the recorded step put Adam's states).
-TEST_CASE("the training replay lays out gpt_neox's layer as the recorded pythia-410m steps", "[accuracy][allocator][recorded]") {
+namespace {
+
+// A fresh-process truth file's cases in `rows`' order: the reserve beyond the peak, MiB, the
+// replay's and the run's (peak_reserved - peak_allocated).
+struct ReserveRow {
+  const char* id;
+  int estimated_mib, measured_mib;
+};
+
+void check_reserves(const vramfit::test::Measured& m, std::span<const ReserveRow> rows) {
   using namespace vramfit;
-  const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/fresh/traces_s14";
-  const auto m = test::evaluate_measured(dir, "fresh-arch.jsonl", fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout");
-  struct Row {
-    const char* id;
-    int estimated_mib, measured_mib;
-  };
-  const Row rows[] = {
-      {"pythia-410m/train/bf16/adamw/b2s1024", 233, 233},
-      {"pythia-410m/train/bf16/adamw-forloop/b3s1536", 860, 872},
-      // Autocast over fp32 weights is not this sequence (llama's layer with its casts): over.
-      {"pythia-410m/train/fp32-ampbf16/sgd-momentum/b1s1536", 287, 181},
-  };
-  REQUIRE(m.results.size() == std::size(rows));
+  REQUIRE(m.results.size() == rows.size());
   for (std::size_t i = 0; i < m.results.size(); ++i) {
     const accuracy::TruthCase& c = *m.results[i].truth;
     const auto b = engine::estimate(m.models.of(c), c.workload);
@@ -507,6 +499,27 @@ TEST_CASE("the training replay lays out gpt_neox's layer as the recorded pythia-
     CHECK(est == rows[i].estimated_mib);
     CHECK(measured == rows[i].measured_mib);
   }
+}
+
+}  // namespace
+
+// gpt_neox's layer in the training replay (engine/reserve.cpp neox_forward / neox_backward), against
+// the session-14 runs on an H100, each case in a process of its own (traces_s14/fresh-arch.jsonl,
+// fresh.py --addresses): the reserve beyond the peak, MiB, estimated and measured. pythia-410m bf16
+// AdamW b2 x 1024 was replayed with llama's layer and each linear's weight and bias as one block
+// before: 127 MiB (measured 234); with gpt_neox's layer alone 386 (the 6.006 and 8.002 MiB blocks no
+// longer pack two to a freed 12 and 16 MiB segment, where the recorded step put Adam's states).
+TEST_CASE("the training replay lays out gpt_neox's layer as the recorded pythia-410m steps", "[accuracy][allocator][recorded]") {
+  using namespace vramfit;
+  const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/fresh/traces_s14";
+  const auto m = test::evaluate_measured(dir, "fresh-arch.jsonl", fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/heldout");
+  const ReserveRow rows[] = {
+      {"pythia-410m/train/bf16/adamw/b2s1024", 233, 233},
+      {"pythia-410m/train/bf16/adamw-forloop/b3s1536", 860, 872},
+      // Autocast over fp32 weights is not this sequence (llama's layer with its casts): over.
+      {"pythia-410m/train/fp32-ampbf16/sgd-momentum/b1s1536", 287, 181},
+  };
+  check_reserves(m, rows);
 }
 
 // The llama-family layer in 16-bit weights (engine/reserve.cpp llama16_forward / llama16_backward)
@@ -520,23 +533,9 @@ TEST_CASE("the training replay lays out the llama-family layer as the recorded q
   using namespace vramfit;
   const fs::path dir = fs::path(VRAMFIT_SOURCE_DIR) / "tests/accuracy/alloc/fresh/traces_s14";
   const auto m = test::evaluate_measured(dir, "fresh-public.jsonl", VRAMFIT_TRUTH_DIR);
-  struct Row {
-    const char* id;
-    int estimated_mib, measured_mib;
-  };
-  const Row rows[] = {
+  const ReserveRow rows[] = {
       {"qwen2.5-7b/train/bf16/adamw/b1s1024", 3309, 3310},
       {"llama-3.1-8b/train/bf16/adamw-fused/b2s2048/ckpt", 4365, 4291},
   };
-  REQUIRE(m.results.size() == std::size(rows));
-  for (std::size_t i = 0; i < m.results.size(); ++i) {
-    const accuracy::TruthCase& c = *m.results[i].truth;
-    const auto b = engine::estimate(m.models.of(c), c.workload);
-    const auto est = static_cast<int>(b.allocator_reserve.value() >> 20);
-    const auto measured = static_cast<int>((c.peak_reserved.value() - c.peak_allocated.value()) >> 20);
-    INFO(c.id << ": reserve " << est << " MiB, measured " << measured);
-    CHECK(c.id == rows[i].id);
-    CHECK(est == rows[i].estimated_mib);
-    CHECK(measured == rows[i].measured_mib);
-  }
+  check_reserves(m, rows);
 }
