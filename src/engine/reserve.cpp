@@ -1469,7 +1469,7 @@ class TrainingReplay {
     H gh = lora_ ? lora_loss(h) : llama16_ ? llama16_loss(h) : loss(h, casts);
     next_region(1);
     for (std::uint64_t l = layers; l-- > 0;)
-      if (llama16_) llama16_backward(l, gh);
+      if (llama16_) llama16_backward(l);
       else gh = lora_ ? lora_backward(l, gh) : neox_ ? neox_backward(l, gh) : layer_backward(l, gh);
     if (lora_) a_.free(gh);  // the frozen embedding takes no gradient
     else embedding_grad(gh);
@@ -2327,13 +2327,22 @@ class TrainingReplay {
 
   // The gradients of layer `l`'s k-th linear of `role`: the weight's, then its bias's.
   void grad_linear(std::uint64_t l, spec::Role role, std::uint32_t k) {
+    const auto [first, last] = linear_params(l, role, k);
+    for (std::size_t p = first; p < last; ++p) grads_.push_back(m(checked_mul(params_[p].elems, z_.grad)));
+  }
+
+  // Where layer `l`'s k-th linear of `role` lies in params_: [first, last), its weight, then its
+  // bias when it has one (param_tensors puts a bias right after its weight); empty when absent.
+  [[nodiscard]] std::pair<std::size_t, std::size_t> linear_params(std::uint64_t l, spec::Role role,
+                                                                  std::uint32_t k) const {
     std::uint32_t i = 0;
-    bool take = false;
-    for (const auto& pr : params_) {
-      if (pr.layer != l || pr.role != role) continue;
-      if (!pr.bias) take = i++ == k;
-      if (take) grads_.push_back(m(checked_mul(pr.elems, z_.grad)));
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      const auto& pr = params_[p];
+      if (pr.layer != l || pr.role != role || pr.bias || i++ != k) continue;
+      const bool bias = p + 1 < params_.size() && params_[p + 1].bias && params_[p + 1].layer == l;
+      return {p, bias ? p + 2 : p + 1};
     }
+    return {0, 0};
   }
 
   Llama16Saved llama16_forward(std::uint64_t l) {
@@ -2356,8 +2365,9 @@ class TrainingReplay {
     return s;
   }
 
-  // Layer `l`'s backward into the residual stream's gradient `gh` (summed in place, kept).
-  void llama16_backward(std::uint64_t l, H gh) {
+  // Layer `l`'s backward: each norm's input gradient is summed in place into the residual
+  // stream's gradient (kept by the step, not allocated here), so that gradient is no argument.
+  void llama16_backward(std::uint64_t l) {
     Llama16Saved& s = llama16_saved_[l];
     const H acc =
         gated_mlp_backward(s, s.n2.out, [&](spec::Role role, std::uint32_t k) { grad_linear(l, role, k); }, true);
@@ -2383,22 +2393,14 @@ class TrainingReplay {
     const H gxq = llama16_in_backward(l, 0, kNoHandle, cq, z_.q);
     f(s.n1.out), f(gxq);
     f(rms16_backward(acc2, s.n1));
-    (void)gh;
   }
 
   // The k-th attention input projection's backward: its input's gradient (returned) and its
   // weight's (and bias's) in the order the linear makes them; `go` (its output's gradient) or
   // `copy` (a contiguous copy of it) freed after.
   H llama16_in_backward(std::uint64_t l, std::uint32_t k, H go, H copy, std::uint64_t out_bytes) {
-    bool bias = false;
-    {
-      std::uint32_t i = 0;
-      for (std::size_t p = 0; p < params_.size(); ++p) {
-        const auto& pr = params_[p];
-        if (pr.layer != l || pr.role != spec::Role::attn_in || pr.bias) continue;
-        if (i++ == k) bias = p + 1 < params_.size() && params_[p + 1].bias && params_[p + 1].layer == l;
-      }
-    }
+    const auto [first, last] = linear_params(l, spec::Role::attn_in, k);
+    const bool bias = last - first == 2;
     H gx;
     if (bias) {
       gx = m(z_.hidden);
