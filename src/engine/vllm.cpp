@@ -1212,15 +1212,21 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::uint64_t 
 ///   dummy sampling there was not found in the source: taken as the logs show it;
 /// - V1 with FlashInfer's sampling kernels (the default where FlashInfer is installed, on
 ///   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
-///   the bf16 logits, their fp32 copy (sampler.py) and FlashInfer's probabilities: 16 bytes a
-///   logit, the figure of the two logs of that path (14.7 and 16.3 bytes a logit measured);
+///   flashinfer_sample calls top_k_top_p_sampling_from_logits, which in FlashInfer's default
+///   "top_k_first" order masks the logits into a new tensor (top_k_mask_logits: fp32, as its
+///   input) and takes their softmax (fp32) while the sampler's fp32 copy (sampler.py
+///   logits.to(torch.float32)) and the caller's bf16 logits stay referenced: 2 + 4 + 4 + 4 =
+///   14 bytes a logit (Llama 3.2 1B on V1 0.10, 256 requests: 0.4458 GiB against 0.45 logged;
+///   it was +12.7% at the 16 bytes taken before);
 /// - V1 with the PyTorch-native top-k/top-p (sampler_kernel: 0.8.0-0.9.0, 0.11.1-0.15):
 ///   apply_top_k_top_p sorts the fp32 logits while the bf16 logits (2) and their fp32 copy
 ///   (4) stay alive: 38 bytes a logit as V0's sort. The five H100 runs of the late-2025
 ///   write-up (vocab 128256 to 201088, max_num_seqs 1024) log 4.76 to 7.38 GiB.
 /// - V1 with the Triton top-k/top-p (from 0.16): the bf16 logits, their fp32 copy, the
 ///   probabilities and the exponential noise (2 + 4 + 4 + 4) and the kernel's [programs,
-///   vocab] scratch: taken at FlashInfer's 16 (kvcached#448's 2026 run: -1.0%).
+///   vocab] scratch (topk_topp_triton.py: [min(SMs, requests), vocab] fp32, kept in a cache):
+///   the SM count is not in the GPU catalog, so the scratch is taken as 2 bytes a logit, 16
+///   in all (256 requests on 108 SMs: 1.7; kvcached#448's 2026 run on an A100: +0.3%).
 std::uint64_t sampler_peak(const spec::ModelSpec& m, const Settings& s, std::uint64_t max_model_len) {
   const std::uint64_t T = s.max_num_batched_tokens;
   const std::uint64_t d = 2;
@@ -1229,7 +1235,10 @@ std::uint64_t sampler_peak(const spec::ModelSpec& m, const Settings& s, std::uin
   if (kernel == SamplerKernel::flashinfer && !s.flashinfer) kernel = SamplerKernel::torch_sort;
   const bool v0_chunked = s.v0_engine && s.max_num_batched_tokens < max_model_len;
   const bool sorts = s.v0_engine ? !v0_chunked : kernel == SamplerKernel::torch_sort;
-  const std::uint64_t per_logit = v0_chunked ? 0 : sorts ? 38 : 16;
+  const std::uint64_t per_logit = v0_chunked                            ? 0
+                                   : sorts                               ? 38
+                                   : kernel == SamplerKernel::flashinfer ? 14
+                                                                         : 16;
   std::uint64_t sampler = checked_add(checked_mul(checked_mul(s.max_num_seqs, m.vocab_size), per_logit),
                                       checked_mul(checked_mul(T, H), d));
   if (!s.v0_engine) sampler = checked_add(sampler, checked_mul(checked_mul(2 * s.max_num_seqs, H), d));

@@ -286,7 +286,7 @@ TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block
 }
 
 TEST_CASE("serving: --engine vllm --no-flashinfer: the release's FlashInfer sampler falls back to the sort", "[cli][serving]") {
-  // Qwen3-8B (vocab 151936) on vLLM 0.11.0, whose default sampler is FlashInfer's (16 bytes a
+  // Qwen3-8B (vocab 151936) on vLLM 0.11.0, whose default sampler is FlashInfer's (14 bytes a
   // logit over max_num_seqs 256 requests); without FlashInfer the sort's 38 bytes a logit.
   const std::vector<std::string> base{"estimate", "--engine",      "vllm", "--model", "qwen3-8b", "--gpu", "rtx-4090",
                                       "--max-model-len", "1024", "--max-num-batched-tokens", "2048",
@@ -298,7 +298,7 @@ TEST_CASE("serving: --engine vllm --no-flashinfer: the release's FlashInfer samp
   REQUIRE(with.code == 0);
   REQUIRE(without.code == 0);
   const auto peak = [](const CliResult& r) { return parse(r)["engine"]["activation_peak_bytes"].get<std::uint64_t>(); };
-  CHECK(peak(without) - peak(with) == 256ULL * 151936 * (38 - 16));
+  CHECK(peak(without) - peak(with) == 256ULL * 151936 * (38 - 14));
   const CliResult llama = run_cli({"estimate", "--engine", "llama.cpp", "--model", "qwen3-8b", "--no-flashinfer"});
   CHECK(llama.code == 2);
 }

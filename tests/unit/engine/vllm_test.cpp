@@ -289,7 +289,7 @@ TEST_CASE("vllm: the dummy sampler's kernel and its profile peak follow the rele
   CHECK(at("0.27.1") == SamplerKernel::triton);
 
   // Qwen3-0.6B (vocab 151936) at max_num_seqs 1024, 2048 batched tokens: the sampler binds, its
-  // logits at 38 bytes (the sort) or 16, beside the forward's hidden states [2048, 1024] and the
+  // logits at 38 bytes (the sort), 14 (FlashInfer) or 16 (Triton), beside the forward's hidden states [2048, 1024] and the
   // dummy requests' rows and their rand_like copy, 2 x [1024, 1024], in bf16.
   const spec::ModelSpec m = preset("qwen3-0.6b");
   engine::vllm::Settings s;
@@ -305,7 +305,12 @@ TEST_CASE("vllm: the dummy sampler's kernel and its profile peak follow the rele
   s.compute_capability = 90;
   CHECK(engine::vllm::estimate(m, s).activation_peak.value() == 1024ULL * 151936 * 38 + rows + 32 * 1024 * 1024);
   s.compute_capability = 0;
+  // FlashInfer (0.10): the bf16 logits, their fp32 copy, the top-k-masked logits and their
+  // softmax, 2 + 4 + 4 + 4 bytes a logit.
   s.release = *engine::vllm::parse_release("0.10.1");
+  CHECK(engine::vllm::estimate(m, s).activation_peak.value() == 1024ULL * 151936 * 14 + rows + cublas);
+  // The Triton top-k/top-p (0.16): the same 14 and its kernel's scratch, taken as 2.
+  s.release = *engine::vllm::parse_release("0.16.0");
   CHECK(engine::vllm::estimate(m, s).activation_peak.value() == 1024ULL * 151936 * 16 + rows + cublas);
   // V0 (0.6) without chunked prefill (max_num_batched_tokens covers max_model_len): the sampler
   // sorts the fp32 logits, 38 bytes a logit, beside the hidden states (no dummy request rows).
