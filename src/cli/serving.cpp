@@ -602,6 +602,104 @@ render::EstimateReport report_of(const spec::ModelSpec& m, const engine::Breakdo
 
 using Option = render::ServingFix;
 
+/// vLLM's online fp8 quantization (--quantization fp8) for 16-bit weights, where the card runs
+/// it: fp8 kernels from Ada/Hopper, weight-only through Marlin from Ampere (fp8.py); a card not
+/// named (compute capability 0) is not refused.
+std::optional<engine::vllm::Settings> with_fp8_weights(const engine::vllm::Settings& st) {
+  if (spec::scheme_of(st.weights).method != spec::QuantMethod::none) return std::nullopt;
+  if (st.compute_capability != 0 && st.compute_capability < 80) return std::nullopt;
+  const auto fp8 = spec::parse_quant("fp8");
+  if (!fp8) return std::nullopt;
+  engine::vllm::Settings next = st;
+  spec::set_packing(next.weights, *fp8);
+  return next;
+}
+
+constexpr const char* kFp8WeightsChange = "--quant fp8 (vLLM --quantization fp8: the weights quantized at load)";
+
+/// When no fix alone makes a vLLM job fit: the fixes together, each re-estimated on what the
+/// earlier ones left and kept only while the job still does not fit and where it adds KV
+/// tokens, in the order a user gives up least: on the GPUs given first, then the fewest
+/// tensor-parallel GPUs; fp8 weights only where the 16-bit ones leave no cache; an fp8 cache,
+/// fewer sequences and batched tokens (the profile run's sampler and forward), and last the
+/// longest max_model_len the cache then holds. gpu_memory_utilization stays as given (what
+/// else runs on the card is not known). Llama 3.1 70B on RTX 4090s: no fix alone fits;
+/// --tensor-parallel-size 4 --quant fp8 --kv-cache-dtype fp8 does.
+std::optional<Option> vllm_together(const spec::ModelSpec& m, const engine::vllm::Settings& given, std::uint64_t most_tp) {
+  namespace vl = engine::vllm;
+  for (std::uint64_t tp = given.tensor_parallel; tp <= std::max(most_tp, given.tensor_parallel); tp *= 2) {
+    vl::Settings st = given;
+    st.tensor_parallel = tp;
+    // Each flag once, at the last value a step set.
+    std::vector<std::pair<std::string, std::string>> changes;
+    const auto set = [&changes](const std::string& flag, const std::string& value) {
+      for (auto& c : changes)
+        if (c.first == flag) {
+          c.second = value;
+          return;
+        }
+      changes.emplace_back(flag, value);
+    };
+    if (tp != given.tensor_parallel) set("--tensor-parallel-size", std::to_string(tp));
+    vl::Result x;
+    try {
+      x = vl::estimate(m, st);
+      if (x.num_gpu_blocks == 0) {
+        if (const auto fp8 = with_fp8_weights(st)) {
+          st = *fp8;
+          x = vl::estimate(m, st);
+          set("--quant", "fp8");
+        }
+      }
+    } catch (const InputError&) {
+      break;  // the heads do not split over tp GPUs (nor over more)
+    }
+    const auto keep_if_better = [&](const vl::Settings& next, const std::string& flag, const std::string& value) {
+      if (vllm_fits(x, st)) return false;
+      const vl::Result y = vl::estimate(m, next);
+      if (y.kv_cache_tokens <= x.kv_cache_tokens) return false;
+      st = next;
+      x = y;
+      set(flag, value);
+      return true;
+    };
+    if (!st.kv_fp8) {
+      vl::Settings next = st;
+      next.kv_fp8 = true;
+      keep_if_better(next, "--kv-cache-dtype", "fp8");
+    }
+    // Fewer sequences or batched tokens only where they make it fit: the most that does.
+    const auto largest_fitting = [&](std::uint64_t vl::Settings::*field, std::uint64_t from, std::uint64_t least,
+                                     const std::string& flag) {
+      for (std::uint64_t n = from / 2; n >= least && !vllm_fits(x, st); n /= 2) {
+        vl::Settings next = st;
+        next.*field = n;
+        const vl::Result y = vl::estimate(m, next);
+        if (vllm_fits(y, next)) {
+          st = next;
+          x = y;
+          set(flag, std::to_string(n));
+        }
+      }
+    };
+    largest_fitting(&vl::Settings::max_num_seqs, st.max_num_seqs, 16, "--max-num-seqs");
+    largest_fitting(&vl::Settings::max_num_batched_tokens, st.max_num_batched_tokens,
+                    std::max<std::uint64_t>(2048, st.max_num_seqs), "--max-num-batched-tokens");
+    if (!vllm_fits(x, st) && !x.max_model_len_fits && x.largest_model_len > 0) {
+      st.max_model_len = x.largest_model_len;
+      x = vl::estimate(m, st);
+      set("--max-model-len", std::to_string(x.largest_model_len > 0 ? *st.max_model_len : 0));
+    }
+    if (vllm_fits(x, st) && !changes.empty()) {
+      std::string change;
+      for (const auto& [flag, value] : changes) change += fmt::format("{}{} {}", change.empty() ? "" : " ", flag, value);
+      if (tp != given.tensor_parallel) change += fmt::format(" ({} GPUs)", tp * st.pipeline_parallel);
+      return Option{"together", change, true, x.budget + beyond_budget(x)};
+    }
+  }
+  return std::nullopt;
+}
+
 /// The fixes worth printing: those that make the job fit, or all of them when none does.
 std::vector<Option> worth_showing(std::vector<Option> options) {
   if (std::any_of(options.begin(), options.end(), [](const Option& o) { return o.fits; }))
@@ -878,6 +976,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       st.kv_fp8 = true;
       try_fix("fp8-kv-cache", "--kv-cache-dtype fp8 (half the bytes per token)", st);
     }
+    if (const auto st = with_fp8_weights(j.settings)) try_fix("fp8-weights", kFp8WeightsChange, *st);
     for (std::uint64_t n = j.settings.max_num_seqs / 2; n >= 16; n /= 2) {
       vl::Settings st = j.settings;
       st.max_num_seqs = n;
@@ -907,6 +1006,14 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       vl::Settings st = j.settings;
       st.gpu_memory_utilization = 0.95;
       try_fix("raise-gpu-memory-utilization", "--gpu-memory-utilization 0.95 (if nothing else uses the GPU)", st);
+    }
+    // The fixes together where none alone fits on the GPUs given: on them first, then on more.
+    const auto fits_here = [](const Option& o) { return o.fits && o.id != "more-tensor-parallel"; };
+    if (std::none_of(options.begin(), options.end(), fits_here)) {
+      std::optional<Option> together = vllm_together(j.model.spec, j.settings, j.settings.tensor_parallel);
+      if (!together && std::none_of(options.begin(), options.end(), [](const Option& o) { return o.fits; }))
+        together = vllm_together(j.model.spec, j.settings, 8);
+      if (together) options.push_back(*together);
     }
   }
   options = worth_showing(std::move(options));

@@ -45,7 +45,10 @@ std::string engine_text(const ServingAnswer& a) {
 /// The fixes as a table; llama.cpp's show the binding GPU's total after the change.
 std::string fixes_text(const ServingAnswer& a, const std::vector<ServingFix>& fixes) {
   if (fixes.empty()) return "";
-  std::string s = "\nFixes (each alone, from the settings as given):\n";
+  // "together" (vLLM): no fix alone fits, these do at once (cli/serving.cpp vllm_together).
+  const bool together = std::any_of(fixes.begin(), fixes.end(), [](const ServingFix& o) { return o.id == "together"; });
+  std::string s = together ? "\nFixes (each alone from the settings as given; together: each on what the earlier left):\n"
+                           : "\nFixes (each alone, from the settings as given):\n";
   const bool llama = std::holds_alternative<LlamaCppAnswer>(a);
   for (const auto& o : fixes)
     s += llama ? fmt::format("  {:<18} {:<60} {:>10.2f} GiB  {}\n", o.id, o.change, gib(o.device_total.value()),

@@ -187,6 +187,67 @@ TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
         run_cli({"estimate", "--model", "llama-3.1-8b", "--json"}).out);
 }
 
+TEST_CASE("serving: advise --engine vllm: the fixes together where none alone fits", "[cli][serving]") {
+  // Flags of a "together" change, split at spaces; "(4 GPUs)" is a note, not a flag.
+  const auto flags_of = [](const std::string& change) {
+    std::vector<std::string> out;
+    std::string word;
+    for (char c : change + ' ') {
+      if (c != ' ') { word += c; continue; }
+      if (!word.empty() && word.front() != '(' && word.back() != ')') out.push_back(word);
+      word.clear();
+    }
+    return out;
+  };
+  const auto together_of = [](const json& advice) {
+    for (const auto& f : advice["fixes"])
+      if (f["id"] == "together") return f["change"].get<std::string>();
+    return std::string();
+  };
+  // Llama 3.1 70B on RTX 4090s: no fix alone fits (bf16 weights are 131 GiB, 33 a GPU over 4);
+  // together: the fewest GPUs whose fp8 weights leave a cache, an fp8 cache, and the longest
+  // max_model_len it then holds.
+  const std::vector<std::string> base{"advise", "--engine", "vllm", "--model", "llama-3.1-70b", "--gpu", "rtx-4090"};
+  std::vector<std::string> js = base;
+  js.emplace_back("--json");
+  const CliResult r = run_cli(js);
+  REQUIRE(r.code == 1);
+  const json a = parse(r)["advice"];
+  REQUIRE(a["fixes"].size() == 1);
+  CHECK(a["fixes"][0]["fits"] == true);
+  const std::string change = together_of(a);
+  CHECK(change == "--tensor-parallel-size 4 --quant fp8 --kv-cache-dtype fp8 --max-model-len 56496 (4 GPUs)");
+  // Applied, it fits; one token more of max_model_len does not.
+  std::vector<std::string> est{"estimate", "--engine", "vllm", "--model", "llama-3.1-70b", "--gpu", "rtx-4090"};
+  for (const std::string& w : flags_of(change)) est.push_back(w);
+  CHECK(run_cli(est).code == 0);
+  est.back() = "56497";
+  CHECK(run_cli(est).code == 1);
+  const CliResult text = run_cli(base);
+  CHECK(text.out.find("together: each on what the earlier left") != std::string::npos);
+
+  // On one RTX 3060 only more GPUs fit alone, so the fixes together on the one GPU are shown
+  // beside it: fp8 weights (16-bit ones leave no cache) and 512 sequences (the sampler's peak
+  // over 1024 requests leaves none either).
+  const CliResult one = run_cli({"advise", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3060",
+                                 "--max-model-len", "2048", "--max-num-seqs", "1024", "--json"});
+  REQUIRE(one.code == 1);
+  const json b = parse(one)["advice"];
+  CHECK(together_of(b) == "--quant fp8 --max-num-seqs 512");
+  bool tp = false;
+  for (const auto& f : b["fixes"]) tp = tp || (f["id"] == "more-tensor-parallel" && f["fits"] == true);
+  CHECK(tp);
+  CHECK(run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3060", "--max-model-len",
+                 "2048", "--max-num-seqs", "512", "--quant", "fp8"}).code == 0);
+  CHECK(run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-3060", "--max-model-len",
+                 "2048", "--max-num-seqs", "1024", "--quant", "fp8"}).code == 1);
+  // Nothing fits a 405B on one 12 GB card, alone or together: each fix is shown as not fitting.
+  const CliResult none = run_cli({"advise", "--engine", "vllm", "--model", "llama-3.1-405b", "--gpu", "rtx-3060", "--json"});
+  REQUIRE(none.code == 1);
+  CHECK(together_of(parse(none)["advice"]).empty());
+  for (const auto& f : parse(none)["advice"]["fixes"]) CHECK(f["fits"] == false);
+}
+
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
   const CliResult r =
       run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"});
