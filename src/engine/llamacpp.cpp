@@ -1102,9 +1102,19 @@ void check_settings(const spec::ModelSpec& m, const Settings& s, std::uint64_t n
   if (!s.tensor_split.empty() && s.tensor_split.size() != n_gpu)
     diags.add("--tensor-split", fmt::format("{} shares for {} GPUs", s.tensor_split.size(), n_gpu),
               "give one share per GPU of --gpu, e.g. --gpu rtx-3090,rtx-3060 --tensor-split 3,1");
-  for (const double x : s.tensor_split)
+  // llama.cpp reads each share with std::stof and sums them in a float (llama_model_load's
+  // split points): a share or a sum past FLT_MAX stops it (out_of_range) or makes every split
+  // point inf / inf, so such shares are refused rather than placed.
+  double sum = 0;
+  for (const double x : s.tensor_split) {
     if (!(x >= 0) || !std::isfinite(x))
       diags.add("--tensor-split", fmt::format("{} is not a share", x), "give non-negative numbers, e.g. 3,1");
+    else
+      sum += x;
+  }
+  if (!(sum <= static_cast<double>(std::numeric_limits<float>::max())))
+    diags.add("--tensor-split", fmt::format("the shares add up to {:g}, past a float's range", sum),
+              "give shares in proportion, e.g. 3,1");
   if (s.ctx_size == 0) diags.add("--ctx-size", "0 cells", "give the context, e.g. --ctx-size 8192");
   if (s.parallel == 0) diags.add("--parallel", "0 sequences", "give at least 1");
   if (s.ubatch_size == 0 || s.batch_size == 0) diags.add("--ubatch-size", "0 tokens", "give at least 1");

@@ -166,6 +166,17 @@ TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
                                    "rtx-3090,rtx-3060", "--tensor-split", "1,2,3"});
   CHECK(split.code == 2);
   CHECK(split.err.find("--tensor-split: 3 shares for 2 GPUs") != std::string::npos);
+  // Shares past a float's range (llama.cpp sums them in a float) are refused, not placed: all
+  // layers went to the second GPU before.
+  const CliResult huge = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu",
+                                  "rtx-3090,rtx-3060", "--tensor-split", "1e308,1e308"});
+  CHECK(huge.code == 2);
+  CHECK(huge.err == "vramfit: error: --tensor-split: the shares add up to inf, past a float's range (give shares in "
+                    "proportion, e.g. 3,1)\n");
+  CHECK(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-3090,rtx-3060",
+                 "--tensor-split", "3e38,3e38"}).code == 2);
+  CHECK(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-3090,rtx-3060",
+                 "--tensor-split", "1e38,1e38"}).code == 0);
   const CliResult tp = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "h100-80gb",
                                 "--tensor-parallel-size", "3"});
   CHECK(tp.code == 2);
