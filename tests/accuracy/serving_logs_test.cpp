@@ -420,8 +420,8 @@ TEST_CASE("vLLM logs: unquantized weights to the printed digit, as the caching a
   }
   CHECK(mla == 1);
   CHECK(rounded == 5);  // 14.9889 inside "14.99"'s rounding
-  CHECK(n == 27);
-  CHECK(exact == 26);
+  CHECK(n == 28);
+  CHECK(exact == 27);
 }
 
 TEST_CASE("vLLM logs: the sorting sampler's profile peak within 1%, the KV memory within 0.11 GiB", "[accuracy][serving]") {
@@ -449,7 +449,8 @@ TEST_CASE("vLLM logs: FlashInfer's sampler peak to the printed digit", "[accurac
   // engine/vllm.cpp sampler_peak: FlashInfer's top_k_top_p_sampling_from_logits masks the fp32
   // logits into a new tensor and takes its softmax while the bf16 logits and their fp32 copy stay
   // referenced, 14 bytes a logit. Llama 3.2 1B on V1 0.10 with 256 requests: 0.45 logged, 0.4458
-  // here (0.5070, +12.7%, at the 16 bytes taken before).
+  // here (0.5070, +12.7%, at the 16 bytes taken before); Qwen2.5-0.5B-Instruct on 0.10 (llm-d
+  // benchmark's quoted run): 0.52 logged, 0.5193 here (0.5919 at 16 bytes).
   std::size_t n = 0;
   for (const json& e : read_lines("vllm_logs.jsonl")) {
     if (e.value("sampler", std::string()) != "flashinfer") continue;
@@ -460,7 +461,7 @@ TEST_CASE("vLLM logs: FlashInfer's sampler peak to the printed digit", "[accurac
       ++n;
     }
   }
-  CHECK(n == 1);
+  CHECK(n == 2);
 }
 
 TEST_CASE("vLLM logs: quantized weights to the printed digit, with the attention layers' scalar tensors", "[accuracy][serving]") {
