@@ -1206,10 +1206,15 @@ Bytes weights_on_gpu(const spec::ModelSpec& m, const Settings& s, std::uint64_t 
 ///   is off in V0 unless VLLM_USE_FLASHINFER_SAMPLER=1. Four logs without chunked prefill
 ///   (0.6.4 on a T4 and an H200, 0.6.5 on H100 with TP 1 and 2) match it within 1%;
 /// - V0 with chunked prefill (max_num_batched_tokens < max_model_len; on by default past 32K
-///   tokens): the three logs (0.6.4 at 35000 tokens, 0.7 twice) show no sampler peak at all,
-///   the forward at max_num_batched_tokens and the cuBLAS workspace make up the whole figure
-///   (0.06 of 0.06 GiB, 0.22 of 0.22, and 0.17 of 0.19 with TP 2). The path that skips the
-///   dummy sampling there was not found in the source: taken as the logs show it;
+///   tokens) before 0.8: the three logs (0.6.4 at 35000 tokens, 0.7 twice) show no sampler peak
+///   at all, the forward at max_num_batched_tokens and the cuBLAS workspace make up the whole
+///   figure (0.06 of 0.06 GiB, 0.22 of 0.22, and 0.17 of 0.19 with TP 2). From 0.8 the sort
+///   shows as without chunked prefill: V0 0.8.5 on four RTX 2080 Ti (Turing runs V0), Qwen3-8B's
+///   shapes at 8192 batched tokens and max_model_len 65536, logs 1.45 GiB, the sort's 38 bytes
+///   a logit over 256 requests, the hidden states and the workspace (1.447 here; the forward
+///   alone is 0.40). The path that skips the dummy sampling before 0.8 was not found in the
+///   source: taken as the logs show it, with the sort kept from 0.8 (the larger peak, so the
+///   smaller cache, where a release between is not known);
 /// - V1 with FlashInfer's sampling kernels (the default where FlashInfer is installed, on
 ///   a CUDA GPU with more than 16 SMs: topk_topp_sampler.py flashinfer_sampler_supported):
 ///   flashinfer_sample calls top_k_top_p_sampling_from_logits, which in FlashInfer's default
@@ -1233,7 +1238,8 @@ std::uint64_t sampler_peak(const spec::ModelSpec& m, const Settings& s, std::uin
   const std::uint64_t H = m.hidden_size;
   SamplerKernel kernel = sampler_kernel(s.release);
   if (kernel == SamplerKernel::flashinfer && !s.flashinfer) kernel = SamplerKernel::torch_sort;
-  const bool v0_chunked = s.v0_engine && s.max_num_batched_tokens < max_model_len;
+  const bool v0_chunked = s.v0_engine && s.max_num_batched_tokens < max_model_len && s.release.major == 0 &&
+                          s.release.minor < 8;
   const bool sorts = s.v0_engine ? !v0_chunked : kernel == SamplerKernel::torch_sort;
   const std::uint64_t per_logit = v0_chunked                            ? 0
                                    : sorts                               ? 38
