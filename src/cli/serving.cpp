@@ -901,6 +901,39 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
           try_fix("smaller-ctx", fmt::format("--ctx-size {}", lo * 256), st);
         }
       }
+      // Where only moving layers (or experts) to the CPU fits, the layers a q8_0 cache with flash
+      // attention leaves room for: the fixes together, when they keep more layers on the GPU
+      // than fewer-gpu-layers alone (Llama 3.1 70B Q4_K_M at 32768 cells on an RTX 4090: 31
+      // layers, 41 with the q8_0 cache).
+      const auto keeps_layers = [](const Option& o) {
+        return o.fits && o.id != "fewer-gpu-layers" && o.id != "experts-on-cpu";
+      };
+      const auto fewer = std::find_if(options.begin(), options.end(), [](const Option& o) { return o.id == "fewer-gpu-layers"; });
+      if (fewer != options.end() && std::none_of(options.begin(), options.end(), keeps_layers) &&
+          j.settings.cache_type_k == "f16" && j.settings.cache_type_v == "f16") {
+        lc::Settings st = j.settings;
+        st.cache_type_k = st.cache_type_v = "q8_0";
+        st.flash_attn = true;
+        std::uint64_t alone = 0;
+        for (std::uint64_t n = std::min(j.settings.gpu_layers, n_all); n-- > 0;) {
+          lc::Settings a = j.settings;
+          a.gpu_layers = n;
+          if (llama_fits(run(a), a)) {
+            alone = n;
+            break;
+          }
+        }
+        for (std::uint64_t n = std::min(st.gpu_layers, n_all); n-- > alone + 1;) {
+          st.gpu_layers = n;
+          if (llama_fits(run(st), st)) {
+            try_fix("together",
+                    fmt::format("--cache-type-k q8_0 --cache-type-v q8_0 --flash-attn on --gpu-layers {} ({} layers on the GPU, not {})",
+                                n, n, alone),
+                    st);
+            break;
+          }
+        }
+      }
     }
     options = worth_showing(std::move(options));
     const render::EstimateReport rep = report_for(r, j.settings);

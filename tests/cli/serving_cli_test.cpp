@@ -256,7 +256,40 @@ TEST_CASE("serving: advise --engine vllm: the fixes together where none alone fi
   const CliResult none = run_cli({"advise", "--engine", "vllm", "--model", "llama-3.1-405b", "--gpu", "rtx-3060", "--json"});
   REQUIRE(none.code == 1);
   CHECK(together_of(parse(none)["advice"]).empty());
-  for (const auto& f : parse(none)["advice"]["fixes"]) CHECK(f["fits"] == false);
+  const json none_advice = parse(none)["advice"];
+  REQUIRE(!none_advice["fixes"].empty());
+  for (const auto& f : none_advice["fixes"]) CHECK(f["fits"] == false);
+}
+
+TEST_CASE("serving: advise --engine llama.cpp: a q8_0 cache keeps more layers on the GPU", "[cli][serving]") {
+  // Llama 3.1 70B Q4_K_M at 32768 cells on one RTX 4090: only fewer GPU layers fit alone (31);
+  // with a q8_0 cache and flash attention 41 fit, which the estimate with those flags confirms.
+  const CliResult r = run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-70b", "--quant", "q4_k_m",
+                               "--gpu", "rtx-4090", "--ctx-size", "32768", "--json"});
+  REQUIRE(r.code == 1);
+  std::string fewer, together;
+  const json advice = parse(r)["advice"];
+  for (const auto& f : advice["fixes"]) {
+    if (f["id"] == "fewer-gpu-layers") fewer = f["change"].get<std::string>();
+    if (f["id"] == "together") together = f["change"].get<std::string>();
+  }
+  CHECK(fewer == "--gpu-layers 31 (the rest runs on the CPU)");
+  CHECK(together == "--cache-type-k q8_0 --cache-type-v q8_0 --flash-attn on --gpu-layers 41 (41 layers on the GPU, not 31)");
+  const std::vector<std::string> base{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-70b", "--quant", "q4_k_m",
+                                      "--gpu", "rtx-4090", "--ctx-size", "32768", "--cache-type-k", "q8_0",
+                                      "--cache-type-v", "q8_0", "--flash-attn", "on", "--gpu-layers"};
+  std::vector<std::string> at41 = base, at42 = base;
+  at41.emplace_back("41");
+  at42.emplace_back("42");
+  CHECK(run_cli(at41).code == 0);
+  CHECK(run_cli(at42).code == 1);
+  // A job a q8_0 cache alone fits gets no "together" row.
+  const CliResult q8 = run_cli({"advise", "--engine", "ollama", "--model", "qwen2.5-32b", "--gpu", "rtx-4090",
+                                "--ctx-size", "32768", "--json"});
+  REQUIRE(q8.code == 1);
+  const json q8_advice = parse(q8)["advice"];
+  REQUIRE(!q8_advice["fixes"].empty());
+  for (const auto& f : q8_advice["fixes"]) CHECK(f["id"] != "together");
 }
 
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
