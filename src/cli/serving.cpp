@@ -229,6 +229,7 @@ struct LlamaJob {
   engine::llamacpp::Settings settings;
   std::optional<Cards> cards;
   std::optional<spec::Mmproj> mmproj;  ///< --mmproj, or the mmproj*.gguf found in the --config folder
+  std::string ctx_note;                ///< Ollama: how its default num_ctx was picked
 };
 
 /// The projector: --mmproj FILE, else the one mmproj*.gguf in the folder --config names.
@@ -438,8 +439,23 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
     st.gpu_memory = j.cards->memory;
     for (Bytes& m : st.gpu_memory) m = Bytes::saturating_sub(m, j.cards->headroom);
   }
-  if (e == Engine::ollama && s.ctx_size.empty() && j.model.spec.max_positions != 0)
-    st.ctx_size = std::min<std::uint64_t>(st.ctx_size, j.model.spec.max_positions);
+  if (e == Engine::ollama && s.ctx_size.empty()) {
+    // Ollama's default num_ctx from the cards' total memory, capped at the model's trained
+    // context (llm/server.go: "requested context size too large for model").
+    Bytes total;
+    if (j.cards)
+      for (const Bytes& m : j.cards->memory) total = total + m;
+    if (j.cards) st.ctx_size = engine::llamacpp::ollama_default_ctx(total);
+    const std::uint64_t tier = st.ctx_size;
+    if (j.model.spec.max_positions != 0) st.ctx_size = std::min<std::uint64_t>(st.ctx_size, j.model.spec.max_positions);
+    j.ctx_note = j.cards ? fmt::format("Ollama (0.15.5 and later) sets num_ctx from the total VRAM: {:.2f} GiB gives {}{} "
+                                       "(4096 under 23 GiB, 32768 from 23, 262144 from 47; before 0.15.5, 4096); "
+                                       "--ctx-size sets another",
+                                       static_cast<double>(total.value()) / (1ULL << 30), tier,
+                                       st.ctx_size < tier ? fmt::format(", the model's {}", st.ctx_size) : std::string())
+                         : std::string("Ollama's num_ctx: 4096 without a card (from 0.15.5 Ollama picks it from the "
+                                       "total VRAM: give --gpu, or --ctx-size)");
+  }
   // Ollama's slots share one context: num_ctx per request x OLLAMA_NUM_PARALLEL.
   if (e == Engine::ollama) st.ctx_size = st.ctx_size * st.parallel;
   return j;
@@ -781,6 +797,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
             j.mmproj->file, j.mmproj->tensors,
             j.mmproj->projector_type.empty() ? std::string() : ", projector " + j.mmproj->projector_type,
             j.mmproj->bytes));
+      if (!j.ctx_note.empty()) rep.notes.push_back(j.ctx_note);
       rep.notes.push_back(fmt::format("--engine {}: llama.cpp's buffers on the GPU that binds; the Workload line reads "
                                       "batch as --parallel and seq as the context",
                                       engine_name(e)));

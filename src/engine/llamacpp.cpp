@@ -964,7 +964,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
 Settings ollama_settings() {
   Settings s;
   // Ollama's runner options (api/types.go DefaultOptions: NumCtx from envconfig.ContextLength, 4096 by
-  // default (2048 before v0.6), NumBatch 512,
+  // default (2048 before v0.6; from v0.15.5 by the total VRAM, ollama_default_ctx), NumBatch 512,
   // NumGPU -1 = as many layers as fit; envconfig: OLLAMA_NUM_PARALLEL 1). The runner gets
   // num_ctx x parallel cells (llm/server.go: opts.NumCtx * numParallel).
   s.ctx_size = 4096;
@@ -973,6 +973,12 @@ Settings ollama_settings() {
   s.ubatch_size = 512;
   s.kv_unified = true;  // one llama.cpp context shared by Ollama's slots
   return s;
+}
+
+std::uint64_t ollama_default_ctx(Bytes total_vram) {
+  if (total_vram >= GiB(47)) return 262144;
+  if (total_vram >= GiB(23)) return 32768;
+  return 4096;
 }
 
 std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view file_type) {

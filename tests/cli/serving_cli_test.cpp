@@ -72,15 +72,33 @@ TEST_CASE("serving: --engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on 
             "--gpu-layers " + std::to_string(parse(solved)["value"].get<int>()) + " ") == 0);
 }
 
-TEST_CASE("serving: --engine ollama: num_ctx 4096 by default", "[cli][serving]") {
-  const CliResult r = run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.2-3b", "--gpu", "rtx-3090", "--json"});
-  REQUIRE(r.code == 0);
-  const json e = parse(r)["engine"];
-  CHECK(e["name"] == "ollama");
-  CHECK(e["n_ctx"] == 4096);
-  // 28 layers x 4096 cells x (K + V) x 8 heads x 128 x 2 bytes.
-  CHECK(e["devices"][0]["kv_buffer_bytes"] == 28ULL * 4096 * 2 * 1024 * 2);
-  CHECK(e["devices"][0]["reserve_bytes"] == 457ULL << 20);
+TEST_CASE("serving: --engine ollama: num_ctx from the total VRAM, as Ollama 0.15.5 picks it", "[cli][serving]") {
+  const auto engine_of = [](std::vector<std::string> gpu) {
+    std::vector<std::string> a{"estimate", "--engine", "ollama", "--model", "llama-3.2-3b", "--json"};
+    a.insert(a.end(), gpu.begin(), gpu.end());
+    const CliResult r = run_cli(a);
+    REQUIRE(r.code == 0);
+    return parse(r);
+  };
+  // An RTX 3060 (11.76 GiB): under 23 GiB, 4096 cells: 28 layers x 4096 x (K + V) x 8 heads x
+  // 128 x 2 bytes.
+  const json small = engine_of({"--gpu", "rtx-3060"});
+  CHECK(small["engine"]["name"] == "ollama");
+  CHECK(small["engine"]["n_ctx"] == 4096);
+  CHECK(small["engine"]["devices"][0]["kv_buffer_bytes"] == 28ULL * 4096 * 2 * 1024 * 2);
+  CHECK(small["engine"]["devices"][0]["reserve_bytes"] == 457ULL << 20);
+  // An RTX 3090 (from 23 GiB): 32768; an H100 (from 47): 262144, capped at the model's 131072.
+  CHECK(engine_of({"--gpu", "rtx-3090"})["engine"]["n_ctx"] == 32768);
+  const json big = engine_of({"--gpu", "h100-80gb"});
+  CHECK(big["engine"]["n_ctx"] == 131072);
+  bool noted = false;
+  for (const auto& n : big["notes"])
+    noted = noted || n.get<std::string>().find("gives 262144, the model's 131072") != std::string::npos;
+  CHECK(noted);
+  // Two 3060s add up (23.52 GiB): 32768. No card: 4096. --ctx-size wins.
+  CHECK(engine_of({"--gpu", "rtx-3060,rtx-3060"})["engine"]["n_ctx"] == 32768);
+  CHECK(engine_of({})["engine"]["n_ctx"] == 4096);
+  CHECK(engine_of({"--gpu", "h100-80gb", "--ctx-size", "8192"})["engine"]["n_ctx"] == 8192);
 }
 
 TEST_CASE("serving: --engine llama.cpp --config model.gguf reads the file's own tensors", "[cli][serving]") {

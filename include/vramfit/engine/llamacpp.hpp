@@ -99,6 +99,12 @@ struct Settings {
 /// OLLAMA_NUM_PARALLEL 1, num_batch 512, every layer it can on the GPU, mmap.
 Settings ollama_settings();
 
+/// Ollama's default num_ctx from the total VRAM it finds at start-up (server/routes.go since
+/// v0.15.5, ollama#13946; its log line "vram-based default context"): 262144 from 47 GiB,
+/// 32768 from 23 GiB, 4096 below (thresholds a GiB under the documented 48 and 24 for cards
+/// that report a little less). Before 0.15.5 it was 4096 whatever the VRAM.
+std::uint64_t ollama_default_ctx(Bytes total_vram);
+
 /// One ggml backend's buffers, as llama.cpp logs them ("CUDA0 model buffer size = ...").
 struct DeviceBuffers {
   std::string name;          ///< "CUDA0", "CUDA1", ... or "CPU" for the host
