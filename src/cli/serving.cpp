@@ -845,9 +845,30 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
         value = what == "ctx" ? lo * 256 : lo;
         if (found) apply(lo);
       }
+      // llama-server's own --fit (llama_params_fit, on by default since late 2025) places layers so
+      // that --fit-target MiB, 1024 by default, stay free on each device: the layers it would pick
+      // where that margin costs some (a note; the answer is the most that fit).
+      std::string fit_note;
+      if (what == "gpu-layers" && found && e == Engine::llamacpp && !f.has("--headroom")) {
+        lc::Settings m = st;
+        for (Bytes& g : m.gpu_memory) g = Bytes::saturating_sub(g, MiB(1024));
+        std::uint64_t with_margin = 0;
+        for (std::uint64_t n = value + 1; n-- > 0;) {
+          m.gpu_layers = n;
+          if (llama_fits(run(m), m)) {
+            with_margin = n;
+            break;
+          }
+        }
+        if (with_margin < value)
+          fit_note = fmt::format("llama-server's --fit keeps 1024 MiB free on each device (--fit-target): it would place "
+                                 "{} layers, not {}; --headroom 1GiB asks vramfit for the same margin",
+                                 with_margin, value);
+      }
       if (what == "gpu-layers" && found) st.gpu_layers = value;
       const lc::Result x = run(found ? st : j.settings);
-      const render::EstimateReport rep = report_for(x, found ? st : j.settings);
+      render::EstimateReport rep = report_for(x, found ? st : j.settings);
+      if (!fit_note.empty()) rep.notes.push_back(fit_note);
       text = render::render_serving_fit(rep, llama_answer(x, found ? st : j.settings, j, e),
                                         {what, found ? std::optional<std::uint64_t>(value) : std::nullopt}, format);
       out << text;

@@ -70,6 +70,18 @@ TEST_CASE("serving: --engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on 
   REQUIRE(solved.code == 0);
   CHECK(a["fixes"][0]["change"].get<std::string>().find(
             "--gpu-layers " + std::to_string(parse(solved)["value"].get<int>()) + " ") == 0);
+  // llama-server's --fit keeps 1024 MiB free a device: 18 layers where 20 fit, as --headroom
+  // 1GiB finds.
+  const json sj = parse(solved);
+  CHECK(sj["value"] == 20);
+  bool noted = false;
+  for (const auto& n : sj["notes"])
+    noted = noted || n.get<std::string>().find("it would place 18 layers, not 20") != std::string::npos;
+  CHECK(noted);
+  const CliResult margin = run_cli(
+      {"fit", "--engine", "llama.cpp", "--model", "llama-3.3-70b", "--gpu", "rtx-3060", "--headroom", "1GiB", "--json"});
+  REQUIRE(margin.code == 0);
+  CHECK(parse(margin)["value"] == 18);
 }
 
 TEST_CASE("serving: --engine ollama: num_ctx from the total VRAM, as Ollama 0.15.5 picks it", "[cli][serving]") {
