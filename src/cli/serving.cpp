@@ -230,6 +230,7 @@ struct LlamaJob {
   std::optional<Cards> cards;
   std::optional<spec::Mmproj> mmproj;  ///< --mmproj, or the mmproj*.gguf found in the --config folder
   std::string ctx_note;                ///< Ollama: how its default num_ctx was picked
+  std::string fa_note;                 ///< llama.cpp: what --flash-attn auto resolved to
 };
 
 /// The projector: --mmproj FILE, else the one mmproj*.gguf in the folder --config names.
@@ -358,7 +359,8 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   if (!s.flash_attn.empty()) {
     if (s.flash_attn == "on" || s.flash_attn == "1" || s.flash_attn == "true") st.flash_attn = true;
     else if (s.flash_attn == "off" || s.flash_attn == "0" || s.flash_attn == "false") st.flash_attn = false;
-    else d.add("--flash-attn", fmt::format("'{}' is not on or off", s.flash_attn), "give --flash-attn on or off");
+    else if (s.flash_attn != "auto")
+      d.add("--flash-attn", fmt::format("'{}' is not on, off or auto", s.flash_attn), "give --flash-attn on, off or auto");
   }
   if (!s.split_mode.empty()) {
     if (s.split_mode == "layer") st.split_mode = engine::llamacpp::SplitMode::layer;
@@ -455,6 +457,17 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
                                        st.ctx_size < tier ? fmt::format(", the model's {}", st.ctx_size) : std::string())
                          : std::string("Ollama's num_ctx: 4096 without a card (from 0.15.5 Ollama picks it from the "
                                        "total VRAM: give --gpu, or --ctx-size)");
+  }
+  // llama.cpp's --flash-attn auto (its default since August 2025, llama.cpp#15434): on where
+  // every layer's attention runs CUDA's flash-attention kernels. Ollama keeps it off unless
+  // OLLAMA_FLASH_ATTENTION is set.
+  if (e == Engine::llamacpp && (s.flash_attn.empty() || s.flash_attn == "auto")) {
+    st.flash_attn = engine::llamacpp::flash_attn_auto(j.model.spec, j.tensors, st.cache_type_k, st.cache_type_v);
+    j.fa_note = st.flash_attn
+                    ? "--flash-attn auto (llama.cpp's default since August 2025): on, every layer's heads run CUDA's "
+                      "flash attention; --flash-attn off for an older build's default"
+                    : "--flash-attn auto (llama.cpp's default since August 2025): off, a head size or cache type "
+                      "CUDA's flash attention does not take";
   }
   // Ollama's slots share one context: num_ctx per request x OLLAMA_NUM_PARALLEL.
   if (e == Engine::ollama) st.ctx_size = st.ctx_size * st.parallel;
@@ -798,6 +811,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
             j.mmproj->projector_type.empty() ? std::string() : ", projector " + j.mmproj->projector_type,
             j.mmproj->bytes));
       if (!j.ctx_note.empty()) rep.notes.push_back(j.ctx_note);
+      if (!j.fa_note.empty()) rep.notes.push_back(j.fa_note);
       rep.notes.push_back(fmt::format("--engine {}: llama.cpp's buffers on the GPU that binds; the Workload line reads "
                                       "batch as --parallel and seq as the context",
                                       engine_name(e)));
@@ -941,7 +955,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       }
       // Where only moving layers (or experts) to the CPU fits, the layers a q8_0 cache with flash
       // attention leaves room for: the fixes together, when they keep more layers on the GPU
-      // than fewer-gpu-layers alone (Llama 3.1 70B Q4_K_M at 32768 cells on an RTX 4090: 31
+      // than fewer-gpu-layers alone (Llama 3.1 70B Q4_K_M at 32768 cells on an RTX 4090: 37
       // layers, 41 with the q8_0 cache).
       const auto keeps_layers = [](const Option& o) {
         return o.fits && o.id != "fewer-gpu-layers" && o.id != "experts-on-cpu";

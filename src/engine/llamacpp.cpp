@@ -975,6 +975,34 @@ Settings ollama_settings() {
   return s;
 }
 
+bool flash_attn_auto(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, std::string_view cache_k,
+                     std::string_view cache_v) {
+  // ggml-cuda's fattn.cu picks a kernel for these K/V head sizes (ggml_cuda_get_best_fattn_kernel):
+  // equal ones of 40, 64, 72, 80, 96, 112, 128 or 256, and MLA's 576 over 512.
+  const auto supported = [](std::uint64_t k, std::uint64_t v) {
+    if (k == 576 && v == 512) return true;
+    if (k != v) return false;
+    for (const std::uint64_t d : {40, 64, 72, 80, 96, 112, 128, 256})
+      if (k == d) return true;
+    return false;
+  };
+  // The cache types its kernels read without GGML_CUDA_FA_ALL_QUANTS: K and V alike, f16, q8_0
+  // or q4_0.
+  if (cache_k != cache_v || (cache_k != "f16" && cache_k != "q8_0" && cache_k != "q4_0")) return false;
+  const bool mla = absorbed_mla(m, tensors);
+  const Hparams h = hparams_of(m, mla);
+  if (mla) return supported(h.kv_lora + h.qk_rope, h.kv_lora);
+  if (arch_row(m.model_type).per_layer) {
+    for (const spec::LayerGroup& g : m.layers) {
+      const std::uint64_t hd = g.head_dim != 0 ? g.head_dim : m.head_dim;
+      if (!supported(hd, hd)) return false;
+    }
+    return true;
+  }
+  if (h.n_head_kv == 0) return false;
+  return supported(h.n_embd_k / h.n_head_kv, h.n_embd_v / h.n_head_kv);
+}
+
 std::uint64_t ollama_default_ctx(Bytes total_vram) {
   if (total_vram >= GiB(47)) return 262144;
   if (total_vram >= GiB(23)) return 32768;

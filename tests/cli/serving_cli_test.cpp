@@ -24,7 +24,7 @@ json parse(const CliResult& r) {
 
 TEST_CASE("serving: --engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp logs them", "[cli][serving]") {
   const CliResult r =
-      run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8192", "--json"});
+      run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8192", "--flash-attn", "off", "--json"});
   REQUIRE(r.code == 0);
   const json e = parse(r)["engine"];
   CHECK(e["name"] == "llama.cpp");
@@ -70,18 +70,18 @@ TEST_CASE("serving: --engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on 
   REQUIRE(solved.code == 0);
   CHECK(a["fixes"][0]["change"].get<std::string>().find(
             "--gpu-layers " + std::to_string(parse(solved)["value"].get<int>()) + " ") == 0);
-  // llama-server's --fit keeps 1024 MiB free a device: 18 layers where 20 fit, as --headroom
-  // 1GiB finds.
+  // llama-server's --fit keeps 1024 MiB free a device: 19 layers where 21 fit (flash attention
+  // on, llama.cpp's auto), as --headroom 1GiB finds.
   const json sj = parse(solved);
-  CHECK(sj["value"] == 20);
+  CHECK(sj["value"] == 21);
   bool noted = false;
   for (const auto& n : sj["notes"])
-    noted = noted || n.get<std::string>().find("it would place 18 layers, not 20") != std::string::npos;
+    noted = noted || n.get<std::string>().find("it would place 19 layers, not 21") != std::string::npos;
   CHECK(noted);
   const CliResult margin = run_cli(
       {"fit", "--engine", "llama.cpp", "--model", "llama-3.3-70b", "--gpu", "rtx-3060", "--headroom", "1GiB", "--json"});
   REQUIRE(margin.code == 0);
-  CHECK(parse(margin)["value"] == 18);
+  CHECK(parse(margin)["value"] == 19);
 }
 
 TEST_CASE("serving: --engine ollama: num_ctx from the total VRAM, as Ollama 0.15.5 picks it", "[cli][serving]") {
@@ -292,8 +292,9 @@ TEST_CASE("serving: advise --engine vllm: the fixes together where none alone fi
 }
 
 TEST_CASE("serving: advise --engine llama.cpp: a q8_0 cache keeps more layers on the GPU", "[cli][serving]") {
-  // Llama 3.1 70B Q4_K_M at 32768 cells on one RTX 4090: only fewer GPU layers fit alone (31);
-  // with a q8_0 cache and flash attention 41 fit, which the estimate with those flags confirms.
+  // Llama 3.1 70B Q4_K_M at 32768 cells on one RTX 4090 (flash attention on, llama.cpp's
+  // auto): only fewer GPU layers fit alone (37); with a q8_0 cache 41 fit, which the estimate
+  // with those flags confirms.
   const CliResult r = run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-70b", "--quant", "q4_k_m",
                                "--gpu", "rtx-4090", "--ctx-size", "32768", "--json"});
   REQUIRE(r.code == 1);
@@ -303,8 +304,8 @@ TEST_CASE("serving: advise --engine llama.cpp: a q8_0 cache keeps more layers on
     if (f["id"] == "fewer-gpu-layers") fewer = f["change"].get<std::string>();
     if (f["id"] == "together") together = f["change"].get<std::string>();
   }
-  CHECK(fewer == "--gpu-layers 31 (the rest runs on the CPU)");
-  CHECK(together == "--cache-type-k q8_0 --cache-type-v q8_0 --flash-attn on --gpu-layers 41 (41 layers on the GPU, not 31)");
+  CHECK(fewer == "--gpu-layers 37 (the rest runs on the CPU)");
+  CHECK(together == "--cache-type-k q8_0 --cache-type-v q8_0 --flash-attn on --gpu-layers 41 (41 layers on the GPU, not 37)");
   const std::vector<std::string> base{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-70b", "--quant", "q4_k_m",
                                       "--gpu", "rtx-4090", "--ctx-size", "32768", "--cache-type-k", "q8_0",
                                       "--cache-type-v", "q8_0", "--flash-attn", "on", "--gpu-layers"};
@@ -320,6 +321,37 @@ TEST_CASE("serving: advise --engine llama.cpp: a q8_0 cache keeps more layers on
   const json q8_advice = parse(q8)["advice"];
   REQUIRE(!q8_advice["fixes"].empty());
   for (const auto& f : q8_advice["fixes"]) CHECK(f["id"] != "together");
+}
+
+TEST_CASE("serving: --engine llama.cpp: --flash-attn auto, llama.cpp's default, as CUDA resolves it", "[cli][serving]") {
+  const auto run = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--gpu", "rtx-4090", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a);
+    REQUIRE(r.code == 0);
+    return parse(r);
+  };
+  // Llama 3.1 8B (heads of 128) at 32768 cells: on by default, so no [32768, 512, 32] f32 score
+  // matrix: the compute buffer is the same as with --flash-attn on, and far under the one with off.
+  const json dflt = run({"--model", "llama-3.1-8b", "--ctx-size", "32768"});
+  const json on = run({"--model", "llama-3.1-8b", "--ctx-size", "32768", "--flash-attn", "on"});
+  const json off = run({"--model", "llama-3.1-8b", "--ctx-size", "32768", "--flash-attn", "off"});
+  CHECK(dflt["engine"]["flash_attn"] == true);
+  CHECK(dflt["engine"]["devices"][0]["compute_buffer_bytes"] == on["engine"]["devices"][0]["compute_buffer_bytes"]);
+  CHECK(off["engine"]["devices"][0]["compute_buffer_bytes"].get<std::uint64_t>() >
+        2 * on["engine"]["devices"][0]["compute_buffer_bytes"].get<std::uint64_t>());
+  CHECK(run({"--model", "llama-3.1-8b", "--flash-attn", "auto"})["engine"]["flash_attn"] == true);
+  // A K cache type unlike V's runs no CUDA flash-attention kernel: auto resolves off.
+  CHECK(run({"--model", "llama-3.1-8b", "--cache-type-k", "q8_0"})["engine"]["flash_attn"] == false);
+  // minicpm3: K heads of qk_nope + qk_rope = 96 over V heads of 64: off.
+  CHECK(run({"--config", std::string(VRAMFIT_SOURCE_DIR) + "/tests/accuracy/arch/models/minicpm3-mini.json"})["engine"]["flash_attn"] == false);
+  // Ollama keeps it off unless told.
+  const CliResult ol = run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.1-8b", "--json"});
+  REQUIRE(ol.code == 0);
+  CHECK(parse(ol)["engine"]["flash_attn"] == false);
+  const CliResult bad = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--flash-attn", "maybe"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--flash-attn: 'maybe' is not on, off or auto") != std::string::npos);
 }
 
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {

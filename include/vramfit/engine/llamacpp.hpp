@@ -105,6 +105,13 @@ Settings ollama_settings();
 /// that report a little less). Before 0.15.5 it was 4096 whatever the VRAM.
 std::uint64_t ollama_default_ctx(Bytes total_vram);
 
+/// What llama.cpp's default `--flash-attn auto` (llama.cpp#15434, August 2025) resolves to on
+/// CUDA: on when every layer's attention runs the CUDA flash-attention kernels (llama-context.cpp
+/// turns it off when a layer's FLASH_ATTN_EXT would fall back to the CPU): K and V head sizes the
+/// kernels take and a K/V cache type pair they read.
+bool flash_attn_auto(const spec::ModelSpec& m, const std::vector<spec::GgufTensor>& tensors, std::string_view cache_k,
+                     std::string_view cache_v);
+
 /// One ggml backend's buffers, as llama.cpp logs them ("CUDA0 model buffer size = ...").
 struct DeviceBuffers {
   std::string name;          ///< "CUDA0", "CUDA1", ... or "CPU" for the host
