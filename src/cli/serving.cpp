@@ -459,8 +459,14 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
                                        "total VRAM: give --gpu, or --ctx-size)");
   }
   // llama.cpp's --flash-attn auto (its default since August 2025, llama.cpp#15434): on where
-  // every layer's attention runs CUDA's flash-attention kernels. Ollama keeps it off unless
-  // OLLAMA_FLASH_ATTENTION is set.
+  // every layer's attention runs CUDA's flash-attention kernels. Ollama: on for the
+  // architectures it lists, unless OLLAMA_FLASH_ATTENTION says otherwise (--flash-attn).
+  if (e == Engine::ollama && (s.flash_attn.empty() || s.flash_attn == "auto")) {
+    st.flash_attn = engine::llamacpp::ollama_flash_attn(j.model.spec, j.tensors);
+    j.fa_note = fmt::format("Ollama's flash attention: {} for model_type '{}' (its list of architectures; "
+                            "OLLAMA_FLASH_ATTENTION overrides it: --flash-attn on|off)",
+                            st.flash_attn ? "on" : "off", j.model.spec.model_type);
+  }
   if (e == Engine::llamacpp && (s.flash_attn.empty() || s.flash_attn == "auto")) {
     st.flash_attn = engine::llamacpp::flash_attn_auto(j.model.spec, j.tensors, st.cache_type_k, st.cache_type_v);
     j.fa_note = st.flash_attn

@@ -142,25 +142,40 @@ struct ArchRow {
   /// shared_kv_layers layers with no cache (has_kv: il < n_layer_kv_from_start); the sliding layers
   /// from sliding_window_pattern (layer_types). See layer_attn.
   bool per_layer = false;
+  /// Ollama turns flash attention on by default for the architecture (fs/ggml GGML.FlashAttention's
+  /// list: gemma3, gemma4, glm4moelite, gptoss, lfm2, lfm2moe, mistral3, olmo3, qwen3, qwen3moe,
+  /// qwen35, qwen35moe, qwen3next, qwen3vl, qwen3vlmoe, nemotron_h, bert), by its Hugging Face name.
+  bool ollama_fa = false;
 };
 constexpr ArchRow kArchRows[] = {
     {.model_type = "gemma2", .swa = true},
-    {.model_type = "gemma3", .swa = true},
-    {.model_type = "gemma3_text", .swa = true},
+    {.model_type = "gemma3", .swa = true, .ollama_fa = true},
+    {.model_type = "gemma3_text", .swa = true, .ollama_fa = true},
     {.model_type = "cohere2", .swa = true},
-    {.model_type = "gpt_oss", .swa = true, .gating = Gating::softmax_weight},
+    {.model_type = "gpt_oss", .swa = true, .gating = Gating::softmax_weight, .ollama_fa = true},
     // build_moe_ffn(..., norm_w = true): llm_build_llama (mixtral), llm_build_qwen3moe, and the
     // models whose GGUF sets expert_weights_norm (deepseek2 for V3, glm4moe, ernie4_5-moe).
     {.model_type = "mixtral", .gating = Gating::softmax_norm},
-    {.model_type = "qwen3_moe", .gating = Gating::softmax_norm},
+    {.model_type = "qwen3_moe", .gating = Gating::softmax_norm, .ollama_fa = true},
     {.model_type = "deepseek_v3", .gating = Gating::softmax_norm, .mla = true},
     {.model_type = "deepseek_v2", .mla = true},
-    {.model_type = "glm4_moe_lite", .mla = true},
+    {.model_type = "glm4_moe_lite", .mla = true, .ollama_fa = true},
     {.model_type = "glm4_moe", .gating = Gating::softmax_norm},
     {.model_type = "ernie4_5_moe", .gating = Gating::softmax_norm},
     {.model_type = "minicpm3", .heads_cache = true},
     // llama_model_gemma4's build_moe_ffn(..., LLM_FFN_GELU, norm_w = true, ..., SOFTMAX, ...).
-    {.model_type = "gemma4_text", .swa = true, .gating = Gating::softmax_norm, .per_layer = true},
+    {.model_type = "gemma4_text", .swa = true, .gating = Gating::softmax_norm, .per_layer = true, .ollama_fa = true},
+    {.model_type = "qwen3", .ollama_fa = true},
+    {.model_type = "qwen3_next", .ollama_fa = true},
+    {.model_type = "qwen3_5", .ollama_fa = true},
+    {.model_type = "qwen3_5_moe", .ollama_fa = true},
+    {.model_type = "qwen3_vl", .ollama_fa = true},
+    {.model_type = "qwen3_vl_moe", .ollama_fa = true},
+    {.model_type = "mistral3", .ollama_fa = true},
+    {.model_type = "olmo3", .ollama_fa = true},
+    {.model_type = "lfm2", .ollama_fa = true},
+    {.model_type = "lfm2_moe", .ollama_fa = true},
+    {.model_type = "nemotron_h", .ollama_fa = true},
 };
 
 /// The model type's row; a default row (no SWA cache, plain soft_max gating) for the others.
@@ -1001,6 +1016,16 @@ bool flash_attn_auto(const spec::ModelSpec& m, const std::vector<GgufTensor>& te
   }
   if (h.n_head_kv == 0) return false;
   return supported(h.n_embd_k / h.n_head_kv, h.n_embd_v / h.n_head_kv);
+}
+
+bool ollama_flash_attn(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors) {
+  if (!arch_row(m.model_type).ollama_fa) return false;
+  // SupportsFlashAttention: K and V heads of one size.
+  const bool mla = absorbed_mla(m, tensors);
+  const Hparams h = hparams_of(m, mla);
+  if (mla) return false;
+  if (arch_row(m.model_type).per_layer) return true;  // gemma4: each layer's K and V heads alike
+  return h.n_head_kv != 0 && h.n_embd_k == h.n_embd_v;
 }
 
 std::uint64_t ollama_default_ctx(Bytes total_vram) {

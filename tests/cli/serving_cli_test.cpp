@@ -345,10 +345,20 @@ TEST_CASE("serving: --engine llama.cpp: --flash-attn auto, llama.cpp's default, 
   CHECK(run({"--model", "llama-3.1-8b", "--cache-type-k", "q8_0"})["engine"]["flash_attn"] == false);
   // minicpm3: K heads of qk_nope + qk_rope = 96 over V heads of 64: off.
   CHECK(run({"--config", std::string(VRAMFIT_SOURCE_DIR) + "/tests/accuracy/arch/models/minicpm3-mini.json"})["engine"]["flash_attn"] == false);
-  // Ollama keeps it off unless told.
-  const CliResult ol = run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.1-8b", "--json"});
-  REQUIRE(ol.code == 0);
-  CHECK(parse(ol)["engine"]["flash_attn"] == false);
+  // Ollama: on for the architectures its list names (qwen3, gpt-oss, gemma3, ...), off for the
+  // rest (llama) unless told.
+  const auto ollama_fa = [](const std::string& model, std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "ollama", "--model", model, "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a);
+    REQUIRE(r.code == 0);
+    return parse(r)["engine"]["flash_attn"].get<bool>();
+  };
+  CHECK_FALSE(ollama_fa("llama-3.1-8b", {}));
+  CHECK(ollama_fa("qwen3-8b", {}));
+  CHECK(ollama_fa("gpt-oss-20b", {}));
+  CHECK_FALSE(ollama_fa("qwen3-8b", {"--flash-attn", "off"}));
+  CHECK(ollama_fa("llama-3.1-8b", {"--flash-attn", "on"}));
   const CliResult bad = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--flash-attn", "maybe"});
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--flash-attn: 'maybe' is not on, off or auto") != std::string::npos);

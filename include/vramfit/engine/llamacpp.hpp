@@ -105,6 +105,11 @@ Settings ollama_settings();
 /// that report a little less). Before 0.15.5 it was 4096 whatever the VRAM.
 std::uint64_t ollama_default_ctx(Bytes total_vram);
 
+/// Ollama's flash-attention default (llm/server.go: OLLAMA_FLASH_ATTENTION, else the model's
+/// GGML.FlashAttention(), kept only where SupportsFlashAttention: K and V heads of one size): on
+/// for the architectures its list names (ArchRow::ollama_fa), off for the rest.
+bool ollama_flash_attn(const spec::ModelSpec& m, const std::vector<spec::GgufTensor>& tensors);
+
 /// What llama.cpp's default `--flash-attn auto` (llama.cpp#15434, August 2025) resolves to on
 /// CUDA: on when every layer's attention runs the CUDA flash-attention kernels (llama-context.cpp
 /// turns it off when a layer's FLASH_ATTN_EXT would fall back to the CPU): K and V head sizes the
