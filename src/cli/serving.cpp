@@ -589,10 +589,18 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
   if (j.cards) st.compute_capability = j.cards->compute_capability.front();
+  const std::string label = j.cards ? lower(j.cards->labels.front()) : std::string();
   if (s.max_num_batched_tokens.empty()) {
     const std::uint64_t len = st.max_model_len.value_or(engine::vllm::default_max_model_len(j.model.spec, st));
-    const std::string label = j.cards ? lower(j.cards->labels.front()) : std::string();
     st.max_num_batched_tokens = default_batched_tokens(st, len, label);
+  }
+  // max_num_seqs as `vllm serve` picks it (engine/arg_utils.py get_batch_defaults, V1): 1024 on a
+  // card of 70 GiB or more that is not an A100 (H100, H200, MI300X), 256 otherwise, and never
+  // more than max_num_batched_tokens; V0: 256. Its dummy sampler run is over that many requests,
+  // so an H100's profile peak holds 1024 rows of logits (the late-2025 H100 logs' 4.76 to 7.38 GiB).
+  if (s.max_num_seqs.empty()) {
+    const bool large = !st.v0_engine && st.gpu_memory.value() >= GiB(70).value() && label.find("a100") == std::string::npos;
+    st.max_num_seqs = std::min<std::uint64_t>(large ? 1024 : 256, st.max_num_batched_tokens);
   }
   return j;
 }

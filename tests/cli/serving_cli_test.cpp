@@ -398,7 +398,10 @@ TEST_CASE("serving: --vllm-version: the graphs inside the budget from 0.21, a ba
   CHECK(n["cuda_graphs_in_budget"] == true);
   CHECK(o["cuda_graphs_in_budget"] == false);
   CHECK(n["cuda_graphs_piecewise"] == 51);
-  CHECK(n["cuda_graphs_full"] == 35);
+  // An H100's default max_num_seqs is 1024 (get_batch_defaults), so FULL decode graphs go to 512
+  // as the piecewise ones do (35 to 256 where max_num_seqs is 256).
+  CHECK(n["max_num_seqs"] == 1024);
+  CHECK(n["cuda_graphs_full"] == 51);
   CHECK(o["available_kv_cache_bytes"].get<std::int64_t>() - n["available_kv_cache_bytes"].get<std::int64_t>() ==
         n["cuda_graph_bytes"].get<std::int64_t>());
   const CliResult bad = with({"--vllm-version", "latest"});
