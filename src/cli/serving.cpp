@@ -494,6 +494,7 @@ struct VllmJob {
   Model model;
   engine::vllm::Settings settings;
   std::optional<Cards> cards;
+  bool auto_len = false;  ///< --max-model-len auto (or -1): vLLM fits the length to the cache
 };
 
 /// `vllm serve`'s max_num_batched_tokens when none is given (vllm/engine/arg_utils.py). V1
@@ -518,7 +519,8 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   auto& st = j.settings;
   if (!s.gpu_memory_utilization.empty())
     st.gpu_memory_utilization = real_of(s.gpu_memory_utilization, "--gpu-memory-utilization", d);
-  if (!s.max_model_len.empty()) st.max_model_len = count_of(s.max_model_len, "--max-model-len", d);
+  if (s.max_model_len == "auto" || s.max_model_len == "-1") j.auto_len = true;
+  else if (!s.max_model_len.empty()) st.max_model_len = count_of(s.max_model_len, "--max-model-len", d);
   if (!s.max_num_seqs.empty()) st.max_num_seqs = count_of(s.max_num_seqs, "--max-num-seqs", d, false, "256");
   if (!s.max_num_batched_tokens.empty())
     st.max_num_batched_tokens = count_of(s.max_num_batched_tokens, "--max-num-batched-tokens", d);
@@ -568,6 +570,11 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
             "give major.minor[.patch], e.g. --vllm-version 0.11.2 (default: the newest, 0.27.1)");
     }
   }
+  // --max-model-len auto arrived in 0.12 (vllm#29431, kv_cache_utils.py _auto_fit_max_model_len).
+  if (j.auto_len && !st.release.at_least(0, 12))
+    d.add("--max-model-len", fmt::format("'{}' (auto-fit) is not in vLLM {}.{}.{}: it arrived in 0.12", s.max_model_len,
+                                         st.release.major, st.release.minor, st.release.patch),
+          "give a length, e.g. --max-model-len 32768, or --vllm-version 0.12 or newer");
   d.throw_if_any();
   j.model = load_model(f, catalog);
   // The weights' packing: --quant, else the checkpoint's quantization_config, else --dtype.
@@ -1011,7 +1018,25 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
   // --- vLLM ---
   namespace vl = engine::vllm;
   VllmJob j = vllm_job(f, s, catalog, need_budget);
-  const vl::Result r = vl::estimate(j.model.spec, j.settings);
+  vl::Result r = vl::estimate(j.model.spec, j.settings);
+  // --max-model-len auto: the model's length where one request of it fits the cache, else the
+  // longest that does (vLLM's estimate_max_model_len; the engine then boots at it).
+  std::string auto_note;
+  if (j.auto_len) {
+    const std::uint64_t full = r.max_model_len;
+    if (!r.max_model_len_fits && r.largest_model_len > 0) {
+      j.settings.max_model_len = r.largest_model_len;
+      r = vl::estimate(j.model.spec, j.settings);
+    }
+    auto_note = !r.max_model_len_fits
+                    ? std::string("--max-model-len auto: no length fits, the weights and the profile run leave no "
+                                  "KV cache")
+                : r.max_model_len < full
+                    ? fmt::format("--max-model-len auto: one request of the model's {} tokens does not fit the cache; "
+                                  "vLLM lowers max_model_len to {}, the longest that does",
+                                  full, r.max_model_len)
+                    : fmt::format("--max-model-len auto: the model's {} tokens fit the cache", full);
+  }
   const auto report_for = [&](const vl::Result& x, const vl::Settings& st) {
     const std::optional<Bytes> mem = vllm_budget(x, j.cards.has_value());
     const std::string label =
@@ -1020,6 +1045,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
                                            x.max_model_len);
     rep.workload.quant = st.weights.quant;
     rep.workload.weights = st.weights.weights;
+    if (!auto_note.empty()) rep.notes.push_back(auto_note);
     if (!x.error.empty()) rep.notes.push_back("vLLM would stop at start-up: " + x.error);
     if (j.cards && x.budget + beyond_budget(x) > st.gpu_memory)
       rep.notes.push_back(fmt::format(

@@ -364,6 +364,36 @@ TEST_CASE("serving: --engine llama.cpp: --flash-attn auto, llama.cpp's default, 
   CHECK(bad.err.find("--flash-attn: 'maybe' is not on, off or auto") != std::string::npos);
 }
 
+TEST_CASE("serving: --engine vllm --max-model-len auto: vLLM's auto-fit", "[cli][serving]") {
+  const auto est = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  // An RTX 4090: one request of 131072 tokens does not fit; auto boots at the longest that does,
+  // the largest_max_model_len the plain estimate reports, and the job fits.
+  const CliResult plain = est({"--gpu", "rtx-4090"});
+  REQUIRE(plain.code == 1);
+  const std::uint64_t longest = parse(plain)["engine"]["largest_max_model_len"];
+  const CliResult fitted = est({"--gpu", "rtx-4090", "--max-model-len", "auto"});
+  REQUIRE(fitted.code == 0);
+  CHECK(parse(fitted)["engine"]["max_model_len"] == longest);
+  CHECK(parse(fitted)["engine"]["max_model_len_fits"] == true);
+  CHECK(est({"--gpu", "rtx-4090", "--max-model-len", "-1"}).out == fitted.out);
+  // An H100: the model's full length fits and is kept.
+  const CliResult big = est({"--gpu", "h100-80gb", "--max-model-len", "auto"});
+  REQUIRE(big.code == 0);
+  CHECK(parse(big)["engine"]["max_model_len"] == 131072);
+  // No cache at all: still does not fit. Before 0.12: refused.
+  const CliResult none = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-70b", "--gpu", "rtx-4090",
+                                  "--max-model-len", "auto"});
+  CHECK(none.code == 1);
+  CHECK(none.out.find("no length fits") != std::string::npos);
+  const CliResult old = est({"--gpu", "h100-80gb", "--max-model-len", "auto", "--vllm-version", "0.11"});
+  CHECK(old.code == 2);
+  CHECK(old.err.find("--max-model-len: 'auto' (auto-fit) is not in vLLM 0.11.0: it arrived in 0.12") != std::string::npos);
+}
+
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
   const CliResult r =
       run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"});
