@@ -839,6 +839,16 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       return rep;
     };
     const std::uint64_t n_all = r.offloadable;
+    // llama-server's --fit (llama_params_fit, llama.cpp#16653, on by default since December
+    // 2025): the most layers, up to `most`, that leave --fit-target (1024 MiB) free on each device.
+    const auto auto_fit_layers = [&](lc::Settings m, std::uint64_t most) {
+      for (Bytes& g : m.gpu_memory) g = Bytes::saturating_sub(g, MiB(1024));
+      for (std::uint64_t n = most + 1; n-- > 0;) {
+        m.gpu_layers = n;
+        if (llama_fits(run(m), m)) return n;
+      }
+      return std::uint64_t{0};
+    };
     if (command == "fit") {
       std::string what = solve == "batch" ? "gpu-layers" : solve;
       if (what != "gpu-layers" && what != "ctx" && what != "concurrency")
@@ -885,16 +895,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       // where that margin costs some (a note; the answer is the most that fit).
       std::string fit_note;
       if (what == "gpu-layers" && found && e == Engine::llamacpp && !f.has("--headroom")) {
-        lc::Settings m = st;
-        for (Bytes& g : m.gpu_memory) g = Bytes::saturating_sub(g, MiB(1024));
-        std::uint64_t with_margin = 0;
-        for (std::uint64_t n = value + 1; n-- > 0;) {
-          m.gpu_layers = n;
-          if (llama_fits(run(m), m)) {
-            with_margin = n;
-            break;
-          }
-        }
+        const std::uint64_t with_margin = auto_fit_layers(st, value);
         if (with_margin < value)
           fit_note = fmt::format("llama-server's --fit keeps 1024 MiB free on each device (--fit-target): it would place "
                                  "{} layers, not {}; --headroom 1GiB asks vramfit for the same margin",
@@ -1009,7 +1010,14 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       }
     }
     options = worth_showing(std::move(options));
-    const render::EstimateReport rep = report_for(r, j.settings);
+    render::EstimateReport rep = report_for(r, j.settings);
+    // Where the layers were left to llama.cpp (no --gpu-layers), llama-server does not stop: its
+    // --fit places what leaves 1024 MiB free and runs the rest on the CPU.
+    if (!ok && e == Engine::llamacpp && s.gpu_layers.empty() && !j.settings.gpu_memory.empty())
+      rep.notes.push_back(fmt::format(
+          "llama-server's --fit (on by default since December 2025) would not stop here: it keeps 1024 MiB free on "
+          "each device and places {} of {} layers on the GPU (--fit off loads as given and fails)",
+          auto_fit_layers(j.settings, std::min(j.settings.gpu_layers, n_all)), n_all));
     text = render::render_serving(rep, llama_answer(r, j.settings, j, e), {ok, command == "advise", options}, format);
     out << text;
     return ok ? ExitCode::ok : ExitCode::does_not_fit;
