@@ -270,7 +270,7 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--cache-type-v", s.cache_type_v, "T", "llama.cpp: V cache type (quantized needs --flash-attn on)", g);
   add(e, o, "--batch-size", s.batch_size, "N", "llama.cpp: logical batch (default 2048)", g);
   add(e, o, "--ubatch-size", s.ubatch_size, "N", "llama.cpp: physical batch, sizes the compute buffers (default 512)", g);
-  add(e, o, "--flash-attn", s.flash_attn, "on|off", "llama.cpp: flash attention (default off)", g);
+  add(e, o, "--flash-attn", s.flash_attn, "on|off", "llama.cpp: flash attention (default auto, as llama.cpp: on where CUDA's kernels take the heads; Ollama: its list of architectures)", g);
   add(e, o, "--mmproj", s.mmproj, "FILE",
       "llama.cpp: a multimodal projector (mmproj-*.gguf), its weights counted on the first GPU; found by itself "
       "in a --config folder",
@@ -279,8 +279,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
       "llama.cpp -ot: tensors whose GGUF name matches the regex go to CPU or CUDA<n>", g);
   add_switch(e, o, "--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them", g);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
-  add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings)", g);
-  add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default 256)", g);
+  add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings; auto: the longest the cache holds, 0.12+)", g);
+  add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default as vllm serve: 1024 on a card of 70 GiB or more but an A100, else 256)", g);
   add(e, o, "--max-num-batched-tokens", s.max_num_batched_tokens, "N", "vLLM: tokens per step, sizes the profile run (default as vllm serve: 8192 on a card of 70 GiB or more but an A100, else 2048; V0 releases: see the README)", g);
   add(e, o, "--kv-cache-dtype", s.kv_cache_dtype, "D", "vLLM: auto or fp8 (fp8_e4m3, fp8_e5m2)", g);
   add_switch(e, o, "--enforce-eager", s.enforce_eager, "vLLM: no CUDA graphs", g);
@@ -291,6 +291,8 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--tensor-parallel-size", s.tensor_parallel_size, "N", "vLLM: GPUs splitting every layer (default 1)", g);
   add(e, o, "--pipeline-parallel-size", s.pipeline_parallel_size, "N", "vLLM: pipeline stages (default 1)", g);
   add(e, o, "--block-size", s.block_size, "N", "vLLM: tokens per KV block (default 16)", g);
+  add(e, o, "--kv-cache-memory-bytes", s.kv_cache_memory_bytes, "SIZE",
+      "vLLM (0.11+): the KV cache per GPU (e.g. 20GiB); --gpu-memory-utilization is then not read", g);
   add(e, o, "--vllm-version", s.vllm_version, "X.Y",
       "vLLM: the release (default 0.27.1): its CUDA graph sizes, its sampler, and from 0.21 the graphs inside the budget", g);
 }

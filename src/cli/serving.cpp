@@ -67,7 +67,7 @@ constexpr FlagRow kFlags[] = {
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
     {"--tensor-parallel-size", false, true},   {"--pipeline-parallel-size", false, true},
-    {"--block-size", false, true},     {"--disable-hybrid-kv-cache-manager", false, true},
+    {"--block-size", false, true},     {"--kv-cache-memory-bytes", false, true},     {"--disable-hybrid-kv-cache-manager", false, true},
     {"--vllm-version", false, true},   {"--no-flashinfer", false, true},
 };
 
@@ -525,6 +525,15 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   if (!s.max_num_batched_tokens.empty())
     st.max_num_batched_tokens = count_of(s.max_num_batched_tokens, "--max-num-batched-tokens", d);
   if (!s.block_size.empty()) st.block_size = count_of(s.block_size, "--block-size", d, false, "16");
+  if (!s.kv_cache_memory_bytes.empty()) {
+    try {
+      st.kv_cache_memory = spec::parse_size(s.kv_cache_memory_bytes, "--kv-cache-memory-bytes");
+      if (st.kv_cache_memory->value() == 0)
+        d.add("--kv-cache-memory-bytes", "0 bytes of KV cache", "give a size, e.g. --kv-cache-memory-bytes 20GiB");
+    } catch (const InputError& err) {
+      for (const auto& x : err.diagnostics()) d.add(x.field, x.problem, x.fix);
+    }
+  }
   if (!s.tensor_parallel_size.empty()) st.tensor_parallel = count_of(s.tensor_parallel_size, "--tensor-parallel-size", d, false, "2");
   if (!s.pipeline_parallel_size.empty())
     st.pipeline_parallel = count_of(s.pipeline_parallel_size, "--pipeline-parallel-size", d, false, "2");
@@ -570,6 +579,10 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
             "give major.minor[.patch], e.g. --vllm-version 0.11.2 (default: the newest, 0.27.1)");
     }
   }
+  if (st.kv_cache_memory && !st.release.at_least(0, 11))
+    d.add("--kv-cache-memory-bytes", fmt::format("vLLM {}.{}.{} has no kv_cache_memory_bytes: it arrived in 0.11",
+                                                 st.release.major, st.release.minor, st.release.patch),
+          "drop it and give --gpu-memory-utilization, or --vllm-version 0.11 or newer");
   // --max-model-len auto arrived in 0.12 (vllm#29431, kv_cache_utils.py _auto_fit_max_model_len).
   if (j.auto_len && !st.release.at_least(0, 12))
     d.add("--max-model-len", fmt::format("'{}' (auto-fit) is not in vLLM {}.{}.{}: it arrived in 0.12", s.max_model_len,
@@ -1045,17 +1058,37 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
                                   full, r.max_model_len)
                     : fmt::format("--max-model-len auto: the model's {} tokens fit the cache", full);
   }
+  // A cache given in bytes that cannot hold one request of max_model_len: vLLM refuses it at
+  // start-up; the flag contradicts --max-model-len, so it is refused here too.
+  if (command != "fit" && j.settings.kv_cache_memory && !r.max_model_len_fits)
+    throw InputError("--kv-cache-memory-bytes",
+                     fmt::format("{} bytes hold {} tokens, less than one request of --max-model-len {} ({} bytes)",
+                                 j.settings.kv_cache_memory->value(), r.kv_cache_tokens, r.max_model_len,
+                                 r.kv_for_max_model_len.value()),
+                     fmt::format("give at least {} bytes, or a smaller --max-model-len (or --max-model-len auto)",
+                                 r.kv_for_max_model_len.value()));
   const auto report_for = [&](const vl::Result& x, const vl::Settings& st) {
-    const std::optional<Bytes> mem = vllm_budget(x, j.cards.has_value());
-    const std::string label =
+    std::optional<Bytes> mem = vllm_budget(x, j.cards.has_value());
+    std::string label =
         j.cards ? fmt::format("{} x {}", st.gpu_memory_utilization, j.cards->labels.front()) : std::string();
+    // A fixed KV cache: the budget is the card less what vLLM needs outside its own figure.
+    if (mem && st.kv_cache_memory) {
+      mem = Bytes::saturating_sub(st.gpu_memory, beyond_budget(x));
+      label = fmt::format("{} less the CUDA context", j.cards->labels.front());
+    }
     render::EstimateReport rep = report_of(j.model.spec, vl::breakdown_of(x), mem, Bytes{}, label, st.max_num_seqs,
                                            x.max_model_len);
     rep.workload.quant = st.weights.quant;
     rep.workload.weights = st.weights.weights;
     if (!auto_note.empty()) rep.notes.push_back(auto_note);
     if (!x.error.empty()) rep.notes.push_back("vLLM would stop at start-up: " + x.error);
-    if (j.cards && x.budget + beyond_budget(x) > st.gpu_memory)
+    if (j.cards && st.kv_cache_memory && x.budget + beyond_budget(x) > st.gpu_memory)
+      rep.notes.push_back(fmt::format(
+          "the weights, the profile peak and the {:.2f} GiB of KV cache asked for need {} MiB more than the card: "
+          "lower --kv-cache-memory-bytes",
+          static_cast<double>(st.kv_cache_memory->value()) / (1ULL << 30),
+          (x.budget + beyond_budget(x) - st.gpu_memory).value() >> 20));
+    else if (j.cards && x.budget + beyond_budget(x) > st.gpu_memory)
       rep.notes.push_back(fmt::format(
           "the card's rest ({} MiB) is less than the CUDA context and graphs ({} MiB): lower --gpu-memory-utilization",
           (st.gpu_memory - x.budget).value() >> 20, beyond_budget(x).value() >> 20));

@@ -1322,9 +1322,14 @@ void closing_notes(Result& r, const spec::ModelSpec& m, const Settings& s, const
           s.release.major, s.release.minor, s.release.patch, newest.major, newest.minor, newest.patch, newest.major,
           newest.minor, newest.patch));
   }
-  r.notes.push_back(fmt::format("vLLM budget {:.2f} GiB = {} x the card; available KV cache memory {:.2f} GiB",
-                                gib(r.budget.value()), s.gpu_memory_utilization,
-                                static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0)));
+  if (s.kv_cache_memory)
+    r.notes.push_back(fmt::format("--kv-cache-memory-bytes: the KV cache is {:.2f} GiB as given and "
+                                  "gpu_memory_utilization is not read; vLLM takes {:.2f} GiB with it",
+                                  gib(s.kv_cache_memory->value()), gib(r.budget.value())));
+  else
+    r.notes.push_back(fmt::format("vLLM budget {:.2f} GiB = {} x the card; available KV cache memory {:.2f} GiB",
+                                  gib(r.budget.value()), s.gpu_memory_utilization,
+                                  static_cast<double>(r.available_kv) / (1024.0 * 1024.0 * 1024.0)));
   if (kv.sliding_groups > 0)
     r.notes.push_back(fmt::format(
         "hybrid KV cache manager: {} full-attention and {} sliding-window groups of {} layers; a sliding-window "
@@ -1369,7 +1374,13 @@ Result estimate(const spec::ModelSpec& m, const Settings& s) {
 
   Bytes taken = r.weights + r.activation_peak + r.non_torch;
   if (r.graphs.in_budget) taken += r.cuda_graphs;
-  r.available_kv = static_cast<std::int64_t>(r.budget.value()) - static_cast<std::int64_t>(taken.value());
+  if (s.kv_cache_memory) {
+    // The cache is what was asked for; the budget is what vLLM then takes.
+    r.budget = taken + *s.kv_cache_memory;
+    r.available_kv = static_cast<std::int64_t>(s.kv_cache_memory->value());
+  } else {
+    r.available_kv = static_cast<std::int64_t>(r.budget.value()) - static_cast<std::int64_t>(taken.value());
+  }
   const KvLayout kv = kv_layout(m, s);
   kv_blocks(r, m, kv);
   startup_error(r, kv);

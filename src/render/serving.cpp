@@ -186,9 +186,14 @@ json vllm_json(const VllmAnswer& a) {
 std::string vllm_text(const VllmAnswer& a) {
   const auto& r = a.result;
   const auto& st = a.settings;
-  std::string s = fmt::format("vllm: gpu_memory_utilization {} x {:.2f} GiB = {:.2f} GiB per GPU (TP {}, PP {})\n",
-                              st.gpu_memory_utilization, gib(st.gpu_memory.value()), gib(r.budget.value()),
-                              st.tensor_parallel, st.pipeline_parallel);
+  std::string s = st.kv_cache_memory
+                      ? fmt::format("vllm: kv_cache_memory_bytes {:.2f} GiB (the utilization not read): {:.2f} GiB "
+                                    "per GPU of {:.2f} (TP {}, PP {})\n",
+                                    gib(st.kv_cache_memory->value()), gib(r.budget.value()), gib(st.gpu_memory.value()),
+                                    st.tensor_parallel, st.pipeline_parallel)
+                      : fmt::format("vllm: gpu_memory_utilization {} x {:.2f} GiB = {:.2f} GiB per GPU (TP {}, PP {})\n",
+                                    st.gpu_memory_utilization, gib(st.gpu_memory.value()), gib(r.budget.value()),
+                                    st.tensor_parallel, st.pipeline_parallel);
   s += fmt::format("  Model loading took {:.2f} GiB\n", gib(r.weights.value()));
   s += fmt::format("  torch peak memory increase {:.2f} GiB; non-torch {:.2f} GiB\n", gib(r.activation_peak.value()),
                    gib(r.non_torch.value()));

@@ -400,6 +400,35 @@ TEST_CASE("serving: --engine vllm --max-model-len auto: vLLM's auto-fit", "[cli]
   CHECK(old.err.find("--max-model-len: 'auto' (auto-fit) is not in vLLM 0.11.0: it arrived in 0.12") != std::string::npos);
 }
 
+TEST_CASE("serving: --engine vllm --kv-cache-memory-bytes: the cache as given, the utilization not read", "[cli][serving]") {
+  const auto est = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-4090",
+                               "--max-model-len", "16384", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  // 4 GiB of cache: 2048 blocks of 2 MiB (32 layers x 2 x 8 heads x 128 x 2 bytes x 16 tokens),
+  // 32768 tokens, two requests of 16384; it fits the 4090 beside the weights and the profile peak.
+  const CliResult four = est({"--kv-cache-memory-bytes", "4GiB"});
+  REQUIRE(four.code == 0);
+  const json e = parse(four)["engine"];
+  CHECK(e["kv_cache_bytes"] == 4ULL << 30);
+  CHECK(e["num_gpu_blocks"] == 2048);
+  CHECK(e["kv_cache_tokens"] == 32768);
+  CHECK(e["max_concurrency"] == 2.0);
+  // 9 GiB does not fit beside 15 GiB of weights: exit 1, and the note says by how much.
+  const CliResult nine = est({"--kv-cache-memory-bytes", "9GiB"});
+  CHECK(nine.code == 1);
+  // Less than one request of --max-model-len: vLLM refuses it at start-up; refused here (exit 2).
+  const CliResult tiny = est({"--kv-cache-memory-bytes", "1MiB"});
+  CHECK(tiny.code == 2);
+  CHECK(tiny.err.find("--kv-cache-memory-bytes: 1048576 bytes hold 0 tokens, less than one request of --max-model-len "
+                      "16384 (2147483648 bytes)") != std::string::npos);
+  CHECK(est({"--kv-cache-memory-bytes", "lots"}).code == 2);
+  CHECK(est({"--kv-cache-memory-bytes", "0"}).code == 2);
+  CHECK(est({"--kv-cache-memory-bytes", "4GiB", "--vllm-version", "0.10"}).code == 2);
+}
+
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
   const CliResult r =
       run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"});

@@ -25,6 +25,7 @@ struct ServingFlags {
   // vLLM
   std::string gpu_memory_utilization, max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_dtype;
   std::string tensor_parallel_size, pipeline_parallel_size, block_size;
+  std::string kv_cache_memory_bytes;  ///< --kv-cache-memory-bytes SIZE: the KV cache fixed, the utilization ignored
   std::string vllm_version;  ///< --vllm-version X.Y[.Z]: the release's CUDA graphs and profiling
   bool enforce_eager = false;
   bool disable_hybrid_kv_cache_manager = false;

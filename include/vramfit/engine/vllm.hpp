@@ -42,6 +42,10 @@ std::optional<Release> parse_release(const std::string& text);
 struct Settings {
   Bytes gpu_memory;                          ///< the card's total memory (per GPU)
   double gpu_memory_utilization = 0.9;       ///< --gpu-memory-utilization
+  /// --kv-cache-memory-bytes (CacheConfig.kv_cache_memory_bytes, from 0.11): the KV cache per GPU,
+  /// as given; gpu_memory_utilization is then not read (gpu_worker.py determine_available_memory
+  /// still runs the profile and returns this figure).
+  std::optional<Bytes> kv_cache_memory;
   std::optional<std::uint64_t> max_model_len;  ///< --max-model-len; unset: the model's max_position_embeddings
   std::uint64_t max_num_seqs = 256;          ///< --max-num-seqs
   std::uint64_t max_num_batched_tokens = 8192;  ///< --max-num-batched-tokens (chunked prefill)

@@ -392,6 +392,7 @@ TEST_CASE("adversarial: 200+ hostile inputs by class, each within 2 s and 256 Mi
       {"--max-model-len", {"--engine", "vllm"}}, {"--max-num-seqs", {"--engine", "vllm"}},
       {"--max-num-batched-tokens", {"--engine", "vllm"}}, {"--tensor-parallel-size", {"--engine", "vllm"}},
       {"--pipeline-parallel-size", {"--engine", "vllm"}}, {"--block-size", {"--engine", "vllm"}},
+      {"--kv-cache-memory-bytes", {"--engine", "vllm"}},
   };
   for (const auto& [flag, extra] : numeric) {
     for (std::string v : {"-1", "nan", "inf", "1e400", "abc", "", "0x10"}) {
