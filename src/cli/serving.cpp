@@ -467,6 +467,14 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
                             "OLLAMA_FLASH_ATTENTION overrides it: --flash-attn on|off)",
                             st.flash_attn ? "on" : "off", j.model.spec.model_type);
   }
+  // Current llama.cpp's own -c default is 0, the model's trained context (common.h n_ctx = 0),
+  // which llama-server's --fit then shrinks to what fits (down to --fit-ctx 4096); vramfit keeps
+  // 4096 unless --ctx-size is given, and says so where the model's context is longer.
+  if (e == Engine::llamacpp && s.ctx_size.empty() && j.model.spec.max_positions > st.ctx_size)
+    j.ctx_note = fmt::format("--ctx-size not given: estimated at {} cells; current llama.cpp's own default (-c 0) is the "
+                             "model's {}, which llama-server's --fit shrinks to what fits (not below 4096): give "
+                             "--ctx-size {} to see the full context",
+                             st.ctx_size, j.model.spec.max_positions, j.model.spec.max_positions);
   if (e == Engine::llamacpp && (s.flash_attn.empty() || s.flash_attn == "auto")) {
     st.flash_attn = engine::llamacpp::flash_attn_auto(j.model.spec, j.tensors, st.cache_type_k, st.cache_type_v);
     j.fa_note = st.flash_attn

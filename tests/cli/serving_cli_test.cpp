@@ -429,6 +429,22 @@ TEST_CASE("serving: --engine vllm --kv-cache-memory-bytes: the cache as given, t
   CHECK(est({"--kv-cache-memory-bytes", "4GiB", "--vllm-version", "0.10"}).code == 2);
 }
 
+TEST_CASE("serving: --engine llama.cpp without --ctx-size: 4096 cells, and a note on llama.cpp's own default", "[cli][serving]") {
+  const auto notes_of = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a);
+    REQUIRE(r.code == 0);
+    const json d = parse(r);
+    CHECK(d["engine"]["n_ctx"] == (extra.empty() ? 4096 : 8192));
+    std::string all;
+    for (const auto& n : d["notes"]) all += n.get<std::string>() + "\n";
+    return all;
+  };
+  CHECK(notes_of({}).find("current llama.cpp's own default (-c 0) is the model's 131072") != std::string::npos);
+  CHECK(notes_of({"--ctx-size", "8192"}).find("--ctx-size not given") == std::string::npos);
+}
+
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
   const CliResult r =
       run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"});
