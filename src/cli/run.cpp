@@ -270,7 +270,7 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--cache-type-v", s.cache_type_v, "T", "llama.cpp: V cache type (quantized needs --flash-attn on)", g);
   add(e, o, "--batch-size", s.batch_size, "N", "llama.cpp: logical batch (default 2048)", g);
   add(e, o, "--ubatch-size", s.ubatch_size, "N", "llama.cpp: physical batch, sizes the compute buffers (default 512)", g);
-  add(e, o, "--flash-attn", s.flash_attn, "on|off", "llama.cpp: flash attention (default auto, as llama.cpp: on where CUDA's kernels take the heads; Ollama: its list of architectures)", g);
+  add(e, o, "--flash-attn", s.flash_attn, "on|off|auto", "llama.cpp: flash attention (default auto, as llama.cpp: on where CUDA's kernels take the heads; Ollama: its list of architectures)", g);
   add(e, o, "--mmproj", s.mmproj, "FILE",
       "llama.cpp: a multimodal projector (mmproj-*.gguf), its weights counted on the first GPU; found by itself "
       "in a --config folder",
