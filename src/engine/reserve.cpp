@@ -2108,6 +2108,30 @@ class TrainingReplay {
   std::vector<Fp32NormSaved> fp32_saved_;
   bool fp32_norms_ = false;  // Gemma's layer (fp32_norm_step)
   std::uint64_t state_tensors_ = 1;
+  // A decoder linear's slot among the four roles the layer replays count (attn_in, attn_out,
+  // mlp_in, mlp_out); -1 for any other.
+  static int role_slot(spec::Role r) {
+    switch (r) {
+      case spec::Role::attn_in: return 0;
+      case spec::Role::attn_out: return 1;
+      case spec::Role::mlp_in: return 2;
+      case spec::Role::mlp_out: return 3;
+      default: return -1;
+    }
+  }
+
+  // A layer group's linears counted by role slot, as the gpt_neox and llama16 replays check
+  // their layer's shape: none where a linear is an expert, a shared copy or of another role.
+  static std::optional<std::array<int, 4>> role_counts(const spec::LayerGroup& g) {
+    std::array<int, 4> n{};
+    for (const auto& l : g.linears) {
+      const int slot = role_slot(l.role);
+      if (l.expert || l.copies != 1 || slot < 0) return std::nullopt;
+      ++n[static_cast<std::size_t>(slot)];
+    }
+    return n;
+  }
+
   // GPT-NeoX's layer (transformers' gpt_neox/modeling_gpt_neox.py, use_parallel_residual) in
   // 16-bit weights without autocast, op by op as the recorded pythia-410m bf16 AdamW b2 x 1024
   // steps allocate (tests/accuracy/alloc/fresh/traces_s14, a process of its own and measure.py's
@@ -2134,21 +2158,11 @@ class TrainingReplay {
     const std::uint64_t qkv_out = checked_mul(3, checked_mul(m_.num_heads, m_.head_dim));
     for (const auto& g : m_.layers) {
       if (g.moe || g.norm_params != checked_mul(4, m_.hidden_size) || g.other_params != 0) return false;
-      std::array<int, 4> n{};
+      if (role_counts(g) != std::array<int, 4>{1, 1, 1, 1}) return false;
       for (const auto& l : g.linears) {
-        if (l.expert || l.copies != 1) return false;
-        switch (l.role) {
-          case spec::Role::attn_in:
-            if (l.out_features != qkv_out) return false;
-            ++n[0], neox_bias_[0] = l.bias;
-            break;
-          case spec::Role::attn_out: ++n[1], neox_bias_[1] = l.bias; break;
-          case spec::Role::mlp_in: ++n[2], neox_bias_[2] = l.bias; break;
-          case spec::Role::mlp_out: ++n[3], neox_bias_[3] = l.bias; break;
-          default: return false;
-        }
+        if (l.role == spec::Role::attn_in && l.out_features != qkv_out) return false;
+        neox_bias_[static_cast<std::size_t>(role_slot(l.role))] = l.bias;
       }
-      if (n != std::array<int, 4>{1, 1, 1, 1}) return false;
     }
     const auto rotary = static_cast<std::uint64_t>(static_cast<double>(m_.head_dim) * m_.partial_rotary_factor);
     if (rotary == 0 || rotary > m_.head_dim) return false;
@@ -2279,19 +2293,9 @@ class TrainingReplay {
       return false;
     for (const auto& g : m_.layers) {
       if (g.moe || g.norm_params != checked_mul(2, m_.hidden_size) || g.other_params != 0) return false;
-      std::array<int, 4> n{};
-      for (const auto& l : g.linears) {
-        if (l.expert || l.copies != 1) return false;
-        switch (l.role) {
-          case spec::Role::attn_in: ++n[0]; break;
-          case spec::Role::attn_out: ++n[1]; break;
-          case spec::Role::mlp_in: ++n[2]; break;
-          case spec::Role::mlp_out: ++n[3]; break;
-          default: return false;
-        }
+      if (role_counts(g) != std::array<int, 4>{3, 1, 2, 1}) return false;
+      for (const auto& l : g.linears)
         if (l.bias && l.role != spec::Role::attn_in) return false;
-      }
-      if (n != std::array<int, 4>{3, 1, 2, 1}) return false;
     }
     lse_ = checked_mul(checked_mul(z_.tokens, m_.num_heads), 4);
     return true;
