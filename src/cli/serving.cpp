@@ -860,16 +860,21 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       return rep;
     };
     const std::uint64_t n_all = r.offloadable;
-    // llama-server's --fit (llama_params_fit, llama.cpp#16653, on by default since December
-    // 2025): the most layers, up to `most`, that leave --fit-target (1024 MiB) free on each device.
-    const auto auto_fit_layers = [&](lc::Settings m, std::uint64_t most) {
-      for (Bytes& g : m.gpu_memory) g = Bytes::saturating_sub(g, MiB(1024));
-      for (std::uint64_t n = most + 1; n-- > 0;) {
+    // The most GPU layers in [least, most] with which the job fits, each device keeping `margin`
+    // free; none where even `least` does not. The solver, the fewer-gpu-layers and together
+    // fixes (no margin), and llama-server's --fit (llama_params_fit, llama.cpp#16653, on by
+    // default since December 2025: --fit-target, 1024 MiB) all search with it.
+    const auto most_layers = [&](lc::Settings m, std::uint64_t most, std::uint64_t least,
+                                 Bytes margin) -> std::optional<std::uint64_t> {
+      for (Bytes& g : m.gpu_memory) g = Bytes::saturating_sub(g, margin);
+      for (std::uint64_t n = most + 1; n-- > least;) {
         m.gpu_layers = n;
         if (llama_fits(run(m), m)) return n;
       }
-      return std::uint64_t{0};
+      return std::nullopt;
     };
+    const Bytes fit_target = MiB(1024);
+    const std::uint64_t top = std::min(j.settings.gpu_layers, n_all);  // the layers asked for
     if (command == "fit") {
       std::string what = solve == "batch" ? "gpu-layers" : solve;
       if (what != "gpu-layers" && what != "ctx" && what != "concurrency")
@@ -879,14 +884,10 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       std::uint64_t value = 0;
       bool found = false;
       if (what == "gpu-layers") {
-        // As llama.cpp's own fitting (common/arg.cpp --fit): the most layers that fit.
-        for (std::uint64_t n = n_all + 1; n-- > 0;) {
-          st.gpu_layers = n;
-          if (llama_fits(run(st), st)) {
-            value = n;
-            found = true;
-            break;
-          }
+        // The most layers that fit.
+        if (const auto n = most_layers(st, n_all, 0, Bytes{})) {
+          value = *n;
+          found = true;
         }
       } else {
         // ctx: the largest multiple of 256 up to the model's n_ctx_train; concurrency: the most
@@ -916,7 +917,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       // where that margin costs some (a note; the answer is the most that fit).
       std::string fit_note;
       if (what == "gpu-layers" && found && e == Engine::llamacpp && !f.has("--headroom")) {
-        const std::uint64_t with_margin = auto_fit_layers(st, value);
+        const std::uint64_t with_margin = most_layers(st, value, 0, fit_target).value_or(0);
         if (with_margin < value)
           fit_note = fmt::format("llama-server's --fit keeps 1024 MiB free on each device (--fit-target): it would place "
                                  "{} layers, not {}; --headroom 1GiB asks vramfit for the same margin",
@@ -943,15 +944,14 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
         } catch (const InputError&) {
         }
       };
-      {
+      // The most layers, fewer than asked for, that fit.
+      const std::optional<std::uint64_t> alone =
+          top > 0 ? most_layers(j.settings, top - 1, 0, Bytes{}) : std::nullopt;
+      const std::uint64_t fewer_n = alone.value_or(0);
+      if (alone) {
         lc::Settings st = j.settings;
-        for (std::uint64_t n = std::min(st.gpu_layers, n_all); n-- > 0;) {
-          st.gpu_layers = n;
-          if (llama_fits(run(st), st)) {
-            try_fix("fewer-gpu-layers", fmt::format("--gpu-layers {} (the rest runs on the CPU)", n), st);
-            break;
-          }
-        }
+        st.gpu_layers = fewer_n;
+        try_fix("fewer-gpu-layers", fmt::format("--gpu-layers {} (the rest runs on the CPU)", fewer_n), st);
       }
       if (j.model.spec.moe.num_experts > 0) {
         lc::Settings st = j.settings;
@@ -1004,29 +1004,17 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
         return o.fits && o.id != "fewer-gpu-layers" && o.id != "experts-on-cpu";
       };
       const auto fewer = std::find_if(options.begin(), options.end(), [](const Option& o) { return o.id == "fewer-gpu-layers"; });
-      if (fewer != options.end() && std::none_of(options.begin(), options.end(), keeps_layers) &&
+      if (alone && fewer != options.end() && std::none_of(options.begin(), options.end(), keeps_layers) &&
           j.settings.cache_type_k == "f16" && j.settings.cache_type_v == "f16") {
         lc::Settings st = j.settings;
         st.cache_type_k = st.cache_type_v = "q8_0";
         st.flash_attn = true;
-        std::uint64_t alone = 0;
-        for (std::uint64_t n = std::min(j.settings.gpu_layers, n_all); n-- > 0;) {
-          lc::Settings a = j.settings;
-          a.gpu_layers = n;
-          if (llama_fits(run(a), a)) {
-            alone = n;
-            break;
-          }
-        }
-        for (std::uint64_t n = std::min(st.gpu_layers, n_all); n-- > alone + 1;) {
-          st.gpu_layers = n;
-          if (llama_fits(run(st), st)) {
-            try_fix("together",
-                    fmt::format("--cache-type-k q8_0 --cache-type-v q8_0 --flash-attn on --gpu-layers {} ({} layers on the GPU, not {})",
-                                n, n, alone),
-                    st);
-            break;
-          }
+        if (const auto n = most_layers(st, top - 1, fewer_n + 1, Bytes{})) {
+          st.gpu_layers = *n;
+          try_fix("together",
+                  fmt::format("--cache-type-k q8_0 --cache-type-v q8_0 --flash-attn on --gpu-layers {} ({} layers on the GPU, not {})",
+                              st.gpu_layers, st.gpu_layers, fewer_n),
+                  st);
         }
       }
     }
@@ -1038,7 +1026,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       rep.notes.push_back(fmt::format(
           "llama-server's --fit (on by default since December 2025) would not stop here: it keeps 1024 MiB free on "
           "each device and places {} of {} layers on the GPU (--fit off loads as given and fails)",
-          auto_fit_layers(j.settings, std::min(j.settings.gpu_layers, n_all)), n_all));
+          most_layers(j.settings, top, 0, fit_target).value_or(0), n_all));
     text = render::render_serving(rep, llama_answer(r, j.settings, j, e), {ok, command == "advise", options}, format);
     out << text;
     return ok ? ExitCode::ok : ExitCode::does_not_fit;
