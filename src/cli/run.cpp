@@ -264,7 +264,7 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--n-cpu-moe", s.n_cpu_moe, "N", "llama.cpp: routed experts of the first N blocks stay on the CPU", g);
   add(e, o, "--tensor-split", s.tensor_split, "A,B", "llama.cpp: share of each GPU of --gpu a,b (default by memory)", g);
   add(e, o, "--split-mode", s.split_mode, "MODE", "llama.cpp: layer (default), row or none", g);
-  add(e, o, "--ctx-size", s.ctx_size, "N", "llama.cpp: KV cells over all sequences (default 4096)", g);
+  add(e, o, "--ctx-size", s.ctx_size, "N", "llama.cpp: KV cells over all sequences (default 4096); 0: the model's whole context (-c 0); fit: as llama-server's --fit cuts it without -c", g);
   add(e, o, "--parallel", s.parallel, "N", "llama.cpp: sequences sharing the context (default 1)", g);
   add(e, o, "--cache-type-k", s.cache_type_k, "T", "llama.cpp: K cache type f16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1 (default f16)", g);
   add(e, o, "--cache-type-v", s.cache_type_v, "T", "llama.cpp: V cache type (quantized needs --flash-attn on)", g);

@@ -350,7 +350,15 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   if (e == Engine::ollama) st = engine::llamacpp::ollama_settings();
   if (!s.gpu_layers.empty()) st.gpu_layers = count_of(s.gpu_layers, "--gpu-layers", d, true);
   if (!s.n_cpu_moe.empty()) st.n_cpu_moe = count_of(s.n_cpu_moe, "--n-cpu-moe", d, true);
-  if (!s.ctx_size.empty()) st.ctx_size = count_of(s.ctx_size, "--ctx-size", d);
+  // --ctx-size 0 is llama.cpp's -c 0 (the model's trained context, kept whole); --ctx-size fit is
+  // llama-server without -c (the trained context, cut by --fit to what fits). Both settled below.
+  bool ctx_train = false, ctx_fit = false;
+  if (e == Engine::llamacpp && (s.ctx_size == "fit" || s.ctx_size == "0")) {
+    ctx_fit = s.ctx_size == "fit";
+    ctx_train = !ctx_fit;
+  } else if (!s.ctx_size.empty()) {
+    st.ctx_size = count_of(s.ctx_size, "--ctx-size", d);
+  }
   if (!s.parallel.empty()) st.parallel = count_of(s.parallel, "--parallel", d, false, "4");
   if (!s.batch_size.empty()) st.batch_size = count_of(s.batch_size, "--batch-size", d, false, "2048");
   if (!s.ubatch_size.empty()) st.ubatch_size = count_of(s.ubatch_size, "--ubatch-size", d, false, "512");
@@ -473,8 +481,8 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   if (e == Engine::llamacpp && s.ctx_size.empty() && j.model.spec.max_positions > st.ctx_size)
     j.ctx_note = fmt::format("--ctx-size not given: estimated at {} cells; current llama.cpp's own default (-c 0) is the "
                              "model's {}, which llama-server's --fit shrinks to what fits (not below 4096): give "
-                             "--ctx-size {} to see the full context",
-                             st.ctx_size, j.model.spec.max_positions, j.model.spec.max_positions);
+                             "--ctx-size fit for that, or --ctx-size 0 for the whole context",
+                             st.ctx_size, j.model.spec.max_positions);
   if (e == Engine::llamacpp && (s.flash_attn.empty() || s.flash_attn == "auto")) {
     st.flash_attn = engine::llamacpp::flash_attn_auto(j.model.spec, j.tensors, st.cache_type_k, st.cache_type_v);
     j.fa_note = st.flash_attn
@@ -482,6 +490,52 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
                       "flash attention; --flash-attn off for an older build's default"
                     : "--flash-attn auto (llama.cpp's default since August 2025): off, a head size or cache type "
                       "CUDA's flash attention does not take";
+  }
+  // --ctx-size 0: llama.cpp's -c 0, the model's trained context (llama_context: n_ctx = 0 takes
+  // hparams.n_ctx_train), which --fit keeps whole since llama.cpp#19070 (January 2026).
+  // --ctx-size fit: no -c, the same context that llama-server's --fit (on by default since
+  // December 2025) cuts before loading, keeping 1024 MiB free a device, not below 4096.
+  if (ctx_train || ctx_fit) {
+    constexpr std::uint64_t kMaxCtx = 2147483647;  // llama.cpp's n_ctx is a 32-bit count
+    const std::uint64_t train = j.model.spec.max_positions;
+    if (train == 0 || train > kMaxCtx)
+      throw InputError("--ctx-size",
+                       train == 0 ? fmt::format("{} asks for the model's trained context, which the model does not give",
+                                                s.ctx_size)
+                                  : fmt::format("{} asks for the model's trained context, {} cells, more than llama.cpp "
+                                                "takes (a 32-bit count)",
+                                                s.ctx_size, train),
+                       "give the context, e.g. --ctx-size 8192");
+    st.ctx_size = train;
+    if (ctx_train) {
+      j.ctx_note = fmt::format("--ctx-size 0: the model's trained context, {} cells, kept whole as llama.cpp keeps an "
+                               "explicit -c 0 (--fit may still move layers); --ctx-size fit for llama-server's default",
+                               train);
+    } else if (!j.cards) {
+      j.ctx_note = fmt::format("--ctx-size fit: the model's trained context, {} cells; give --gpu to see what "
+                               "llama-server's --fit keeps",
+                               train);
+    } else {
+      const engine::llamacpp::FitCtx fit = engine::llamacpp::fit_ctx(j.model.spec, j.tensors, st, train);
+      st.ctx_size = fit.n_ctx;
+      const auto mib = [](Bytes b) { return b.value() / (1ULL << 20); };
+      std::string what;
+      if (fit.cut())
+        what = fmt::format("cuts the model's {} cells to {} (interpolating its projections at {} and at 4096 so that "
+                           "1024 MiB stay free a device)",
+                           train, fit.n_ctx, train);
+      else
+        what = fmt::format("keeps the model's {} cells{}", train,
+                           fit.uneven ? " (the GPUs together keep 1024 MiB each, so it moves layers between them instead)"
+                           : fit.short_by > Bytes{} ? " (not above --fit-ctx's 4096, it is not cut)"
+                                                    : ", 1024 MiB staying free a device");
+      j.ctx_note = fmt::format("--ctx-size fit: llama-server's --fit (its default since December 2025; --fit off keeps the "
+                               "model's context) {}{}",
+                               what,
+                               fit.short_by > Bytes{} ? fmt::format("; still {} MiB short, it then moves layers to the CPU",
+                                                                    mib(fit.short_by))
+                                                      : std::string());
+    }
   }
   // Ollama's slots share one context: num_ctx per request x OLLAMA_NUM_PARALLEL.
   if (e == Engine::ollama) st.ctx_size = st.ctx_size * st.parallel;

@@ -1631,6 +1631,71 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   return r;
 }
 
+FitCtx fit_ctx(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, Settings s, std::uint64_t n_ctx_train,
+               Bytes margin, std::uint64_t n_ctx_min) {
+  FitCtx f;
+  f.n_ctx_train = n_ctx_train;
+  f.n_ctx = n_ctx_train;
+  s.ctx_size = n_ctx_train;
+  const Result full = estimate(m, tensors, s);
+  const std::size_t nd = full.gpus.size();
+  if (s.gpu_memory.size() != nd || nd == 0) return f;
+  // Signed sums, as llama.cpp keeps them (int64_t: deficits are negative surpluses).
+  const auto sig = [](Bytes b) {
+    if (b.value() > (std::uint64_t{1} << 58))
+      throw InputError("--ctx-size", "the model's buffers at its trained context are past what --fit's arithmetic holds",
+                       "give the context, e.g. --ctx-size 8192");
+    return static_cast<std::int64_t>(b.value());
+  };
+  const auto used = [](const DeviceBuffers& d) { return d.model + d.kv + d.compute; };
+  std::int64_t sum_free = 0, sum_used = 0, sum_model = 0, sum_margin = 0;
+  bool all_keep = true;
+  for (std::size_t i = 0; i < nd; ++i) {
+    // The projector is loaded after the fit (mtmd): llama-server adds it to the first GPU's margin.
+    const std::int64_t mar = sig(margin) + (i == 0 ? sig(s.mmproj) : 0);
+    const std::int64_t free = sig(Bytes::saturating_sub(s.gpu_memory[i], s.gpu_reserve));
+    const std::int64_t use = sig(used(full.gpus[i]));
+    if (free - use < mar) all_keep = false;
+    sum_free += free;
+    sum_used += use;
+    sum_model += sig(full.gpus[i].model);
+    sum_margin += mar;
+  }
+  if (all_keep) return f;
+  if (sum_free - sum_used - sum_margin >= 0) {
+    f.uneven = true;
+    return f;
+  }
+  std::int64_t target = sum_free - sum_margin;
+  if (n_ctx_train <= n_ctx_min) {
+    f.short_by = Bytes{static_cast<std::uint64_t>(sum_used - target)};
+    return f;
+  }
+  if (nd > 1) {
+    // Whole layers (a third of a MoE layer) go to a device: about half of one is wasted each.
+    const std::uint64_t n_layer = full.offloadable - 1;
+    const std::uint64_t ngl = std::max<std::uint64_t>(1, std::min(s.gpu_layers, n_layer));
+    const std::int64_t per_layer = sum_model / static_cast<std::int64_t>(ngl);
+    target -= static_cast<std::int64_t>(nd + 1) * per_layer / (m.moe.num_experts == 0 ? 2 : 6);
+  }
+  s.ctx_size = n_ctx_min;
+  const Result low = estimate(m, tensors, s);
+  std::int64_t used_min = 0;
+  for (const DeviceBuffers& d : low.gpus) used_min += sig(used(d));
+  if (target > used_min && sum_used > used_min) {
+    // Linear between the two projections, rounded down to 256 for CUDA.
+    __extension__ typedef __int128 i128;  // __extension__: no -Wpedantic warning
+    std::uint64_t n = n_ctx_min + static_cast<std::uint64_t>(static_cast<i128>(n_ctx_train - n_ctx_min) *
+                                                             (target - used_min) / (sum_used - used_min));
+    n = std::max(n - n % 256, n_ctx_min);
+    f.n_ctx = n;
+    return f;
+  }
+  f.n_ctx = n_ctx_min;
+  f.short_by = Bytes{static_cast<std::uint64_t>(std::max<std::int64_t>(0, used_min - target))};
+  return f;
+}
+
 std::size_t binding_gpu(const Result& r, const Settings& s) {
   std::size_t best = 0;
   if (s.gpu_memory.size() != r.gpus.size()) return best;

@@ -445,6 +445,99 @@ TEST_CASE("serving: --engine llama.cpp without --ctx-size: 4096 cells, and a not
   CHECK(notes_of({"--ctx-size", "8192"}).find("--ctx-size not given") == std::string::npos);
 }
 
+TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut as llama-server's --fit cuts it",
+          "[cli][serving]") {
+  const auto est = [](std::vector<std::string> extra, const std::string& model = "llama-3.1-8b") {
+    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--model", model, "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  const auto used = [](const json& dev) {
+    return dev["model_buffer_bytes"].get<std::int64_t>() + dev["kv_buffer_bytes"].get<std::int64_t>() +
+           dev["compute_buffer_bytes"].get<std::int64_t>();
+  };
+  const auto devices_at = [&](std::vector<std::string> extra, const std::string& model = "llama-3.1-8b") {
+    const CliResult r = est(extra, model);
+    const json d = parse(r);
+    return d["engine"]["devices"];
+  };
+  constexpr std::int64_t MiB = 1 << 20;
+  // common_params_fit_impl on an RTX 3060 (12044 MiB; 457 MiB kept for the CUDA context): the
+  // device projected at the trained 131072 cells and at --fit-ctx's 4096, the context
+  // interpolated so that 1024 MiB stay free, rounded down to 256.
+  {
+    const std::int64_t full = used(devices_at({"--gpu", "rtx-3060", "--ctx-size", "131072"})[0]);
+    const std::int64_t low = used(devices_at({"--gpu", "rtx-3060", "--ctx-size", "4096"})[0]);
+    const std::int64_t target = (12044 - 457 - 1024) * MiB;
+    std::int64_t n = 4096 + (131072 - 4096) * (target - low) / (full - low);
+    n -= n % 256;
+    CHECK(n == 46592);
+    const CliResult fit = est({"--gpu", "rtx-3060", "--ctx-size", "fit"});
+    REQUIRE(fit.code == 0);
+    const json d = parse(fit);
+    CHECK(d["engine"]["n_ctx"] == n);
+    std::string notes;
+    for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
+    CHECK(notes.find("cuts the model's 131072 cells to 46592") != std::string::npos);
+    // The cut leaves at least the margin free.
+    CHECK(d["engine"]["devices"][0]["memory_bytes"].get<std::int64_t>() -
+              d["engine"]["devices"][0]["total_bytes"].get<std::int64_t>() >=
+          1024 * MiB);
+  }
+  // An RTX 4090 keeps more than 1024 MiB free at 131072 cells: nothing is cut.
+  CHECK(parse(est({"--gpu", "rtx-4090", "--ctx-size", "fit"}))["engine"]["n_ctx"] == 131072);
+  // --ctx-size 0 is llama.cpp's explicit -c 0, which --fit keeps whole (llama.cpp#19070): the 3060
+  // is short of 16 GiB of cache.
+  const CliResult zero = est({"--gpu", "rtx-3060", "--ctx-size", "0"});
+  CHECK(zero.code == 1);
+  CHECK(parse(zero)["engine"]["n_ctx"] == 131072);
+  // 6 GiB: even 4096 cells leave less than 1024 MiB; --fit stops at its floor and moves layers.
+  {
+    const CliResult small = est({"--budget", "6GiB", "--ctx-size", "fit"});
+    REQUIRE(small.code == 0);
+    const json d = parse(small);
+    CHECK(d["engine"]["n_ctx"] == 4096);
+    const std::int64_t low = used(devices_at({"--budget", "6GiB", "--ctx-size", "4096"})[0]);
+    const std::int64_t short_mib = (low - (6144 - 457 - 1024) * MiB) / MiB;
+    CHECK(short_mib == 510);
+    std::string notes;
+    for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
+    CHECK(notes.find("still 510 MiB short, it then moves layers to the CPU") != std::string::npos);
+  }
+  // No card: the trained context.
+  CHECK(parse(est({"--ctx-size", "fit"}))["engine"]["n_ctx"] == 131072);
+  // Two RTX 3090s and Llama 3.1 70B: with several devices the target first leaves (2 + 1) half
+  // layers of slack (a layer is the model buffers over its 80 layers).
+  {
+    const json full = devices_at({"--gpu", "rtx-3090,rtx-3090", "--ctx-size", "131072"}, "llama-3.1-70b");
+    const json low = devices_at({"--gpu", "rtx-3090,rtx-3090", "--ctx-size", "4096"}, "llama-3.1-70b");
+    std::int64_t used_full = 0, used_low = 0, model = 0, target = 0;
+    for (std::size_t i = 0; i < 2; ++i) {
+      used_full += used(full[i]);
+      used_low += used(low[i]);
+      model += full[i]["model_buffer_bytes"].get<std::int64_t>();
+      target += full[i]["memory_bytes"].get<std::int64_t>() - 457 * MiB - 1024 * MiB;
+    }
+    target -= 3 * (model / 80) / 2;
+    std::int64_t n = 4096 + (131072 - 4096) * (target - used_low) / (used_full - used_low);
+    n -= n % 256;
+    CHECK(n == 12800);
+    CHECK(parse(est({"--gpu", "rtx-3090,rtx-3090", "--ctx-size", "fit"}, "llama-3.1-70b"))["engine"]["n_ctx"] == n);
+  }
+  // Ollama has no such value; a model without a trained context cannot give one.
+  const CliResult ollama = run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.1-8b", "--ctx-size", "fit"});
+  CHECK(ollama.code == 2);
+  CHECK(ollama.err.find("--ctx-size") != std::string::npos);
+  vramfit::test::TempDir dir;
+  const std::string cfg = dir.write(
+      "config.json", R"({"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+                         "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 32000})");
+  const CliResult none = run_cli({"estimate", "--engine", "llama.cpp", "--config", cfg, "--ctx-size", "fit"});
+  CHECK(none.code == 2);
+  CHECK(none.err.find("--ctx-size: fit asks for the model's trained context, which the model does not give") !=
+        std::string::npos);
+}
+
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
   const CliResult r =
       run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"});

@@ -117,6 +117,31 @@ bool ollama_flash_attn(const spec::ModelSpec& m, const std::vector<spec::GgufTen
 bool flash_attn_auto(const spec::ModelSpec& m, const std::vector<spec::GgufTensor>& tensors, std::string_view cache_k,
                      std::string_view cache_v);
 
+/// llama.cpp's default context (no -c: the model's trained context) as --fit (on by default
+/// since December 2025) settles it before the model loads.
+struct FitCtx {
+  std::uint64_t n_ctx_train = 0;  ///< the model's context (GGUF context_length)
+  std::uint64_t n_ctx = 0;        ///< the context --fit keeps (n_ctx_train when nothing is cut)
+  /// Memory still missing at n_ctx_min over all devices, margins included: --fit then moves
+  /// layers to the CPU (0: none missing).
+  Bytes short_by;
+  /// Several GPUs that keep their margins together but not each: --fit moves layers between
+  /// them, not the context.
+  bool uneven = false;
+  [[nodiscard]] bool cut() const { return n_ctx < n_ctx_train; }
+};
+
+/// common_params_fit_impl's first two steps (common/fit.cpp, llama.cpp#16653 and its 2026
+/// rework): project every device's buffers (model + context + compute) at n_ctx_train; if each
+/// keeps its margin (`margin`, plus the projector's bytes on the first GPU) of its free memory
+/// (gpu_memory less the reserve), nothing changes. Else, where the devices together fall short,
+/// the context is interpolated between n_ctx_min and n_ctx_train on the projected totals at
+/// both (rounded down to 256, not below n_ctx_min); with several GPUs the target first leaves
+/// (n + 1) half layers (a sixth for MoE) of slack. What is short even at n_ctx_min is left to
+/// the layer placement. Without gpu_memory (no card), n_ctx_train. `s.ctx_size` is ignored.
+FitCtx fit_ctx(const spec::ModelSpec& m, const std::vector<spec::GgufTensor>& tensors, Settings s,
+               std::uint64_t n_ctx_train, Bytes margin = MiB(1024), std::uint64_t n_ctx_min = 4096);
+
 /// One ggml backend's buffers, as llama.cpp logs them ("CUDA0 model buffer size = ...").
 struct DeviceBuffers {
   std::string name;          ///< "CUDA0", "CUDA1", ... or "CPU" for the host
