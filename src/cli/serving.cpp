@@ -506,26 +506,38 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
                                                 "takes (a 32-bit count)",
                                                 s.ctx_size, train),
                        "give the context, e.g. --ctx-size 8192");
-    st.ctx_size = train;
+    // --fit without -c and without --kv-unified gives every sequence the whole trained context
+    // (llama.cpp#27496, August 2026): n_ctx = n_ctx_train x --parallel.
+    const std::uint64_t streams = ctx_fit && !st.kv_unified ? st.parallel : 1;
+    const std::uint64_t whole = train * streams;  // both at most 2^31 - 1
+    if (whole > kMaxCtx)
+      throw InputError("--parallel",
+                       fmt::format("{} sequences of the model's {} cells are {} cells, more than llama.cpp takes (a "
+                                   "32-bit count)",
+                                   streams, train, whole),
+                       "fewer sequences, --kv-unified, or --ctx-size N");
+    const std::string per_seq =
+        streams > 1 ? fmt::format(" ({} a sequence x {} sequences, llama.cpp#27496)", train, streams) : std::string();
+    st.ctx_size = whole;
     if (ctx_train) {
       j.ctx_note = fmt::format("--ctx-size 0: the model's trained context, {} cells, kept whole as llama.cpp keeps an "
                                "explicit -c 0 (--fit may still move layers); --ctx-size fit for llama-server's default",
                                train);
     } else if (!j.cards) {
-      j.ctx_note = fmt::format("--ctx-size fit: the model's trained context, {} cells; give --gpu to see what "
+      j.ctx_note = fmt::format("--ctx-size fit: the model's trained context, {} cells{}; give --gpu to see what "
                                "llama-server's --fit keeps",
-                               train);
+                               whole, per_seq);
     } else {
-      const engine::llamacpp::FitCtx fit = engine::llamacpp::fit_ctx(j.model.spec, j.tensors, st, train);
+      const engine::llamacpp::FitCtx fit = engine::llamacpp::fit_ctx(j.model.spec, j.tensors, st, whole);
       st.ctx_size = fit.n_ctx;
       const auto mib = [](Bytes b) { return b.value() / (1ULL << 20); };
       std::string what;
       if (fit.cut())
-        what = fmt::format("cuts the model's {} cells to {} (interpolating its projections at {} and at 4096 so that "
+        what = fmt::format("cuts the model's {} cells{} to {} (interpolating its projections at {} and at 4096 so that "
                            "1024 MiB stay free a device)",
-                           train, fit.n_ctx, train);
+                           whole, per_seq, fit.n_ctx, whole);
       else
-        what = fmt::format("keeps the model's {} cells{}", train,
+        what = fmt::format("keeps the model's {} cells{}{}", whole, per_seq,
                            fit.uneven ? " (the GPUs together keep 1024 MiB each, so it moves layers between them instead)"
                            : fit.short_by > Bytes{} ? " (not above --fit-ctx's 4096, it is not cut)"
                                                     : ", 1024 MiB staying free a device");

@@ -506,6 +506,14 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
   }
   // No card: the trained context.
   CHECK(parse(est({"--ctx-size", "fit"}))["engine"]["n_ctx"] == 131072);
+  // Four sequences in their own streams get the trained context each (llama.cpp#27496): 64 GiB of
+  // f16 cache fits an H100 whole.
+  {
+    const json e = parse(est({"--gpu", "h100-80gb", "--ctx-size", "fit", "--parallel", "4"}))["engine"];
+    CHECK(e["n_ctx"] == 4 * 131072);
+    CHECK(e["n_ctx_seq"] == 131072);
+    CHECK(e["devices"][0]["kv_buffer_bytes"] == 64ULL << 30);
+  }
   // Two RTX 3090s and Llama 3.1 70B: with several devices the target first leaves (2 + 1) half
   // layers of slack (a layer is the model buffers over its 80 layers).
   {
