@@ -880,7 +880,11 @@ constexpr std::uint64_t kMarlinWorkspace = 188 * 4;
 /// "Model loading took" shows beyond the parameters: Llama-3.1-70B AWQ on an RTX PRO 6000
 /// (vLLM 0.14): 37.0940 GiB here (created only: 37.080; the parameters' bytes: 37.068), "37.09"
 /// logged.
-/// Other quantized decoders are not replayed (nullopt), nor MLA (it fuses its own way) or a
+/// MLA (DeepSeek-V2-Lite's shapes, without a q_lora): q_proj and kv_b_proj split by heads,
+/// kv_a_proj_with_mqa whole (ReplicatedLinear), o_proj's input split, the rotary cache after
+/// o_proj (DeepseekScalingRotaryEmbedding: cos and sin times the YaRN mscale, cast to the model
+/// dtype); MLA's process_weights_after_loading takes views of kv_b_proj (W_UV, W_UK_T), no copy.
+/// Other quantized decoders are not replayed (nullopt), nor MLA with a q_lora (fused later) or a
 /// vision tower.
 std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb,
                                                std::uint64_t rope_rows, std::uint64_t rotary_dim,
@@ -888,7 +892,13 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
                                                std::uint64_t max_model_len) {
   const spec::Quantization q = spec::scheme_of(s.weights);
   const bool awq = awq_marlin(m, s, q);
-  if (m.kv_lora_rank > 0 || m.learned_positions || m.vision || m.packed_weight_bytes ||
+  // MLA served as MLA: each projection its own module (no fused QKV). With a q_lora, later
+  // releases fuse q_a_proj and kv_a_proj_with_mqa (fused_qkv_a_proj): not replayed.
+  const bool mla = m.kv_lora_rank > 0;
+  bool q_lora = false;
+  for (const spec::LayerGroup& g : m.layers)
+    for (const spec::Linear& l : g.linears) q_lora = q_lora || l.name == "q_a_proj";
+  if ((mla && (!model_row(m.model_type).mla || q_lora || awq)) || m.learned_positions || m.vision || m.packed_weight_bytes ||
       (q.method != spec::QuantMethod::none && !awq) || (!awq && !is_float_compute(s.weights.weights)) ||
       spec::count_params(m) != m.params || m.hidden_size == 0 || m.vocab_size == 0 ||
       m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
@@ -936,8 +946,9 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
         for (; j < g.linears.size(); ++j) {
           const spec::Linear& l = g.linears[j];
           if (l.role != first.role || l.expert != first.expert || l.shared_expert != first.shared_expert ||
-              l.in_features != first.in_features || l.copies != first.copies || (j > i && first.role != spec::Role::attn_in &&
-                                                                                 first.role != spec::Role::mlp_in))
+              l.in_features != first.in_features || l.copies != first.copies ||
+              (j > i && ((first.role != spec::Role::attn_in && first.role != spec::Role::mlp_in) ||
+                         (mla && first.role == spec::Role::attn_in))))
             break;
           out = checked_add(out, l.out_features);
           if (l.bias) bias = checked_add(bias, l.out_features);
@@ -948,8 +959,13 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
         std::uint64_t rows = 0, cols = in, bias_n = 0;
         switch (first.role) {
           case spec::Role::attn_in:  // column parallel; q/k/v by heads
-            rows = out == qkv_full ? qkv_rank : cdiv(out, tp);
-            bias_n = bias == 0 ? 0 : out == qkv_full ? qkv_rank : cdiv(bias, tp);
+            if (mla && first.name == "kv_a_proj_with_mqa") {  // ReplicatedLinear: whole on every rank
+              rows = out;
+              bias_n = bias;
+              break;
+            }
+            rows = !mla && out == qkv_full ? qkv_rank : cdiv(out, tp);
+            bias_n = bias == 0 ? 0 : !mla && out == qkv_full ? qkv_rank : cdiv(bias, tp);
             break;
           case spec::Role::attn_out:
           case spec::Role::mlp_out:  // row parallel: the input split, the bias whole

@@ -536,13 +536,24 @@ TEST_CASE("vllm: the rotary cos/sin cache has the rows its scaling gives and MLA
   with_rope["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
   CHECK(weights(preset_with("phi-3-mini-4k", with_rope)) - weights(preset_with("phi-3-mini-4k", phi_long)) ==
         4096ULL * 96 * 2);
-  // DeepSeek-V2-Lite (MLA): the cache rotates qk_rope_head_dim (64) of each head, its yarn rows
-  // original x factor: halving the factor takes 4096 x 20 rows of 64 off.
-  const spec::ModelSpec ds = preset("deepseek-v2-lite");
-  REQUIRE(ds.qk_rope_head_dim == 64);
-  nlohmann::json half = catalog::Catalog::embedded().preset("deepseek-v2-lite", "preset").config.at("rope_scaling");
-  half["factor"] = 20;
-  CHECK(weights(ds) - weights(preset_with("deepseek-v2-lite", {{"rope_scaling", half}})) == 4096ULL * 20 * 64 * 2);
+  // MLA: the cache rotates qk_rope_head_dim of each head, its yarn rows original x factor. A small
+  // DeepSeek-V2 (every tensor a multiple of 512 bytes, so each block is its size) with a rope
+  // width of 32: halving the factor 4 over 32 positions takes 64 rows of 32 off.
+  const auto mini = [](double factor) {
+    const nlohmann::json cfg = {
+        {"model_type", "deepseek_v2"},   {"hidden_size", 256},         {"intermediate_size", 512},
+        {"moe_intermediate_size", 64},   {"n_routed_experts", 4},      {"n_shared_experts", 1},
+        {"num_experts_per_tok", 2},      {"first_k_dense_replace", 1}, {"moe_layer_freq", 1},
+        {"num_attention_heads", 4},      {"num_key_value_heads", 4},   {"kv_lora_rank", 256},
+        {"q_lora_rank", nullptr},        {"qk_nope_head_dim", 32},     {"qk_rope_head_dim", 32},
+        {"v_head_dim", 32},              {"num_hidden_layers", 3},     {"vocab_size", 1024},
+        {"max_position_embeddings", 128}, {"tie_word_embeddings", false},
+        {"rope_scaling", {{"type", "yarn"}, {"factor", factor}, {"original_max_position_embeddings", 32},
+                          {"mscale", 0.707}, {"mscale_all_dim", 0.707}}}};
+    return spec::from_config(cfg, "deepseek-v2-mini");
+  };
+  CHECK(weights(mini(4)) - weights(mini(2)) == 64ULL * 32 * 2);
+  REQUIRE(preset("deepseek-v2-lite").qk_rope_head_dim == 64);
   // llama3 keeps max_position_embeddings: Llama 3.1 8B's 131072 x 128 x 2.
   // (And 0.27.1's seven scalar tensors of each attention layer, 512 bytes each.)
   CHECK(weights(preset("llama-3.1-8b")) == 8030261248ULL * 2 + 131072ULL * 128 * 2 + 32 * 7 * 512);
@@ -604,19 +615,35 @@ TEST_CASE("vllm: weights as the caching allocator lays them out, per tensor-para
 }
 
 TEST_CASE("vllm: what every tensor-parallel rank keeps whole: norms, routers, MLA's down-projections", "[vllm]") {
-  // DeepSeek-V2-Lite (no q_lora): kv_a_proj_with_mqa 2048 x (512 + 64) is a ReplicatedLinear, as
-  // is each MoE layer's router 2048 x 64 (26 of the 27 layers); the two RMSNorms of a layer, the
-  // kv_a_layernorm (512) and the final norm are plain parameters. The rest is split by TP. The
-  // rotary cache and the attention layers' scalars (7 blocks of 512 bytes a layer) are the same on
-  // every rank, so 2 x (TP 2) - (TP 1) leaves the whole part and them.
-  const spec::ModelSpec ds = preset("deepseek-v2-lite");
+  // A small DeepSeek-V2 (no q_lora; every tensor a multiple of 512 bytes at TP 1 and 2, so each
+  // block the replay makes is its size): kv_a_proj_with_mqa 256 x (256 + 32) is a
+  // ReplicatedLinear, as is each MoE layer's router 256 x 4 (2 of the 3 layers); the two RMSNorms
+  // of a layer, the kv_a_layernorm (256) and the final norm are plain parameters. The rest is
+  // split by TP. The rotary cache and the attention layers' scalars (7 blocks of 512 bytes a
+  // layer) are the same on every rank, so 2 x (TP 2) - (TP 1) leaves the whole part and them.
+  const nlohmann::json cfg = {{"model_type", "deepseek_v2"},   {"hidden_size", 256},         {"intermediate_size", 512},
+                              {"moe_intermediate_size", 64},   {"n_routed_experts", 4},      {"n_shared_experts", 1},
+                              {"num_experts_per_tok", 2},      {"first_k_dense_replace", 1}, {"moe_layer_freq", 1},
+                              {"num_attention_heads", 4},      {"num_key_value_heads", 4},   {"kv_lora_rank", 256},
+                              {"q_lora_rank", nullptr},        {"qk_nope_head_dim", 32},     {"qk_rope_head_dim", 32},
+                              {"v_head_dim", 32},              {"num_hidden_layers", 3},     {"vocab_size", 1024},
+                              {"max_position_embeddings", 64}, {"tie_word_embeddings", false}};
+  const spec::ModelSpec ds = spec::from_config(cfg, "deepseek-v2-mini");
   Settings s = on(GiB(80));
   const std::uint64_t one = estimate(ds, s).weights.value();
   s.tensor_parallel = 2;
   const std::uint64_t two = estimate(ds, s).weights.value();
-  const std::uint64_t whole = 27ULL * (2 * 2048 + 512 + 2048ULL * 576) * 2 + 26ULL * 2048 * 64 * 2 + 2048 * 2;
-  const std::uint64_t rope = 4096ULL * 40 * 64 * 2;  // yarn: original 4096 x factor 40 rows of 64
-  CHECK(2 * two - one == whole + rope + 27 * 7 * 512);
+  const std::uint64_t whole = 3ULL * (2 * 256 + 256 + 256 * 288) * 2 + 2ULL * 256 * 4 * 2 + 256 * 2;
+  const std::uint64_t rope = 64ULL * 32 * 2;  // [max_position_embeddings, qk_rope_head_dim] in bf16
+  CHECK(2 * two - one == whole + rope + 3 * 7 * 512);
+  // The whole model at TP 1, tensor by tensor: the embedding and lm_head 1024 x 256; per layer
+  // q_proj 256 x 256, kv_b 256 x 256 (4 heads x (32 + 32) from the latent),
+  // o_proj 256 x 128, the dense MLP's gate_up 1024 x 256 and down 256 x 512 (layer 0), the MoE
+  // layers' experts (w13 4 x 128 x 256, w2 4 x 256 x 64) and shared expert (128 x 256, 256 x 64).
+  const std::uint64_t attn = (256 * 256 + 256 * 256 + 256 * 128) * 2;  // kv_a is in `whole`
+  const std::uint64_t dense = (1024 * 256 + 256 * 512) * 2;
+  const std::uint64_t moe = (4 * 128 * 256 + 4 * 256 * 64 + 128 * 256 + 256 * 64) * 2;
+  CHECK(one == 2 * 1024 * 256 * 2 + 3 * attn + dense + 2 * moe + whole + rope + 3 * 7 * 512);
 }
 
 TEST_CASE("vllm: pipeline parallel replays each stage's own layers, the stage holding most is the figure", "[vllm]") {
