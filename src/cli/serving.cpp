@@ -989,7 +989,18 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
                                  "{} layers, not {}; --headroom 1GiB asks vramfit for the same margin",
                                  with_margin, value);
       }
+      // llama-server without -c: its --fit cuts the trained context to what leaves 1024 MiB free a
+      // device (--ctx-size fit), a little less than the most that fits.
+      if (what == "ctx" && found && e == Engine::llamacpp && !f.has("--headroom") && j.model.spec.max_positions > 0 &&
+          j.model.spec.max_positions <= 2147483647) {
+        const lc::FitCtx fc = lc::fit_ctx(j.model.spec, j.tensors, j.settings, j.model.spec.max_positions);
+        if (fc.n_ctx != value)
+          fit_note = fmt::format("llama-server run without -c picks {} cells itself: its --fit keeps 1024 MiB free a device "
+                                 "(--ctx-size fit shows that run)",
+                                 fc.n_ctx);
+      }
       if (what == "gpu-layers" && found) st.gpu_layers = value;
+      if (what == "ctx") j.ctx_note.clear();  // the context is the answer, not the default
       const lc::Result x = run(found ? st : j.settings);
       render::EstimateReport rep = report_for(x, found ? st : j.settings);
       if (!fit_note.empty()) rep.notes.push_back(fit_note);

@@ -532,6 +532,18 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
     CHECK(n == 12800);
     CHECK(parse(est({"--gpu", "rtx-3090,rtx-3090", "--ctx-size", "fit"}, "llama-3.1-70b"))["engine"]["n_ctx"] == n);
   }
+  // fit --solve ctx: the most that fits (no margin), and a note on what llama-server picks itself.
+  {
+    const CliResult solve =
+        run_cli({"fit", "--solve", "ctx", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-3060", "--json"});
+    REQUIRE(solve.code == 0);
+    const json d = parse(solve);
+    CHECK(d["engine"]["n_ctx"] == 54528);
+    std::string notes;
+    for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
+    CHECK(notes.find("llama-server run without -c picks 46592 cells itself") != std::string::npos);
+    CHECK(notes.find("--ctx-size not given") == std::string::npos);
+  }
   // Ollama has no such value; a model without a trained context cannot give one.
   const CliResult ollama = run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.1-8b", "--ctx-size", "fit"});
   CHECK(ollama.code == 2);
