@@ -265,7 +265,7 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--tensor-split", s.tensor_split, "A,B", "llama.cpp: share of each GPU of --gpu a,b (default by memory)", g);
   add(e, o, "--split-mode", s.split_mode, "MODE", "llama.cpp: layer (default), row or none", g);
   add(e, o, "--ctx-size", s.ctx_size, "N", "llama.cpp: KV cells over all sequences (default 4096); 0: the model's whole context (-c 0); fit: as llama-server's --fit cuts it without -c", g);
-  add(e, o, "--parallel", s.parallel, "N", "llama.cpp: sequences sharing the context (default 1)", g);
+  add(e, o, "--parallel", s.parallel, "N", "llama.cpp: sequences sharing the context (default 1; llama-server without -np: 4, with --kv-unified)", g);
   add(e, o, "--cache-type-k", s.cache_type_k, "T", "llama.cpp: K cache type f16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1 (default f16)", g);
   add(e, o, "--cache-type-v", s.cache_type_v, "T", "llama.cpp: V cache type (quantized needs --flash-attn on)", g);
   add(e, o, "--batch-size", s.batch_size, "N", "llama.cpp: logical batch (default 2048)", g);
@@ -278,6 +278,10 @@ void add_serving_flags(CLI::App* e, Options& o) {
   add(e, o, "--override-tensor", s.override_tensor, "PATTERN=BUF,...",
       "llama.cpp -ot: tensors whose GGUF name matches the regex go to CPU or CUDA<n>", g);
   add_switch(e, o, "--no-mmap", s.no_mmap, "llama.cpp: read the weights into RAM instead of mapping them", g);
+  add_switch(e, o, "--kv-unified", s.kv_unified,
+             "llama.cpp -kvu: the --parallel sequences share one KV stream of --ctx-size cells (llama-server's default "
+             "without -np: 4 slots, unified)",
+             g);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
   add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings; auto: the longest the cache holds, 0.12+)", g);
   add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default as vllm serve: 1024 on a card of 70 GiB or more but an A100, else 256)", g);

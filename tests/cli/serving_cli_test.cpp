@@ -558,6 +558,29 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
         std::string::npos);
 }
 
+TEST_CASE("serving: --engine llama.cpp --kv-unified: the sequences share one stream of the whole context", "[cli][serving]") {
+  const auto engine_of = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8192",
+                               "--parallel", "4", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a);
+    REQUIRE(r.code == 0);
+    const json d = parse(r);
+    return d["engine"];
+  };
+  // Four streams of 2048 cells each without it (llama-context.cpp n_ctx_seq = n_ctx / n_seq);
+  // one stream every sequence reads whole with it. The cache is 8192 cells either way.
+  const json split = engine_of({});
+  CHECK(split["n_ctx_seq"] == 2048);
+  const json unified = engine_of({"--kv-unified"});
+  CHECK(unified["n_ctx_seq"] == 8192);
+  CHECK(unified["n_ctx"] == 8192);
+  CHECK(unified["host"]["kv_buffer_bytes"] == split["host"]["kv_buffer_bytes"]);
+  const CliResult v = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--kv-unified"});
+  CHECK(v.code == 2);
+  CHECK(v.err.find("--kv-unified: does not apply to --engine vllm") != std::string::npos);
+}
+
 TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
   const CliResult r =
       run_cli({"advise", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"});

@@ -21,6 +21,7 @@ struct ServingFlags {
   std::string batch_size, ubatch_size, flash_attn;
   std::string override_tensor;  ///< --override-tensor PATTERN=BUFFER,... (llama.cpp -ot)
   bool no_mmap = false;
+  bool kv_unified = false;  ///< --kv-unified: one KV stream shared by the --parallel sequences
   std::string mmproj;  ///< --mmproj FILE: a multimodal projector GGUF (llama.cpp, Ollama)
   // vLLM
   std::string gpu_memory_utilization, max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_dtype;
