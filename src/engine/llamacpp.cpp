@@ -425,6 +425,7 @@ struct ComputeShape {
   /// embeddings output beside the logits; older builds (LayerRule::legacy) freed the mask
   /// after the last layer and held only the normed input.
   bool current_build = true;
+  KqMask kq_mask = KqMask::f16;
   /// Weights left on the host that this GPU runs anyway (ggml's op offload of large batches,
   /// GGML_OP_OFFLOAD_MIN_BATCH = 32): the largest one's copy and its output [rows, ub] in f32.
   std::uint64_t offload_weight = 0;
@@ -437,12 +438,22 @@ struct ComputeShape {
   bool offload_output = false;
 };
 
-/// llm_graph_input_attn's kq_mask [n_kv, GGML_PAD(n_tokens, GGML_KQ_MASK_PAD)]: an f32 input
-/// (in host memory, copied to each GPU that runs attention); with flash attention the graph
-/// casts it to f16 as well (llama-graph.cpp: self_kq_mask_cnv = ggml_cast(..., F16)).
-std::uint64_t mask_bytes(std::uint64_t n_kv, std::uint64_t ub, bool f16_copy) {
-  const std::uint64_t cells = checked_mul(n_kv, pad(ub, kKqMaskPad));
-  return checked_mul(cells, f16_copy ? 4 + 2 : 4);
+/// The KQ mask's rows (Settings::kq_mask): the ubatch, padded to GGML_KQ_MASK_PAD before
+/// llama.cpp#17910.
+std::uint64_t mask_rows(std::uint64_t ub, KqMask km) { return km == KqMask::padded ? pad(ub, kKqMaskPad) : ub; }
+
+/// llm_graph_input_attn's kq_mask [n_kv, rows], a graph input (in host memory, copied to each
+/// GPU that runs attention): f16 under flash attention in current builds (llama.cpp#23764),
+/// else f32.
+std::uint64_t mask_input_bytes(std::uint64_t n_kv, std::uint64_t ub, KqMask km, bool flash_attn) {
+  return checked_mul(checked_mul(n_kv, mask_rows(ub, km)), flash_attn && km == KqMask::f16 ? 2 : 4);
+}
+
+/// The mask input and, with flash attention in builds before llama.cpp#23764, its f16 cast
+/// (self_kq_mask_cnv = ggml_cast(..., F16)).
+std::uint64_t mask_bytes(std::uint64_t n_kv, std::uint64_t ub, KqMask km, bool flash_attn) {
+  const std::uint64_t cast = flash_attn && km != KqMask::f16 ? checked_mul(checked_mul(n_kv, mask_rows(ub, km)), 2) : 0;
+  return checked_add(mask_input_bytes(n_kv, ub, km, flash_attn), cast);
 }
 
 std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
@@ -452,7 +463,7 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
   if (c.has_layers) {
     // Attention: the residual, the normed input, Q and the attention output stay alive with
     // the scores; the mask is copied in from the host.
-    std::uint64_t attn = checked_add(checked_mul(act, 4), mask_bytes(c.n_kv, c.ub, c.flash_attn));
+    std::uint64_t attn = checked_add(checked_mul(act, 4), mask_bytes(c.n_kv, c.ub, c.kq_mask, c.flash_attn));
     if (!c.flash_attn)  // kq = [n_kv, n_tokens, n_head] in f32, soft-maxed in place
       attn = checked_add(attn, checked_mul(checked_mul(checked_mul(c.n_kv, c.ub), h.n_head), f32));
     // FFN: the residual and the normed input, with the gate and up products ([n_ff, ub]).
@@ -465,7 +476,8 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
   if (c.has_output) {  // the logits [n_vocab, n_outputs = ub] and what is alive beside them
     std::uint64_t out = checked_mul(checked_mul(c.ub, h.n_vocab), f32);
     if (c.current_build)
-      out = checked_add(out, checked_add(checked_mul(act, 3), c.has_layers ? checked_mul(checked_mul(c.n_kv, pad(c.ub, kKqMaskPad)), 4) : 0));
+      out = checked_add(out, checked_add(checked_mul(act, 3),
+                                         c.has_layers ? mask_input_bytes(c.n_kv, c.ub, c.kq_mask, c.flash_attn) : 0));
     else
       out = checked_add(out, act);
     peak = std::max(peak, out);
@@ -665,6 +677,7 @@ struct DeviceGraph {
                                   // from the host (and is cast to f16 here with flash attention)
   std::uint64_t copies = 1;       // the scheduler's n_copies (pipeline parallelism)
   bool flash_attn = false;
+  KqMask kq_mask = KqMask::f16;   // Settings::kq_mask
   bool glu_op = true;             // ggml's GLU op (swiglu_split): gate, up and product all alive
   /// The KV stores as ggml_set_rows with the cells' indices as graph inputs ([n_tokens] i64 for
   /// K, and for V without flash attention one per element of its transposed rows, per cache;
@@ -770,13 +783,15 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   const auto make_inputs = [&](Cache& c) {
     if (c.made) return;
     c.made = true;
-    const std::uint64_t cells = checked_mul(c.cells, pad(ub, kKqMaskPad));
+    const std::uint64_t cells = checked_mul(c.cells, mask_rows(ub, d.kq_mask));
     if (d.kv_idxs) {
       c.k_idxs = input(checked_mul(ub, 8));
       c.v_idxs = input(v_idxs_bytes(h, ub, d.flash_attn));
     }
-    c.mask = input(checked_mul(cells, d.flash_attn && !d.casts_mask ? 2 : 4));
-    if (d.flash_attn && !d.casts_mask) c.cnv = c.mask;  // the f16 copy cast by an earlier backend
+    // An f16 mask: reserved so (current builds), or the copy an earlier backend cast.
+    const bool f16 = d.flash_attn && (!d.casts_mask || d.kq_mask == KqMask::f16);
+    c.mask = input(checked_mul(cells, f16 ? 2 : 4));
+    if (f16) c.cnv = c.mask;
   };
   int out_ids = -1;
   // The inputs first used at plan[from..to) (their attention, or the last layer's output ids).
@@ -860,7 +875,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       }
       const std::uint64_t vsz = checked_mul(checked_mul(checked_mul(nh, h.v_head), ub), f32);
       if (d.flash_attn) {
-        if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, pad(ub, kKqMaskPad)), 2), {cache.mask});
+        if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, mask_rows(ub, d.kq_mask)), 2), {cache.mask});
         const int fa = g.node(checked_mul(lsz, nh), {g.view(qcat), cache.cnv});
         o = g.node(vsz, {g.view(g.node(vsz, {g.view(fa)}))});  // attn_v_b, permute, cont
       } else {
@@ -897,7 +912,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       }
       const int qp = g.view(q);
       if (d.flash_attn) {
-        if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, pad(ub, kKqMaskPad)), 2), {cache.mask});
+        if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, mask_rows(ub, d.kq_mask)), 2), {cache.mask});
         o = g.view(g.node(os, {qp, cache.cnv}));
       } else {
         const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(cache.cells, ub), h.n_head), f32);
@@ -1466,6 +1481,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     c.has_layers = r.gpus[d].layers > 0;
     c.has_output = p.layer_dev.back() == static_cast<int>(d);
     c.current_build = s.layer_rule == LayerRule::current;
+    c.kq_mask = s.kq_mask;
     if (d == 0 && s.gpu_layers > 0) {  // the main GPU runs the host's large matmuls
       c.offload_weight = host.bytes;
       c.offload_rows = host.rows;
@@ -1492,6 +1508,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       dg.casts_mask = !attention_before;
       dg.copies = pipeline_parallel ? kSchedMaxCopies : 1;
       dg.flash_attn = s.flash_attn;
+      dg.kq_mask = s.kq_mask;
       dg.glu_op = s.glu_op;
       dg.fused_qkv = s.fused_qkv;
       const std::uint64_t graph = dg.layers > 0 || dg.output ? simulated_compute(h, dg) : 0;
@@ -1506,9 +1523,10 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       const std::uint64_t each = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), small);
       bytes = checked_add(bytes, checked_mul(each, kSchedMaxCopies));
       if (c.has_layers) {
-        bytes = checked_add(bytes, checked_mul(mask_bytes(c.n_kv, ub, false), kSchedMaxCopies - 1));
+        bytes = checked_add(bytes, checked_mul(mask_input_bytes(c.n_kv, ub, s.kq_mask, s.flash_attn), kSchedMaxCopies - 1));
         if (kv.any_swa)  // the second mask of an interleaved-SWA model, all of its copies
-          bytes = checked_add(bytes, checked_mul(mask_bytes(r.kv_cells_swa * r.n_stream, ub, false), kSchedMaxCopies));
+          bytes = checked_add(bytes, checked_mul(mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn),
+                                                 kSchedMaxCopies));
       }
     }
     r.gpus[d].compute = Bytes{bytes};
@@ -1523,6 +1541,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     c.has_layers = r.host.layers > 0;
     c.has_output = p.layer_dev.back() == kCpu;
     c.current_build = s.layer_rule == LayerRule::current;
+    c.kq_mask = s.kq_mask;
     // ggml's op offload: with a GPU holding layers and a ubatch of >= 32 rows
     // (GGML_OP_OFFLOAD_MIN_BATCH), the GPU backend runs the host weights' matmuls, and the
     // scheduler's expand passes put the ops between them on that GPU too: the host's layers and
@@ -1531,16 +1550,22 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // and the output on the host), ub 512: the host compute buffer 16.01 MiB, the inputs alone.
     if (s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0) c.has_layers = c.has_output = false;
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
-    inputs = checked_add(inputs, mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
-    if (kv.any_swa) inputs = checked_add(inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
+    inputs = checked_add(inputs, mask_input_bytes(r.n_ctx_seq * r.n_stream, ub, s.kq_mask, s.flash_attn));
+    if (kv.any_swa)
+      inputs = checked_add(inputs, mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn));
+    // The embeddings input made beside the token ids (Settings::embd_input).
+    if (s.embd_input) inputs = checked_add(inputs, checked_mul(checked_mul(ub, h.n_embd), 4));
     // ggml_set_rows' cell indices (Settings::set_rows): K's and V's per cache.
     if (s.set_rows)
       inputs = checked_add(inputs, checked_mul(checked_add(checked_mul(ub, 8), v_idxs_bytes(h, ub, s.flash_attn)),
                                                kv.any_swa ? 2 : 1));
     // With pipeline parallelism the host's graph inputs are kept n_copies times as well.
     if (pipeline_parallel) {
-      std::uint64_t graph_inputs = checked_add(checked_mul(ub, 12), mask_bytes(r.n_ctx_seq * r.n_stream, ub, false));
-      if (kv.any_swa) graph_inputs = checked_add(graph_inputs, mask_bytes(r.kv_cells_swa * r.n_stream, ub, false));
+      std::uint64_t graph_inputs =
+          checked_add(checked_mul(ub, 12), mask_input_bytes(r.n_ctx_seq * r.n_stream, ub, s.kq_mask, s.flash_attn));
+      if (kv.any_swa)
+        graph_inputs =
+            checked_add(graph_inputs, mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn));
       inputs = checked_add(inputs, checked_mul(graph_inputs, kSchedMaxCopies - 1));
     }
     r.host.compute = Bytes{checked_add(inputs, compute_bytes(h, c))};

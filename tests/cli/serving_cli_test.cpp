@@ -43,7 +43,10 @@ TEST_CASE("serving: --engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp
   // late-2024 build, before set_rows, 560.0039).
   CHECK(d["compute_buffer_bytes"] == 591405056);
   CHECK(e["host"]["model_buffer_bytes"] == 295501824);
-  CHECK(e["host_bytes"] == 325385216);  // the host's inputs hold the same indices
+  // The host's inputs hold the same indices, and in 2026 builds the embeddings input [4096, 512]
+  // f32 beside the token ids (llama.cpp#18550): 8 MiB more (an H100 run of this shape in Q8_0,
+  // June 2026 build: "CUDA_Host compute buffer size = 36.01 MiB", this model to the digit).
+  CHECK(e["host_bytes"] == 325385216 + 4096 * 512 * 4);
   CHECK(parse(r)["device_total_bytes"] == d["total_bytes"]);
 }
 
@@ -471,14 +474,14 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
     const std::int64_t target = (12044 - 457 - 1024) * MiB;
     std::int64_t n = 4096 + (131072 - 4096) * (target - low) / (full - low);
     n -= n % 256;
-    CHECK(n == 46592);
+    CHECK(n == 47104);
     const CliResult fit = est({"--gpu", "rtx-3060", "--ctx-size", "fit"});
     REQUIRE(fit.code == 0);
     const json d = parse(fit);
     CHECK(d["engine"]["n_ctx"] == n);
     std::string notes;
     for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
-    CHECK(notes.find("cuts the model's 131072 cells to 46592") != std::string::npos);
+    CHECK(notes.find("cuts the model's 131072 cells to 47104") != std::string::npos);
     // The cut leaves at least the margin free.
     CHECK(d["engine"]["devices"][0]["memory_bytes"].get<std::int64_t>() -
               d["engine"]["devices"][0]["total_bytes"].get<std::int64_t>() >=
@@ -529,7 +532,7 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
     target -= 3 * (model / 80) / 2;
     std::int64_t n = 4096 + (131072 - 4096) * (target - used_low) / (used_full - used_low);
     n -= n % 256;
-    CHECK(n == 12800);
+    CHECK(n == 13056);
     CHECK(parse(est({"--gpu", "rtx-3090,rtx-3090", "--ctx-size", "fit"}, "llama-3.1-70b"))["engine"]["n_ctx"] == n);
   }
   // fit --solve ctx: the most that fits (no margin), and a note on what llama-server picks itself.
@@ -538,10 +541,10 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
         run_cli({"fit", "--solve", "ctx", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-3060", "--json"});
     REQUIRE(solve.code == 0);
     const json d = parse(solve);
-    CHECK(d["engine"]["n_ctx"] == 54528);
+    CHECK(d["engine"]["n_ctx"] == 55296);
     std::string notes;
     for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
-    CHECK(notes.find("llama-server run without -c picks 46592 cells itself") != std::string::npos);
+    CHECK(notes.find("llama-server run without -c picks 47104 cells itself") != std::string::npos);
     CHECK(notes.find("--ctx-size not given") == std::string::npos);
   }
   // Ollama has no such value; a model without a trained context cannot give one.
@@ -556,6 +559,44 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
   CHECK(none.code == 2);
   CHECK(none.err.find("--ctx-size: fit asks for the model's trained context, which the model does not give") !=
         std::string::npos);
+}
+
+TEST_CASE("serving: --ctx-size fit picks what llama.cpp's --fit picked on an H100", "[cli][serving][accuracy]") {
+  // tests/accuracy/serving/device (run.sh, cases.txt): llama.cpp of June 2026 built for the H100,
+  // its llama-fit-params on GGUFs of these shapes in Q8_0, the card's free memory 80552 MiB and
+  // --fit-target set to leave a smaller card: each "card" here is that free memory less the
+  // target, plus the 1024 MiB margin and the 457 MiB vramfit keeps for the CUDA context.
+  vramfit::test::TempDir dir;
+  const std::string l8 = dir.write(
+      "l8.json", R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                     "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256,
+                     "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": false})");
+  const std::string q3 = dir.write(
+      "q3.json", R"({"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
+                     "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,
+                     "max_position_embeddings": 40960, "rope_theta": 1000000.0, "tie_word_embeddings": false})");
+  const auto fit = [](const std::string& cfg, std::int64_t target_mib) {
+    const std::string budget = std::to_string(80552 - target_mib + 1024 + 457) + "MiB";
+    return run_cli({"estimate", "--engine", "llama.cpp", "--config", cfg, "--quant", "q8_0", "--ctx-size", "fit",
+                    "--budget", budget, "--json"});
+  };
+  // -fitt 68791: "context size reduced from 131072 to 30976", "-c 30976 -ngl -1".
+  const CliResult a = fit(l8, 68791);
+  REQUIRE(a.code == 0);
+  CHECK(parse(a)["engine"]["n_ctx"] == 30976);
+  // -fitt 74935: cut to 4096, still short: "-c 4096 -ngl 21".
+  const CliResult b = fit(l8, 74935);
+  CHECK(b.code == 1);
+  const json bj = parse(b);
+  CHECK(bj["engine"]["n_ctx"] == 4096);
+  std::string notes;
+  for (const auto& x : bj["notes"]) notes += x.get<std::string>() + "\n";
+  CHECK(notes.find("places 21 of 33 layers on the GPU") != std::string::npos);
+  // Qwen3 8B's shapes, -fitt 64695: "will leave 66817 >= 64695 MiB of free device memory, no
+  // changes needed" (-c 0: the trained 40960).
+  const CliResult c = fit(q3, 64695);
+  REQUIRE(c.code == 0);
+  CHECK(parse(c)["engine"]["n_ctx"] == 40960);
 }
 
 TEST_CASE("serving: --engine llama.cpp --kv-unified: the sequences share one stream of the whole context", "[cli][serving]") {

@@ -42,6 +42,15 @@ enum class LayerRule { current, legacy };
 ///   weights", September 2025, and after).
 enum class FusedQkv { views, v_copy, copies };
 
+/// The KQ mask input of the build (llama-graph.cpp build_attn_inp_kq_mask):
+/// - padded: [n_kv, GGML_PAD(n_tokens, GGML_KQ_MASK_PAD = 64)] f32, cast to f16 by a graph node
+///   under flash attention (until December 2025);
+/// - unpadded: [n_kv, n_tokens] f32 and its f16 cast (llama.cpp#17910 removed the padding,
+///   December 2025, to May 2026);
+/// - f16: [n_kv, n_tokens], reserved in f16 under flash attention, no cast (llama.cpp#23764,
+///   late May 2026, and after).
+enum class KqMask { f16, unpadded, padded };
+
 /// llama.cpp's settings that change memory, named as its flags (common/arg.cpp). The
 /// defaults are llama.cpp's own.
 struct Settings {
@@ -83,6 +92,12 @@ struct Settings {
   bool set_rows = true;
   /// The fused QKV split of the build (FusedQkv): current builds take views.
   FusedQkv fused_qkv = FusedQkv::views;
+  /// The KQ mask of the build (KqMask): current builds reserve it in f16 with flash attention.
+  KqMask kq_mask = KqMask::f16;
+  /// The graph's embeddings input [n_embd, n_tokens] f32 made beside the token ids whatever the
+  /// batch holds (llama-graph.cpp build_inp_embd, llama.cpp#18550, January 2026 and after): one
+  /// more activation in the host compute buffer. false: older builds.
+  bool embd_input = true;
   /// --mmproj: the projector file's tensor bytes. mtmd (tools/mtmd/clip.cpp) loads them into one
   /// buffer on the first GPU backend whatever -ngl says (--no-mmproj-offload keeps them on the CPU).
   Bytes mmproj;

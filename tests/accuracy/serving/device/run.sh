@@ -1,0 +1,30 @@
+#!/bin/bash
+# On the device: build llama.cpp (CUDA, sm_90) once, then run the cases; logs to $OUT.
+cd "$(dirname "$0")"
+B=build
+if [ ! -x $B/bin/llama-completion ] || [ ! -x $B/bin/llama-fit-params ]; then
+  if [ ! -f $B/build.ninja ]; then
+    cmake -S src -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=OFF > $OUT/cfg.log 2>&1 || { tail -30 $OUT/cfg.log; exit 1; }
+  fi
+  timeout ${BUILD_S:-520} cmake --build $B -j16 --target llama-completion llama-fit-params > $OUT/build.log 2>&1
+  echo "build rc=$?"; tail -3 $OUT/build.log
+  [ -x $B/bin/llama-completion ] || exit 3
+fi
+nvidia-smi --query-gpu=name,memory.total,memory.used,memory.free --format=csv > $OUT/gpu.txt
+mkdir -p /tmp/g
+for s in specs/*.json; do n=$(basename $s .json); [ -f /tmp/g/$n.gguf ] || python3 mk_gguf.py /tmp/g/$n.gguf $s; done
+run() { # name, tool, args...
+  local name=$1; shift; local tool=$1; shift
+  timeout 120 $B/bin/$tool "$@" > $OUT/$name.log 2>&1; echo "$name rc=$?" >> $OUT/rc.txt
+}
+# "cards" of a given size on whatever GPU this is: --fit-target = free memory less the card's size
+FREE=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
+FITT_12G=$((FREE - 12288)); FITT_6G=$((FREE - 6144)); FITT_48G=$((FREE - 49152)); FITT_16G=$((FREE - 16384))
+echo "free $FREE MiB" >> $OUT/gpu.txt
+while read -r name tool args; do
+  [ -z "$name" ] && continue
+  eval "run $name $tool $args"
+done < cases.txt
+grep -h -E "model buffer size|KV buffer size|compute buffer size|RS buffer|n_ctx|context size reduced|projected to use|will leave|cannot meet|-c [0-9]+ -ngl" $OUT/*.log | head -200
