@@ -546,8 +546,11 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
       j.ctx_note = fmt::format("--ctx-size fit: llama-server's --fit (its default since December 2025; --fit off keeps the "
                                "model's context) {}{}",
                                what,
-                               fit.short_by > Bytes{} ? fmt::format("; still {} MiB short, it then moves layers to the CPU",
-                                                                    mib(fit.short_by))
+                               fit.short_by > Bytes{} ? fmt::format("; still {} MiB short, it then moves {} to the CPU",
+                                                                    mib(fit.short_by),
+                                                                    j.model.spec.moe.num_experts > 0
+                                                                        ? "expert tensors (then layers)"
+                                                                        : "layers")
                                                       : std::string());
     }
   }

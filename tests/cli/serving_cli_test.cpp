@@ -592,6 +592,18 @@ TEST_CASE("serving: --ctx-size fit picks what llama.cpp's --fit picked on an H10
   std::string notes;
   for (const auto& x : bj["notes"]) notes += x.get<std::string>() + "\n";
   CHECK(notes.find("places 21 of 33 layers on the GPU") != std::string::npos);
+  // Qwen3-30B-A3B's shapes, -fitt 56503: "context size reduced from 40960 to 4096", then the
+  // experts of blocks 36 to 47 (and part of 36's FFN) to the CPU.
+  const std::string moe = dir.write(
+      "moe.json", R"({"model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
+                      "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "moe_intermediate_size": 768,
+                      "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936, "max_position_embeddings": 40960,
+                      "rope_theta": 1000000.0, "tie_word_embeddings": false})");
+  const json mj = parse(fit(moe, 56503));
+  CHECK(mj["engine"]["n_ctx"] == 4096);
+  std::string moe_notes;
+  for (const auto& x : mj["notes"]) moe_notes += x.get<std::string>() + "\n";
+  CHECK(moe_notes.find("it then moves expert tensors (then layers) to the CPU") != std::string::npos);
   // Qwen3 8B's shapes, -fitt 64695: "will leave 66817 >= 64695 MiB of free device memory, no
   // changes needed" (-c 0: the trained 40960).
   const CliResult c = fit(q3, 64695);

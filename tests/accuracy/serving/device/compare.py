@@ -23,14 +23,19 @@ for name, a in cases.items():
                        ('n_ctx', r'llama_context: n_ctx\s*=\s*(\d+)')]:
             m = re.findall(pat, txt)
             if m: got[k] = float(m[-1])
+        for k, pat in [('host_model', r'CPU_Mapped model buffer size =\s*([\d.]+) MiB'), ('host_kv', r'CPU KV buffer size =\s*([\d.]+) MiB')]:
+            m = re.findall(pat, txt)
+            if m: got[k] = float(m[-1])
         fitt = arg(a, '-fitt')
         vf = [VF, 'estimate', '--engine', 'llama.cpp', '--config', model, '--json']
         if arg(a, '-c'): vf += ['--ctx-size', arg(a, '-c')]
         else: vf += ['--ctx-size', 'fit']
         if arg(a, '-fa'): vf += ['--flash-attn', arg(a, '-fa')]
         if arg(a, '-ub'): vf += ['--ubatch-size', arg(a, '-ub')]
+        if arg(a, '-ngl'): vf += ['--gpu-layers', arg(a, '-ngl')]
+        if arg(a, '--n-cpu-moe'): vf += ['--n-cpu-moe', arg(a, '--n-cpu-moe')]
         if fitt:
-            fitt_v = eval(fitt.replace('$FITT_12G', str(free - 12288)).replace('$FITT_6G', str(free - 6144)).replace('$FITT_48G', str(free - 49152)).replace('$FITT_16G', str(free - 16384)))
+            fitt_v = eval(fitt.replace('$FITT_12G', str(free - 12288)).replace('$FITT_6G', str(free - 6144)).replace('$FITT_48G', str(free - 49152)).replace('$FITT_16G', str(free - 16384)).replace('$FITT_24G', str(free - 24576)))
             vf += ['--budget', f'{free - fitt_v + 1024 + 457}MiB']
         r = subprocess.run(vf, capture_output=True, text=True)
         try:
@@ -39,7 +44,8 @@ for name, a in cases.items():
             print(name, 'vramfit failed', r.stderr[:300]); continue
         d0 = e['devices'][0]
         mine = {'gpu_model': d0['model_buffer_bytes'] / 2**20, 'gpu_kv': d0['kv_buffer_bytes'] / 2**20,
-                'gpu_compute': d0['compute_buffer_bytes'] / 2**20, 'host_compute': e['host']['compute_buffer_bytes'] / 2**20, 'n_ctx': e['n_ctx']}
+                'gpu_compute': d0['compute_buffer_bytes'] / 2**20, 'host_compute': e['host']['compute_buffer_bytes'] / 2**20, 'n_ctx': e['n_ctx'],
+                'host_model': e['host']['model_buffer_bytes'] / 2**20, 'host_kv': e['host']['kv_buffer_bytes'] / 2**20}
         for k in got:
             err = (mine[k] - got[k]) / got[k] * 100 if got[k] else 0
             print(f'{name:28s} {k:13s} log {got[k]:12.2f} vramfit {mine[k]:12.2f} {err:+7.2f}%')
@@ -49,7 +55,7 @@ for name, a in cases.items():
         red = re.findall(r'context size reduced from (\d+) to (\d+)', txt)
         print(name, 'fit ->', m.group(0) if m else None, '| projected', proj, '| reduced', red)
         fitt = arg(a, '-fitt')
-        fitt_v = eval(fitt.replace('$FITT_12G', str(free - 12288)).replace('$FITT_6G', str(free - 6144)).replace('$FITT_48G', str(free - 49152)).replace('$FITT_16G', str(free - 16384))) if fitt else 1024
+        fitt_v = eval(fitt.replace('$FITT_12G', str(free - 12288)).replace('$FITT_6G', str(free - 6144)).replace('$FITT_48G', str(free - 49152)).replace('$FITT_16G', str(free - 16384)).replace('$FITT_24G', str(free - 24576))) if fitt else 1024
         fr = int(proj[0][1]) if proj else free
         vf = [VF, 'estimate', '--engine', 'llama.cpp', '--config', model, '--json', '--ctx-size', 'fit', '--budget', f'{fr - fitt_v + 1024 + 457}MiB']
         r = subprocess.run(vf, capture_output=True, text=True)

@@ -32,8 +32,15 @@ def main(path, spec):
                     (p + "attn_output.weight", [H * D, E], ty("attn_output"))]
         if spec.get("qk_norm"):
             tensors += [(p + "attn_q_norm.weight", [D], "F32"), (p + "attn_k_norm.weight", [D], "F32")]
-        tensors += [(p + "ffn_norm.weight", [E], "F32"), (p + "ffn_gate.weight", [E, F], ty("ffn_gate")),
-                    (p + "ffn_up.weight", [E, F], ty("ffn_up")), (p + "ffn_down.weight", [F, E], ty("ffn_down"))]
+        if spec.get("n_expert"):
+            X = spec["n_expert"]; FE = spec["n_ff_exp"]
+            tensors += [(p + "ffn_norm.weight", [E], "F32"), (p + "ffn_gate_inp.weight", [E, X], "F32"),
+                        (p + "ffn_gate_exps.weight", [E, FE, X], ty("ffn_gate_exps")),
+                        (p + "ffn_up_exps.weight", [E, FE, X], ty("ffn_up_exps")),
+                        (p + "ffn_down_exps.weight", [FE, E, X], ty("ffn_down_exps"))]
+        else:
+            tensors += [(p + "ffn_norm.weight", [E], "F32"), (p + "ffn_gate.weight", [E, F], ty("ffn_gate")),
+                        (p + "ffn_up.weight", [E, F], ty("ffn_up")), (p + "ffn_down.weight", [F, E], ty("ffn_down"))]
     tensors.append(("output_norm.weight", [E], "F32"))
     if not spec.get("tied"): tensors.append(("output.weight", [E, V], ty("output")))
     kvs = [kv("general.architecture", 8, a), kv("general.name", 8, os.path.basename(path)),
@@ -44,6 +51,9 @@ def main(path, spec):
            kv(f"{a}.attention.layer_norm_rms_epsilon", 6, 1e-5), kv(f"{a}.vocab_size", 4, V),
            kv(f"{a}.attention.key_length", 4, D), kv(f"{a}.attention.value_length", 4, D),
            kv(f"{a}.rope.dimension_count", 4, D), kv("tokenizer.ggml.model", 8, "no_vocab")]
+    if spec.get("n_expert"):
+        kvs += [kv(f"{a}.expert_count", 4, spec["n_expert"]), kv(f"{a}.expert_used_count", 4, spec["n_expert_used"]),
+                kv(f"{a}.expert_feed_forward_length", 4, spec["n_ff_exp"])]
     head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
     off = 0; infos = b""
     for name, ne, t in tensors:

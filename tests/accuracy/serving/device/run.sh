@@ -6,10 +6,10 @@ if [ ! -x $B/bin/llama-completion ] || [ ! -x $B/bin/llama-fit-params ]; then
   if [ ! -f $B/build.ninja ]; then
     cmake -S src -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-      -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=OFF > $OUT/cfg.log 2>&1 || { tail -30 $OUT/cfg.log; exit 1; }
+      -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=OFF > /tmp/cfg.log 2>&1 || { tail -30 /tmp/cfg.log; exit 1; }
   fi
-  timeout ${BUILD_S:-520} cmake --build $B -j16 --target llama-completion llama-fit-params > $OUT/build.log 2>&1
-  echo "build rc=$?"; tail -3 $OUT/build.log
+  timeout ${BUILD_S:-520} cmake --build $B -j16 --target llama-completion llama-fit-params > /tmp/build.log 2>&1
+  echo "build rc=$?"; tail -3 /tmp/build.log
   [ -x $B/bin/llama-completion ] || exit 3
 fi
 nvidia-smi --query-gpu=name,memory.total,memory.used,memory.free --format=csv > $OUT/gpu.txt
@@ -21,10 +21,10 @@ run() { # name, tool, args...
 }
 # "cards" of a given size on whatever GPU this is: --fit-target = free memory less the card's size
 FREE=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
-FITT_12G=$((FREE - 12288)); FITT_6G=$((FREE - 6144)); FITT_48G=$((FREE - 49152)); FITT_16G=$((FREE - 16384))
+FITT_12G=$((FREE - 12288)); FITT_6G=$((FREE - 6144)); FITT_48G=$((FREE - 49152)); FITT_16G=$((FREE - 16384)); FITT_24G=$((FREE - 24576))
 echo "free $FREE MiB" >> $OUT/gpu.txt
 while read -r name tool args; do
   [ -z "$name" ] && continue
   eval "run $name $tool $args"
 done < cases.txt
-grep -h -E "model buffer size|KV buffer size|compute buffer size|RS buffer|n_ctx|context size reduced|projected to use|will leave|cannot meet|-c [0-9]+ -ngl" $OUT/*.log | head -200
+grep -h -E "model buffer size|KV buffer size|compute buffer size|llama_context: n_ctx  |context size reduced|projected to use|will leave|cannot meet|^-c [0-9]+ -ngl|free device memory" $OUT/*.log | head -150; cat $OUT/gpu.txt $OUT/rc.txt
