@@ -2,6 +2,13 @@
 """Compares llama.cpp's logged buffers (device run logs in DIR) with vramfit's estimate of the same GGUF."""
 import re, subprocess, sys, json, os, glob
 D = sys.argv[1]; VF = sys.argv[2] if len(sys.argv) > 2 else 'build/vramfit'
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The GGUFs the cases read, written again here (sparse files of zeros).
+os.makedirs('/tmp/g', exist_ok=True)
+for spec in glob.glob(os.path.join(HERE, 'specs', '*.json')):
+    out = os.path.join('/tmp/g', os.path.basename(spec)[:-5] + '.gguf')
+    if not os.path.exists(out):
+        subprocess.run([sys.executable, os.path.join(HERE, 'mk_gguf.py'), out, spec], check=True)
 cases = {}
 for line in open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases.txt')):
     p = line.split()
