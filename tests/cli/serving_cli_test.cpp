@@ -20,6 +20,13 @@ json parse(const CliResult& r) {
   return json::parse(r.out);
 }
 
+/// A report's notes, one a line (the JSON kept by the caller: no reference into a temporary).
+std::string notes_text(const json& report) {
+  std::string all;
+  for (const auto& n : report.at("notes")) all += n.get<std::string>() + "\n";
+  return all;
+}
+
 }  // namespace
 
 TEST_CASE("serving: --engine llama.cpp: Llama 3.1 8B Q4_K_M buffers as llama.cpp logs them", "[cli][serving]") {
@@ -479,8 +486,7 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
     REQUIRE(fit.code == 0);
     const json d = parse(fit);
     CHECK(d["engine"]["n_ctx"] == n);
-    std::string notes;
-    for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
+    const std::string notes = notes_text(d);
     CHECK(notes.find("cuts the model's 131072 cells to 47104") != std::string::npos);
     // The cut leaves at least the margin free.
     CHECK(d["engine"]["devices"][0]["memory_bytes"].get<std::int64_t>() -
@@ -503,8 +509,7 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
     const std::int64_t low = used(devices_at({"--budget", "6GiB", "--ctx-size", "4096"})[0]);
     const std::int64_t short_mib = (low - (6144 - 457 - 1024) * MiB) / MiB;
     CHECK(short_mib == 510);
-    std::string notes;
-    for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
+    const std::string notes = notes_text(d);
     CHECK(notes.find("still 510 MiB short, it then moves layers to the CPU") != std::string::npos);
   }
   // No card: the trained context.
@@ -542,8 +547,7 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
     REQUIRE(solve.code == 0);
     const json d = parse(solve);
     CHECK(d["engine"]["n_ctx"] == 55296);
-    std::string notes;
-    for (const auto& x : d["notes"]) notes += x.get<std::string>() + "\n";
+    const std::string notes = notes_text(d);
     CHECK(notes.find("llama-server run without -c picks 47104 cells itself") != std::string::npos);
     CHECK(notes.find("--ctx-size not given") == std::string::npos);
   }
@@ -589,8 +593,7 @@ TEST_CASE("serving: --ctx-size fit picks what llama.cpp's --fit picked on an H10
   CHECK(b.code == 1);
   const json bj = parse(b);
   CHECK(bj["engine"]["n_ctx"] == 4096);
-  std::string notes;
-  for (const auto& x : bj["notes"]) notes += x.get<std::string>() + "\n";
+  const std::string notes = notes_text(bj);
   CHECK(notes.find("places 21 of 33 layers on the GPU") != std::string::npos);
   // Qwen3-30B-A3B's shapes, -fitt 56503: "context size reduced from 40960 to 4096", then the
   // experts of blocks 36 to 47 (and part of 36's FFN) to the CPU.
@@ -601,8 +604,7 @@ TEST_CASE("serving: --ctx-size fit picks what llama.cpp's --fit picked on an H10
                       "rope_theta": 1000000.0, "tie_word_embeddings": false})");
   const json mj = parse(fit(moe, 56503));
   CHECK(mj["engine"]["n_ctx"] == 4096);
-  std::string moe_notes;
-  for (const auto& x : mj["notes"]) moe_notes += x.get<std::string>() + "\n";
+  const std::string moe_notes = notes_text(mj);
   CHECK(moe_notes.find("it then moves expert tensors (then layers) to the CPU") != std::string::npos);
   // Qwen3 8B's shapes, -fitt 64695: "will leave 66817 >= 64695 MiB of free device memory, no
   // changes needed" (-c 0: the trained 40960).
