@@ -491,3 +491,51 @@ TEST_CASE("llama.cpp: phi3's fused QKV split as each build splits it", "[llamacp
   CHECK(copies == views + 4 * act);             // 157288448 = 150.0039 MiB
   CHECK(std::abs(static_cast<double>(copies) / (1024.0 * 1024.0) - 150.00) <= 0.005);
 }
+
+TEST_CASE("llama.cpp --fit's context step: kept, cut, uneven devices, short at the floor", "[llamacpp]") {
+  const Tiny t = tiny();  // trained context 512
+  REQUIRE(t.spec.max_positions == 512);
+  const auto used = [](const DeviceBuffers& d) { return (d.model + d.kv + d.compute).value(); };
+  Settings s;
+  // No card: the trained context.
+  CHECK(fit_ctx(t.spec, t.header.tensors, s, 512).n_ctx == 512);
+  // A card that keeps the margin at the trained context: nothing changes.
+  s.gpu_memory = {GiB(8)};
+  FitCtx f = fit_ctx(t.spec, t.header.tensors, s, 512);
+  CHECK(f.n_ctx == 512);
+  CHECK_FALSE(f.cut());
+  CHECK(f.short_by == Bytes{});
+  CHECK_FALSE(f.uneven);
+  // At or under --fit-ctx (4096) the context is not cut: what the margin lacks is left to the
+  // layers. A card 1 MiB short of the projection plus the reserve and the 1024 MiB margin.
+  Settings at = s;
+  at.ctx_size = 512;
+  const std::uint64_t need = used(estimate(t.spec, t.header.tensors, at).gpus[0]);
+  s.gpu_memory = {Bytes{need} + s.gpu_reserve + MiB(1024) - MiB(1)};
+  f = fit_ctx(t.spec, t.header.tensors, s, 512);
+  CHECK(f.n_ctx == 512);
+  CHECK(f.short_by == MiB(1));
+  // A context above the floor is interpolated between the two projections: with 8192 cells asked,
+  // a card that leaves room for the floor's projection and half the difference gets about half
+  // of the cells over 4096, rounded down to 256.
+  Settings big = s;
+  big.ctx_size = 8192;
+  const std::uint64_t full = used(estimate(t.spec, t.header.tensors, big).gpus[0]);
+  big.ctx_size = 4096;
+  const std::uint64_t low = used(estimate(t.spec, t.header.tensors, big).gpus[0]);
+  const std::uint64_t room = low + (full - low) / 2;
+  s.gpu_memory = {Bytes{room} + s.gpu_reserve + MiB(1024)};
+  f = fit_ctx(t.spec, t.header.tensors, s, 8192);
+  std::uint64_t expect = 4096 + (8192 - 4096) * (room - low) / (full - low);
+  expect -= expect % 256;
+  CHECK(f.n_ctx == expect);
+  CHECK(f.cut());
+  CHECK(f.short_by == Bytes{});
+  // Two GPUs that keep their margins together but not each (every block on the first, 512 MiB
+  // free beside them; the second has 8 GiB): --fit moves layers between them, the context stays.
+  s.gpu_memory = {Bytes{full} + s.gpu_reserve + MiB(512), GiB(8)};
+  s.tensor_split = {1, 0};
+  f = fit_ctx(t.spec, t.header.tensors, s, 8192);
+  CHECK(f.uneven);
+  CHECK(f.n_ctx == 8192);
+}
