@@ -20,6 +20,19 @@ json parse(const CliResult& r) {
   return json::parse(r.out);
 }
 
+/// `base` then `extra`, run in-process.
+CliResult run_with(std::vector<std::string> base, const std::vector<std::string>& extra) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return run_cli(base);
+}
+
+/// The same run, which must exit 0: its JSON report.
+json report_with(std::vector<std::string> base, const std::vector<std::string>& extra) {
+  const CliResult r = run_with(std::move(base), extra);
+  REQUIRE(r.code == 0);
+  return parse(r);
+}
+
 /// A report's notes, one a line (the JSON kept by the caller: no reference into a temporary).
 std::string notes_text(const json& report) {
   std::string all;
@@ -102,11 +115,7 @@ TEST_CASE("serving: --engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on 
 
 TEST_CASE("serving: --engine ollama: num_ctx from the total VRAM, as Ollama 0.15.5 picks it", "[cli][serving]") {
   const auto engine_of = [](std::vector<std::string> gpu) {
-    std::vector<std::string> a{"estimate", "--engine", "ollama", "--model", "llama-3.2-3b", "--json"};
-    a.insert(a.end(), gpu.begin(), gpu.end());
-    const CliResult r = run_cli(a);
-    REQUIRE(r.code == 0);
-    return parse(r);
+    return report_with({"estimate", "--engine", "ollama", "--model", "llama-3.2-3b", "--json"}, gpu);
   };
   // An RTX 3060 (11.76 GiB): under 23 GiB, 4096 cells: 28 layers x 4096 x (K + V) x 8 heads x
   // 128 x 2 bytes.
@@ -341,11 +350,7 @@ TEST_CASE("serving: advise --engine llama.cpp: a q8_0 cache keeps more layers on
 
 TEST_CASE("serving: --engine llama.cpp: --flash-attn auto, llama.cpp's default, as CUDA resolves it", "[cli][serving]") {
   const auto run = [](std::vector<std::string> extra) {
-    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--gpu", "rtx-4090", "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    const CliResult r = run_cli(a);
-    REQUIRE(r.code == 0);
-    return parse(r);
+    return report_with({"estimate", "--engine", "llama.cpp", "--gpu", "rtx-4090", "--json"}, extra);
   };
   // Llama 3.1 8B (heads of 128) at 32768 cells: on by default, so no [32768, 512, 32] f32 score
   // matrix: the compute buffer is the same as with --flash-attn on, and far under the one with off.
@@ -364,11 +369,7 @@ TEST_CASE("serving: --engine llama.cpp: --flash-attn auto, llama.cpp's default, 
   // Ollama: on for the architectures its list names (qwen3, gpt-oss, gemma3, ...), off for the
   // rest (llama) unless told.
   const auto ollama_fa = [](const std::string& model, std::vector<std::string> extra) {
-    std::vector<std::string> a{"estimate", "--engine", "ollama", "--model", model, "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    const CliResult r = run_cli(a);
-    REQUIRE(r.code == 0);
-    return parse(r)["engine"]["flash_attn"].get<bool>();
+    return report_with({"estimate", "--engine", "ollama", "--model", model, "--json"}, extra)["engine"]["flash_attn"].get<bool>();
   };
   CHECK_FALSE(ollama_fa("llama-3.1-8b", {}));
   CHECK(ollama_fa("qwen3-8b", {}));
@@ -382,9 +383,7 @@ TEST_CASE("serving: --engine llama.cpp: --flash-attn auto, llama.cpp's default, 
 
 TEST_CASE("serving: --engine vllm --max-model-len auto: vLLM's auto-fit", "[cli][serving]") {
   const auto est = [](std::vector<std::string> extra) {
-    std::vector<std::string> a{"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return run_cli(a);
+    return run_with({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--json"}, extra);
   };
   // An RTX 4090: one request of 131072 tokens does not fit; auto boots at the longest that does,
   // the largest_max_model_len the plain estimate reports, and the job fits.
@@ -412,10 +411,9 @@ TEST_CASE("serving: --engine vllm --max-model-len auto: vLLM's auto-fit", "[cli]
 
 TEST_CASE("serving: --engine vllm --kv-cache-memory-bytes: the cache as given, the utilization not read", "[cli][serving]") {
   const auto est = [](std::vector<std::string> extra) {
-    std::vector<std::string> a{"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-4090",
-                               "--max-model-len", "16384", "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return run_cli(a);
+    return run_with({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--max-model-len",
+                     "16384", "--json"},
+                    extra);
   };
   // 4 GiB of cache: 2048 blocks of 2 MiB (32 layers x 2 x 8 heads x 128 x 2 bytes x 16 tokens),
   // 32768 tokens, two requests of 16384; it fits the 4090 beside the weights and the profile peak.
@@ -441,11 +439,8 @@ TEST_CASE("serving: --engine vllm --kv-cache-memory-bytes: the cache as given, t
 
 TEST_CASE("serving: --engine llama.cpp without --ctx-size: 4096 cells, and a note on llama.cpp's own default", "[cli][serving]") {
   const auto notes_of = [](std::vector<std::string> extra) {
-    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    const CliResult r = run_cli(a);
-    REQUIRE(r.code == 0);
-    const json d = parse(r);
+    const json d =
+        report_with({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"}, extra);
     CHECK(d["engine"]["n_ctx"] == (extra.empty() ? 4096 : 8192));
     std::string all;
     for (const auto& n : d["notes"]) all += n.get<std::string>() + "\n";
@@ -458,9 +453,7 @@ TEST_CASE("serving: --engine llama.cpp without --ctx-size: 4096 cells, and a not
 TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut as llama-server's --fit cuts it",
           "[cli][serving]") {
   const auto est = [](std::vector<std::string> extra, const std::string& model = "llama-3.1-8b") {
-    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--model", model, "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return run_cli(a);
+    return run_with({"estimate", "--engine", "llama.cpp", "--model", model, "--json"}, extra);
   };
   const auto used = [](const json& dev) {
     return dev["model_buffer_bytes"].get<std::int64_t>() + dev["kv_buffer_bytes"].get<std::int64_t>() +
@@ -615,12 +608,9 @@ TEST_CASE("serving: --ctx-size fit picks what llama.cpp's --fit picked on an H10
 
 TEST_CASE("serving: --engine llama.cpp --kv-unified: the sequences share one stream of the whole context", "[cli][serving]") {
   const auto engine_of = [](std::vector<std::string> extra) {
-    std::vector<std::string> a{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8192",
-                               "--parallel", "4", "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    const CliResult r = run_cli(a);
-    REQUIRE(r.code == 0);
-    const json d = parse(r);
+    const json d = report_with({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "8192",
+                                "--parallel", "4", "--json"},
+                               extra);
     return d["engine"];
   };
   // Four streams of 2048 cells each without it (llama-context.cpp n_ctx_seq = n_ctx / n_seq);
@@ -656,11 +646,7 @@ TEST_CASE("serving: advise on a job that fits needs no fix", "[cli][serving]") {
 TEST_CASE("serving: --vllm-version: the graphs inside the budget from 0.21, a bad release exits 2", "[cli][serving]") {
   const std::vector<std::string> base = {"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu",
                                          "h100-80gb", "--max-model-len", "8192", "--json"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = base;
-    a.insert(a.end(), extra.begin(), extra.end());
-    return run_cli(a);
-  };
+  auto with = [&](std::vector<std::string> extra) { return run_with(base, extra); };
   const CliResult now = with({});
   const CliResult old = with({"--vllm-version", "0.20.2"});
   REQUIRE(now.code == 0);
@@ -692,11 +678,7 @@ TEST_CASE("serving: --vllm-version: the graphs inside the budget from 0.21, a ba
 TEST_CASE("serving: --override-tensor 'exps=CPU' is --n-cpu-moe over every block, bad values exit 2", "[cli][serving]") {
   const std::vector<std::string> base = {"estimate", "--engine", "llama.cpp", "--model", "olmoe-1b-7b", "--gpu",
                                          "rtx-4090", "--json"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = base;
-    a.insert(a.end(), extra.begin(), extra.end());
-    return run_cli(a);
-  };
+  auto with = [&](std::vector<std::string> extra) { return run_with(base, extra); };
   const CliResult ot = with({"--override-tensor", "exps=CPU"});
   const CliResult moe = with({"--n-cpu-moe", "16"});
   REQUIRE(ot.code == 0);
