@@ -80,12 +80,13 @@ constexpr std::string_view kTransformersOnly[] = {
     "--activation-offload", "--optimizer-in-backward", "--recipe", "--alloc-conf", "--cuda-context", "--images",
     "--image-size"};
 
+/// llama.cpp keeps its counts in 32-bit ints (common_params: n_ctx, n_batch, n_ubatch, n_parallel,
+/// n_gpu_layers) and vLLM's would not fit a GPU long before: a larger value wrapped round (a
+/// --ctx-size of 2^64-1 became a context of 0 with exit 0; issue #14's adversarial pass).
+constexpr std::uint64_t kMaxCount = 2147483647;
+
 std::uint64_t count_of(const std::string& text, const std::string& flag, Diagnostics& d, bool zero_ok = false,
                        std::string_view example = "4096") {
-  // llama.cpp keeps these counts in 32-bit ints (common_params: n_ctx, n_batch, n_ubatch, n_parallel,
-  // n_gpu_layers) and vLLM's would not fit a GPU long before: a larger value wrapped round (a
-  // --ctx-size of 2^64-1 became a context of 0 with exit 0; issue #14's adversarial pass).
-  constexpr std::uint64_t kMaxCount = 2147483647;
   std::uint64_t v = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
@@ -498,9 +499,8 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   // --ctx-size fit: no -c, the same context that llama-server's --fit (on by default since
   // December 2025) cuts before loading, keeping 1024 MiB free a device, not below 4096.
   if (ctx_train || ctx_fit) {
-    constexpr std::uint64_t kMaxCtx = 2147483647;  // llama.cpp's n_ctx is a 32-bit count
     const std::uint64_t train = j.model.spec.max_positions;
-    if (train == 0 || train > kMaxCtx)
+    if (train == 0 || train > kMaxCount)
       throw InputError("--ctx-size",
                        train == 0 ? fmt::format("{} asks for the model's trained context, which the model does not give",
                                                 s.ctx_size)
@@ -512,7 +512,7 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
     // (llama.cpp#27496, August 2026): n_ctx = n_ctx_train x --parallel.
     const std::uint64_t streams = ctx_fit && !st.kv_unified ? st.parallel : 1;
     const std::uint64_t whole = train * streams;  // both at most 2^31 - 1
-    if (whole > kMaxCtx)
+    if (whole > kMaxCount)
       throw InputError("--parallel",
                        fmt::format("{} sequences of the model's {} cells are {} cells, more than llama.cpp takes (a "
                                    "32-bit count)",
@@ -944,7 +944,6 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       }
       return std::nullopt;
     };
-    const Bytes fit_target = MiB(1024);
     const std::uint64_t top = std::min(j.settings.gpu_layers, n_all);  // the layers asked for
     if (command == "fit") {
       std::string what = solve == "batch" ? "gpu-layers" : solve;
@@ -988,7 +987,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       // where that margin costs some (a note; the answer is the most that fit).
       std::string fit_note;
       if (what == "gpu-layers" && found && e == Engine::llamacpp && !f.has("--headroom")) {
-        const std::uint64_t with_margin = most_layers(st, value, 0, fit_target).value_or(0);
+        const std::uint64_t with_margin = most_layers(st, value, 0, lc::kFitTarget).value_or(0);
         if (with_margin < value)
           fit_note = fmt::format("llama-server's --fit keeps 1024 MiB free on each device (--fit-target): it would place "
                                  "{} layers, not {}; --headroom 1GiB asks vramfit for the same margin",
@@ -997,7 +996,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       // llama-server without -c: its --fit cuts the trained context to what leaves 1024 MiB free a
       // device (--ctx-size fit), a little less than the most that fits.
       if (what == "ctx" && found && e == Engine::llamacpp && !f.has("--headroom") && j.model.spec.max_positions > 0 &&
-          j.model.spec.max_positions <= 2147483647) {
+          j.model.spec.max_positions <= kMaxCount) {
         const lc::FitCtx fc = lc::fit_ctx(j.model.spec, j.tensors, j.settings, j.model.spec.max_positions);
         if (fc.n_ctx != value)
           fit_note = fmt::format("llama-server run without -c picks {} cells itself: its --fit keeps 1024 MiB free a device "
@@ -1108,7 +1107,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
       rep.notes.push_back(fmt::format(
           "llama-server's --fit (on by default since December 2025) would not stop here: it keeps 1024 MiB free on "
           "each device and places {} of {} layers on the GPU (--fit off loads as given and fails)",
-          most_layers(j.settings, top, 0, fit_target).value_or(0), n_all));
+          most_layers(j.settings, top, 0, lc::kFitTarget).value_or(0), n_all));
     text = render::render_serving(rep, llama_answer(r, j.settings, j, e), {ok, command == "advise", options}, format);
     out << text;
     return ok ? ExitCode::ok : ExitCode::does_not_fit;

@@ -132,6 +132,11 @@ bool ollama_flash_attn(const spec::ModelSpec& m, const std::vector<spec::GgufTen
 bool flash_attn_auto(const spec::ModelSpec& m, const std::vector<spec::GgufTensor>& tensors, std::string_view cache_k,
                      std::string_view cache_v);
 
+/// --fit's defaults (common/common.h): the memory kept free on each device (--fit-target, MiB)
+/// and the context it does not cut below (--fit-ctx).
+inline constexpr Bytes kFitTarget = MiB(1024);
+inline constexpr std::uint64_t kFitCtxMin = 4096;
+
 /// llama.cpp's default context (no -c: the model's trained context) as --fit (on by default
 /// since December 2025) settles it before the model loads.
 struct FitCtx {
@@ -155,7 +160,7 @@ struct FitCtx {
 /// (n + 1) half layers (a sixth for MoE) of slack. What is short even at n_ctx_min is left to
 /// the layer placement. Without gpu_memory (no card), n_ctx_train. `s.ctx_size` is ignored.
 FitCtx fit_ctx(const spec::ModelSpec& m, const std::vector<spec::GgufTensor>& tensors, Settings s,
-               std::uint64_t n_ctx_train, Bytes margin = MiB(1024), std::uint64_t n_ctx_min = 4096);
+               std::uint64_t n_ctx_train, Bytes margin = kFitTarget, std::uint64_t n_ctx_min = kFitCtxMin);
 
 /// One ggml backend's buffers, as llama.cpp logs them ("CUDA0 model buffer size = ...").
 struct DeviceBuffers {
