@@ -1549,10 +1549,13 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // offload_weight), the host keeps the graph inputs. Qwen3-235B-A22B -ngl 93 (legacy: layer 0
     // and the output on the host), ub 512: the host compute buffer 16.01 MiB, the inputs alone.
     if (s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0) c.has_layers = c.has_output = false;
-    std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), checked_mul(ub, 12));
-    inputs = checked_add(inputs, mask_input_bytes(r.n_ctx_seq * r.n_stream, ub, s.kq_mask, s.flash_attn));
+    // The KQ masks, one per cache kind, and the token ids, positions and output ids (i32 each).
+    std::uint64_t graph_inputs =
+        checked_add(checked_mul(ub, 12), mask_input_bytes(r.n_ctx_seq * r.n_stream, ub, s.kq_mask, s.flash_attn));
     if (kv.any_swa)
-      inputs = checked_add(inputs, mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn));
+      graph_inputs =
+          checked_add(graph_inputs, mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn));
+    std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), graph_inputs);
     // The embeddings input made beside the token ids (Settings::embd_input).
     if (s.embd_input) inputs = checked_add(inputs, checked_mul(checked_mul(ub, h.n_embd), 4));
     // ggml_set_rows' cell indices (Settings::set_rows): K's and V's per cache.
@@ -1560,14 +1563,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       inputs = checked_add(inputs, checked_mul(checked_add(checked_mul(ub, 8), v_idxs_bytes(h, ub, s.flash_attn)),
                                                kv.any_swa ? 2 : 1));
     // With pipeline parallelism the host's graph inputs are kept n_copies times as well.
-    if (pipeline_parallel) {
-      std::uint64_t graph_inputs =
-          checked_add(checked_mul(ub, 12), mask_input_bytes(r.n_ctx_seq * r.n_stream, ub, s.kq_mask, s.flash_attn));
-      if (kv.any_swa)
-        graph_inputs =
-            checked_add(graph_inputs, mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn));
-      inputs = checked_add(inputs, checked_mul(graph_inputs, kSchedMaxCopies - 1));
-    }
+    if (pipeline_parallel) inputs = checked_add(inputs, checked_mul(graph_inputs, kSchedMaxCopies - 1));
     r.host.compute = Bytes{checked_add(inputs, compute_bytes(h, c))};
   }
   return pipeline_parallel;
