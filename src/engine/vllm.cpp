@@ -839,6 +839,14 @@ bool awq_marlin(const spec::ModelSpec& m, const Settings& s, const spec::Quantiz
 /// logs name (188 on an RTX PRO 6000 Blackwell; 132 on an H100), 512 bytes below that.
 constexpr std::uint64_t kMarlinWorkspace = 188 * 4;
 
+/// MLA's down-projections (deepseek_v2.py, minicpm3.py): they write the latents (q_lora_rank;
+/// kv_lora_rank + the rope key), not heads, and are ReplicatedLinear, whole on every rank;
+/// q_proj (no q_lora) reads the same input but is split by heads.
+bool mla_latent(const spec::ModelSpec& m, const spec::Linear& l) {
+  return m.kv_lora_rank > 0 && l.role == spec::Role::attn_in &&
+         (l.out_features == m.kv_lora_rank + m.qk_rope_head_dim || (m.q_lora_rank > 0 && l.out_features == m.q_lora_rank));
+}
+
 /// vLLM's parameters of one GPU as PyTorch's caching allocator lays them out. "Model loading
 /// took" is torch.cuda.memory_allocated() after the model is built and loaded, less before
 /// (DeviceMemoryProfiler), and the allocator counts blocks, not requests: a tensor of 10 MiB or
@@ -895,10 +903,7 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
   // MLA served as MLA: each projection its own module (no fused QKV). With a q_lora, later
   // releases fuse q_a_proj and kv_a_proj_with_mqa (fused_qkv_a_proj): not replayed.
   const bool mla = m.kv_lora_rank > 0;
-  bool q_lora = false;
-  for (const spec::LayerGroup& g : m.layers)
-    for (const spec::Linear& l : g.linears) q_lora = q_lora || l.name == "q_a_proj";
-  if ((mla && (!model_row(m.model_type).mla || q_lora || awq)) || m.learned_positions || m.vision || m.packed_weight_bytes ||
+  if ((mla && (!model_row(m.model_type).mla || m.q_lora_rank > 0 || awq)) || m.learned_positions || m.vision || m.packed_weight_bytes ||
       (q.method != spec::QuantMethod::none && !awq) || (!awq && !is_float_compute(s.weights.weights)) ||
       spec::count_params(m) != m.params || m.hidden_size == 0 || m.vocab_size == 0 ||
       m.embedding_params != checked_mul(m.vocab_size, m.hidden_size))
@@ -959,7 +964,7 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
         std::uint64_t rows = 0, cols = in, bias_n = 0;
         switch (first.role) {
           case spec::Role::attn_in:  // column parallel; q/k/v by heads
-            if (mla && first.name == "kv_a_proj_with_mqa") {  // ReplicatedLinear: whole on every rank
+            if (mla_latent(m, first)) {  // kv_a_proj_with_mqa, ReplicatedLinear: whole on every rank
               rows = out;
               bias_n = bias;
               break;
@@ -1086,16 +1091,10 @@ std::optional<std::uint64_t> allocated_weights(const spec::ModelSpec& m, const S
 /// kv_b_proj and o_proj are split by heads; Gemma 4's per-layer-input gate and projection.
 std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std::uint64_t wb) {
   const spec::Quantization q = spec::scheme_of(s.weights);
-  const bool mla = m.kv_lora_rank > 0;  // deepseek_v2.py and minicpm3.py alike
   const auto stored = [&](const spec::Linear& l) -> std::uint64_t {
     if (q.method == spec::QuantMethod::none) return checked_mul(l.params(), wb);
     if (detail::skipped(l, q)) return checked_mul(l.params(), 2);
     return detail::quantized_linear_bytes(l, q).value();
-  };
-  // MLA's down-projections write the latents (q_lora_rank; kv_lora_rank + the rope key), not
-  // heads: q_proj (no q_lora) reads the same input but is split by heads.
-  const auto latent = [&](const spec::Linear& l) {
-    return l.out_features == m.kv_lora_rank + m.qk_rope_head_dim || (m.q_lora_rank > 0 && l.out_features == m.q_lora_rank);
   };
   // Gemma 4's per-layer inputs (gemma4.py Gemma4DecoderLayer: per_layer_input_gate and
   // per_layer_projection are ReplicatedLinear).
@@ -1106,7 +1105,7 @@ std::uint64_t replicated_bytes(const spec::ModelSpec& m, const Settings& s, std:
   for (const spec::LayerGroup& g : m.layers) {
     std::uint64_t layer = checked_mul(g.norm_params, wb);
     for (const spec::Linear& l : g.linears)
-      if (l.role == spec::Role::router || (mla && l.role == spec::Role::attn_in && latent(l)) || per_layer_input(l))
+      if (l.role == spec::Role::router || mla_latent(m, l) || per_layer_input(l))
         layer = checked_add(layer, stored(l));
     b = checked_add(b, checked_mul(layer, g.count));
   }
