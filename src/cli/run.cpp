@@ -282,6 +282,14 @@ void add_serving_flags(CLI::App* e, Options& o) {
              "llama.cpp -kvu: the --parallel sequences share one KV stream of --ctx-size cells (llama-server's default "
              "without -np: 4 slots, unified)",
              g);
+  add_switch(e, o, "--no-op-offload", s.no_op_offload,
+             "llama.cpp: the layers left on the CPU (--gpu-layers) run there, not on the main GPU (ggml's op offload of "
+             "batches of 32 rows or more, on by default)",
+             g);
+  add_switch(e, o, "--swa-full", s.swa_full,
+             "llama.cpp: sliding-window layers keep a full-size cache of --ctx-size cells (for prompt caching), "
+             "not the window",
+             g);
   add(e, o, "--gpu-memory-utilization", s.gpu_memory_utilization, "F", "vLLM: fraction of each GPU it may use (default 0.9)", g);
   add(e, o, "--max-model-len", s.max_model_len, "N", "vLLM: longest request (default: the model's max_position_embeddings; auto: the longest the cache holds, 0.12+)", g);
   add(e, o, "--max-num-seqs", s.max_num_seqs, "N", "vLLM: concurrent sequences (default as vllm serve: 1024 on a card of 70 GiB or more but an A100, else 256)", g);

@@ -63,7 +63,7 @@ constexpr FlagRow kFlags[] = {
     {"--split-mode", true, false},      {"--ctx-size", true, false},      {"--parallel", true, false},
     {"--cache-type-k", true, false},    {"--cache-type-v", true, false},  {"--batch-size", true, false},
     {"--ubatch-size", true, false},     {"--flash-attn", true, false},    {"--no-mmap", true, false},
-    {"--kv-unified", true, false},
+    {"--kv-unified", true, false},      {"--swa-full", true, false},      {"--no-op-offload", true, false},
     {"--mmproj", true, false},          {"--override-tensor", true, false},
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
@@ -380,6 +380,8 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   }
   if (s.no_mmap) st.mmap = false;
   if (s.kv_unified) st.kv_unified = true;
+  if (s.swa_full) st.swa_full = true;
+  if (s.no_op_offload) st.op_offload = false;
   if (!s.override_tensor.empty()) {
     // common/arg.cpp: comma-separated PATTERN=BUFFER; the buffer a ggml buffer type's name.
     std::string item;

@@ -664,6 +664,14 @@ struct HostExperts {
   [[nodiscard]] bool any() const { return gate + up + down + gate_b + up_b + down_b > 0; }
 };
 
+/// A layer left in host memory (-ngl below the layer count) that the main GPU runs anyway: its
+/// weights' bytes, each copied in at the split its op starts (ggml's op offload), and the bytes
+/// of its K and V views of the host cache, copied in where its attention starts.
+struct HostLayer {
+  std::uint64_t attn_norm = 0, q = 0, k = 0, v = 0, qkv = 0, o = 0, ffn_norm = 0, gate = 0, up = 0, down = 0;
+  std::uint64_t k_view = 0, v_view = 0;
+};
+
 /// What one GPU runs of the graph llama.cpp reserves its buffers with (llama-context.cpp,
 /// graph_reserve: a ubatch of n_ubatch tokens, all of them outputs, every KV cell in view).
 struct DeviceGraph {
@@ -687,6 +695,10 @@ struct DeviceGraph {
   FusedQkv fused_qkv = FusedQkv::views;  // Settings::fused_qkv
   const std::vector<bool>* swa = nullptr;             // per layer of the model: an SWA layer
   const std::vector<HostExperts>* host = nullptr;     // per layer of the model: experts in host memory
+  /// Layers [0, host_layers) stay in host memory but run here before first_layer (ggml's op
+  /// offload: see compute_buffers), with their weights and K/V views (`host_layer`, per layer).
+  std::uint64_t host_layers = 0;
+  const std::vector<HostLayer>* host_layer = nullptr;
 };
 
 /// The V store's cell indices (llama-kv-cache.cpp build_input_v_idxs): [n_tokens] i64, but
@@ -750,10 +762,10 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   // in step. Checked against the whole graph on random shapes (flash attention or not, GLU op or
   // not, pipeline copies, fused up, biases, 25 to 80 layers): the same peak to the byte. It keeps
   // an estimate of a 100,000-layer hostile config a few milliseconds.
-  std::vector<std::uint64_t> plan;  // model layer indices, in order
-  {
-    const std::uint64_t end = d.first_layer + d.layers;
-    std::uint64_t il = d.first_layer;
+  std::vector<std::uint64_t> plan;  // model layer indices, in order: the host's layers run here, then this GPU's
+  const auto host_item = [&](std::uint64_t il) { return il < d.host_layers && il < d.first_layer; };
+  const auto plan_range = [&](std::uint64_t begin, std::uint64_t end) {
+    std::uint64_t il = begin;
     while (il < end) {
       const bool moe = is_moe(il), host = host_of(il).any();
       std::uint64_t r = il;
@@ -763,7 +775,10 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       for (std::uint64_t k = 0; k < keep; ++k) plan.push_back(il + k);
       il = r;
     }
-  }
+  };
+  plan_range(0, std::min(d.host_layers, d.first_layer));
+  const std::size_t first_gpu_item = plan.size();  // the first of this GPU's own layers in the plan
+  plan_range(d.first_layer, d.first_layer + d.layers);
   // The split's inputs, in the order the scheduler meets them: at the split's start, or with
   // pipeline parallelism n_copies leaves each, allocated first and kept.
   const auto input = [&](std::uint64_t size) {
@@ -775,28 +790,34 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   struct Cache {
     std::uint64_t cells = 0;
     int mask = -1, cnv = -1, k_idxs = -1, v_idxs = -1;
-    bool made = false;
+    bool made_idxs = false, made_mask = false;
   };
   std::array<Cache, 2> caches;  // [0] the full cache, [1] the SWA cache
   caches[0].cells = d.n_kv;
   caches[1].cells = d.n_kv_swa;
-  const auto make_inputs = [&](Cache& c) {
-    if (c.made) return;
-    c.made = true;
+  const auto make_mask = [&](Cache& c) {
+    if (c.made_mask) return;
+    c.made_mask = true;
     const std::uint64_t cells = checked_mul(c.cells, mask_rows(ub, d.kq_mask));
-    if (d.kv_idxs) {
-      c.k_idxs = input(checked_mul(ub, 8));
-      c.v_idxs = input(v_idxs_bytes(h, ub, d.flash_attn));
-    }
     // An f16 mask: reserved so (current builds), or the copy an earlier backend cast.
     const bool f16 = d.flash_attn && (!d.casts_mask || d.kq_mask == KqMask::f16);
     c.mask = input(checked_mul(cells, f16 ? 2 : 4));
     if (f16) c.cnv = c.mask;
   };
+  // The KV stores' cell indices (a GPU layer's ggml_set_rows) and the mask.
+  const auto make_inputs = [&](Cache& c) {
+    if (d.kv_idxs && !c.made_idxs) {
+      c.k_idxs = input(checked_mul(ub, 8));
+      c.v_idxs = input(v_idxs_bytes(h, ub, d.flash_attn));
+    }
+    c.made_idxs = true;
+    make_mask(c);
+  };
   int out_ids = -1;
   // The inputs first used at plan[from..to) (their attention, or the last layer's output ids).
   const auto inputs_for = [&](std::size_t from, std::size_t to) {
     for (std::size_t i = from; i < to && i < plan.size(); ++i) {
+      if (host_item(plan[i])) continue;  // a host layer's mask comes in at its attention
       make_inputs(caches[is_swa(plan[i]) ? 1 : 0]);
       if (i + 1 == plan.size() && d.last_layer && out_ids < 0) out_ids = input(checked_mul(ub, 4));
     }
@@ -808,15 +829,19 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     return i;
   };
   int inp = input(act);  // the hidden state: the host's embeddings or the previous GPU's output
-  int pos = -1;
-  if (!plan.empty()) pos = input(checked_mul(ub, 4));
-  inputs_for(0, next_host(0) + 1);
-  // A dense gated FFN of `rows` (build_ffn: gate, up, silu and product, or a fused up of 2 rows).
-  const auto dense_ffn = [&](int cur, std::uint64_t rows) {
+  int pos = -1;  // the positions: at the start, or with the host's layers first in their first RoPE's split
+  if (!plan.empty() && first_gpu_item == 0) pos = input(checked_mul(ub, 4));
+  if (first_gpu_item == 0) inputs_for(0, next_host(0) + 1);
+  // A host layer's weight, copied in at the start of the split its op begins, freed after it.
+  const HostLayer gpu_layer{};
+  const auto wcopy = [&](std::uint64_t bytes) { return bytes > 0 ? g.node(bytes, {}) : -1; };
+  // A dense gated FFN of `rows` (build_ffn: gate, up, silu and product, or a fused up of 2 rows),
+  // with a host layer's weights (`w`) copied in; plan item `pi`.
+  const auto dense_ffn = [&](int cur, std::uint64_t rows, const HostLayer& w, std::size_t pi) {
     const std::uint64_t fsz = checked_mul(checked_mul(rows, ub), f32);
     int y = -1;
     if (h.fused_up) {  // one up of 2 n_ff (phi3, glm4): swiglu on its halves
-      const int up = g.node(checked_mul(fsz, 2), {cur});
+      const int up = g.node(checked_mul(fsz, 2), {cur, wcopy(w.up)});
       if (d.glu_op) {
         y = g.node(fsz, {up});
       } else {  // ggml_cont of each half, silu in place, the product in place
@@ -824,22 +849,30 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         y = g.node(fsz, {x0, g.node(fsz, {g.view(up)})}, true);
       }
     } else if (d.glu_op) {
-      const int gate = g.node(fsz, {cur});
-      y = g.node(fsz, {gate, g.node(fsz, {cur})});
+      const int gate = g.node(fsz, {cur, wcopy(w.gate)});
+      y = g.node(fsz, {gate, g.node(fsz, {cur, wcopy(w.up)})});
     } else {  // silu(gate) in place, then gate x up in place
-      const int gate = g.node(fsz, {g.node(fsz, {cur})}, true);
-      y = g.node(fsz, {gate, g.node(fsz, {cur})}, true);
+      const int gate = g.node(fsz, {g.node(fsz, {cur, wcopy(w.gate)})}, true);
+      y = g.node(fsz, {gate, g.node(fsz, {cur, wcopy(w.up)})}, true);
     }
-    return g.node(act, {y});  // down
+    const int dw = wcopy(w.down);
+    // The last host layer's down split carries on into this GPU's layers: the inputs they first
+    // use are copied in at its start.
+    if (pi + 1 == first_gpu_item && first_gpu_item > 0) inputs_for(first_gpu_item, next_host(first_gpu_item) + 1);
+    return g.node(act, {y, dw});  // down
   };
   for (std::size_t pi = 0; pi < plan.size(); ++pi) {
     const std::uint64_t il = plan[pi];
     const bool last = pi + 1 == plan.size();
+    const bool off = host_item(il);  // a host layer run here by op offload
+    const HostLayer& lw = off ? (*d.host_layer)[static_cast<std::size_t>(il)] : gpu_layer;
     Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
-    int cur = g.node(act, {g.node(act, {inp}, true)}, true);  // rms_norm, x weight
-    const auto proj = [&](std::uint64_t size) {
-      int t = g.node(size, {cur});
+    int cur = g.node(act, {g.node(act, {inp}, true), wcopy(lw.attn_norm)}, true);  // rms_norm, x weight
+    const auto proj = [&](std::uint64_t size, std::uint64_t weight) {
+      const int wc = wcopy(weight);
+      if (pos < 0) pos = input(checked_mul(ub, 4));  // the split's second input, after the weight
+      int t = g.node(size, {cur, wc});
       if (h.qkv_bias) t = g.node(size, {t}, true);
       return t;
     };
@@ -893,17 +926,17 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         // RoPE of a reshape of a copy; the product lives until its last view is consumed.
         // Phi-3 mini at ub 256 without flash attention, July 2025 (copies): 150.00 MiB logged,
         // 150.002 simulated; 144.002 with views (Q and K copies gone: 2 x 3 MiB).
-        const int qkv = proj(checked_add(qs, checked_add(ks, vs)));
+        const int qkv = proj(checked_add(qs, checked_add(ks, vs)), lw.qkv);
         const bool copy_qk = d.fused_qkv == FusedQkv::copies;
         q = g.node(qs, {copy_qk ? g.view(g.node(qs, {g.view(qkv)})) : g.view(qkv), pos}, true);
         k = g.node(ks, {copy_qk ? g.view(g.node(ks, {g.view(qkv)})) : g.view(qkv), pos}, true);
         v = d.fused_qkv == FusedQkv::views ? g.view(qkv) : g.view(g.node(vs, {g.view(qkv)}));
       } else {
-        q = g.node(qs, {g.view(proj(qs)), pos}, true);  // reshape, RoPE (a new tensor: its parent is a view)
-        k = g.node(ks, {g.view(proj(ks)), pos}, true);
-        v = g.view(proj(vs));
+        q = g.node(qs, {g.view(proj(qs, lw.q)), pos}, true);  // reshape, RoPE (a new tensor: its parent is a view)
+        k = g.node(ks, {g.view(proj(ks, lw.k)), pos}, true);
+        v = g.view(proj(vs, lw.v));
       }
-      if (d.kv_idxs) {  // ggml_set_rows into the cache views
+      if (d.kv_idxs && !off) {  // ggml_set_rows into the cache views (a host layer's: on the host)
         g.use_all({k, cache.k_idxs});
         g.use_all({d.flash_attn ? v : g.view(g.view(v)), cache.v_idxs});
       } else {
@@ -911,24 +944,33 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         g.use(d.flash_attn ? v : g.view(g.view(v)));                // the V store (transposed without FA)
       }
       const int qp = g.view(q);
+      // A host layer's attention: its split's inputs, the host cache's K view, the mask the first
+      // time and the V view, copied in at its start.
+      int kc = -1, vc = -1;
+      if (off) {  // in the order of their ops' sources: FA(q, k, v, mask), or KQ(k, q), soft_max(kq, mask), KQV(v, kq)
+        kc = wcopy(lw.k_view);
+        if (!d.flash_attn) make_mask(cache);
+        vc = wcopy(lw.v_view);
+        make_mask(cache);
+      }
       if (d.flash_attn) {
         if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, mask_rows(ub, d.kq_mask)), 2), {cache.mask});
-        o = g.view(g.node(os, {qp, cache.cnv}));
+        o = g.view(g.node(os, {qp, kc, vc, cache.cnv}));
       } else {
         const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(cache.cells, ub), h.n_head), f32);
-        const int kq = g.node(kq_size, {g.node(kq_size, {qp}), cache.mask}, true);  // KQ, soft_max in place
-        o = g.node(os, {g.view(g.node(os, {kq}))});                                   // KQV, permute, cont
+        const int kq = g.node(kq_size, {g.node(kq_size, {qp, kc}), cache.mask}, true);  // KQ, soft_max in place
+        o = g.node(os, {g.view(g.node(os, {kq, vc}))});                                   // KQV, permute, cont
       }
     }
-    cur = g.node(act, {o});  // the output projection
+    cur = g.node(act, {o, wcopy(lw.o)});  // the output projection
     if (last && d.last_layer) {
       cur = g.node(act, {cur, out_ids});
       sa = g.node(act, {sa, out_ids});
     }
     const int ffn_inp = g.node(act, {cur, sa}, true);
-    cur = g.node(act, {g.node(act, {ffn_inp}, true)}, true);
+    cur = g.node(act, {g.node(act, {ffn_inp}, true), wcopy(lw.ffn_norm)}, true);
     if (!is_moe(il)) {
-      inp = g.node(act, {dense_ffn(cur, h.n_ff), ffn_inp}, true);  // down, residual
+      inp = g.node(act, {dense_ffn(cur, h.n_ff, lw, pi), ffn_inp}, true);  // down, residual
       continue;
     }
     // build_moe_ffn
@@ -977,7 +1019,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     int moe = g.view(ex);
     for (std::uint64_t e = 1; e < nu; ++e) moe = g.node(act, {moe, g.view(ex)}, true);
     if (nu == 1) moe = g.node(act, {moe});  // ggml_cont: no non-contiguous result
-    if (h.n_ff_shexp > 0) moe = g.node(act, {moe, dense_ffn(cur, h.n_ff_shexp)}, true);
+    if (h.n_ff_shexp > 0) moe = g.node(act, {moe, dense_ffn(cur, h.n_ff_shexp, gpu_layer, pi)}, true);
     inp = g.node(act, {moe, ffn_inp}, true);  // residual
   }
   if (d.output) {
@@ -1238,6 +1280,8 @@ struct HostWeight {
   /// Per layer: the routed experts in host memory of a layer that runs on a GPU (simulated
   /// in that GPU's graph, not in `bytes`).
   std::vector<HostExperts> experts;
+  /// Per layer left on the host: its weights, as op offload copies them (cuda_alloc_size).
+  std::vector<HostLayer> layers;
 };
 
 /// The model buffers (load_tensors): each tensor on its layer's device, or where -ot,
@@ -1251,8 +1295,20 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   std::uint64_t host_read = 0;
   HostWeight largest;  // the largest weight left on the host
   largest.experts.resize(static_cast<std::size_t>(n_layer));
+  largest.layers.resize(static_cast<std::size_t>(n_layer));
   const auto on_host = [&](const GgufTensor& t) {
     const auto blk = block_of(t.name);
+    if (blk && *blk < n_layer && p.layer_dev[static_cast<std::size_t>(*blk)] == kCpu) {
+      HostLayer& l = largest.layers[static_cast<std::size_t>(*blk)];
+      const std::string_view name = t.name;
+      const std::string_view role = name.substr(std::min(name.size(), name.find('.', 4) + 1));
+      for (const auto& [suffix, slot] : {std::pair{"attn_norm.weight", &l.attn_norm}, std::pair{"attn_q.weight", &l.q},
+                                         std::pair{"attn_k.weight", &l.k}, std::pair{"attn_v.weight", &l.v},
+                                         std::pair{"attn_qkv.weight", &l.qkv}, std::pair{"attn_output.weight", &l.o},
+                                         std::pair{"ffn_norm.weight", &l.ffn_norm}, std::pair{"ffn_gate.weight", &l.gate},
+                                         std::pair{"ffn_up.weight", &l.up}, std::pair{"ffn_down.weight", &l.down}})
+        if (role == suffix) *slot = cuda_alloc_size(t);
+    }
     if (blk && *blk < n_layer && expert_tensor(t.name) && p.layer_dev[static_cast<std::size_t>(*blk)] != kCpu) {
       HostExperts& e = largest.experts[static_cast<std::size_t>(*blk)];
       const bool bias = t.name.find(".bias") != std::string::npos;
@@ -1472,7 +1528,33 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   const bool simulate = (m.kv_lora_rank == 0 || h.mla) && s.kv_offload && eff.split_mode != SplitMode::row;
   std::vector<bool> swa(la.size());
   for (std::size_t il = 0; il < la.size(); ++il) swa[il] = la[il].swa;
-  bool attention_before = r.host.layers > 0;  // the host runs the first layers (partial offload)
+  // Partial offload (-ngl below the layer count): the first layers' weights and cache stay in host
+  // memory, but ggml's op offload has the main GPU run their ops of a batch of >= 32 rows
+  // (ggml-cuda's offload_op, GGML_OP_OFFLOAD_MIN_BATCH; ggml-backend.cpp's scheduler assigns an op
+  // whose weight is in host memory to the first backend that offloads it, and the ops between follow):
+  // each weight is copied into the main GPU's compute buffer at the split its op starts, and each
+  // layer's attention copies in the host cache's K and V views (their whole cells, every stream) while
+  // the K and V stores run on the host. Llama 3.1 8B's shapes Q8_0 on an H100 without flash attention,
+  // -ngl 20 and -ngl 8: 593.00 MiB logged, 564.01 before (the GPU's own layers only); 1153.00 at 16384
+  // cells; 313.00 at ub 256. Simulated for dense decoders; MoE and MLA layers keep the largest
+  // weight's copy (compute_bytes' offload_weight).
+  std::uint64_t host_prefix = 0;
+  while (host_prefix < n_layer && p.layer_dev[static_cast<std::size_t>(host_prefix)] == kCpu) ++host_prefix;
+  std::vector<HostLayer> host_layers = host.layers;
+  bool offload_layers = s.op_offload && s.gpu_layers > 0 && ub >= 32 && host_prefix > 0 && host_prefix == r.host.layers && !h.mla &&
+                        h.n_expert_used == 0 && n_gpu > 0 && r.gpus[0].layers > 0;
+  if (offload_layers) {
+    const CacheTypes types = cache_types(s);
+    for (std::uint64_t il = 0; il < host_prefix; ++il) {
+      const LayerAttn& a = la[static_cast<std::size_t>(il)];
+      HostLayer& l = host_layers[static_cast<std::size_t>(il)];
+      const std::uint64_t cells = checked_mul(a.swa ? r.kv_cells_swa : r.n_ctx_seq, r.n_stream);
+      if (!a.has_kv) offload_layers = false;  // a KV-shared layer attends over another's cache: not simulated
+      l.k_view = checked_mul(row_size(types.k, a.k), cells);
+      l.v_view = checked_mul(row_size(types.v, a.v), cells);
+    }
+  }
+  bool attention_before = r.host.layers > 0 && !offload_layers;  // the host runs the first layers (partial offload)
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
     c.ub = ub;
@@ -1482,7 +1564,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     c.has_output = p.layer_dev.back() == static_cast<int>(d);
     c.current_build = s.layer_rule == LayerRule::current;
     c.kq_mask = s.kq_mask;
-    if (d == 0 && s.gpu_layers > 0) {  // the main GPU runs the host's large matmuls
+    if (d == 0 && s.gpu_layers > 0 && s.op_offload) {  // the main GPU runs the host's large matmuls
       c.offload_weight = host.bytes;
       c.offload_rows = host.rows;
       c.offload_output = host.output;
@@ -1501,7 +1583,16 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       dg.swa = &swa;
       // Below 32 rows (GGML_OP_OFFLOAD_MIN_BATCH) ggml-cuda does not take the host experts' ops:
       // they run on the CPU, and no weight is copied here.
-      dg.host = ub >= 32 ? &host.experts : nullptr;
+      dg.host = ub >= 32 && s.op_offload ? &host.experts : nullptr;
+      if (!s.op_offload && std::any_of(host.experts.begin(), host.experts.end(), [](const HostExperts& e) { return e.any(); }))
+        throw InputError("--no-op-offload",
+                         "with experts in host memory (--n-cpu-moe, --override-tensor) and no op offload, the CPU runs "
+                         "their matmuls in its own compute buffer, which vramfit does not lay out",
+                         "drop --no-op-offload (llama.cpp's default offloads them), or keep the experts on the GPUs");
+      if (d == 0 && offload_layers) {
+        dg.host_layers = host_prefix;
+        dg.host_layer = &host_layers;
+      }
       dg.kv_idxs = s.set_rows;
       dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
       dg.output = c.has_output;
@@ -1525,7 +1616,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       if (c.has_layers) {
         bytes = checked_add(bytes, checked_mul(mask_input_bytes(c.n_kv, ub, s.kq_mask, s.flash_attn), kSchedMaxCopies - 1));
         if (kv.any_swa)  // the second mask of an interleaved-SWA model, all of its copies
-          bytes = checked_add(bytes, checked_mul(mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn),
+          bytes = checked_add(bytes, checked_mul(mask_input_bytes(r.kv_cells_swa, ub, s.kq_mask, s.flash_attn),
                                                  kSchedMaxCopies));
       }
     }
@@ -1548,13 +1639,17 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // output stage run on the main GPU (their share is in its buffer, compute_bytes'
     // offload_weight), the host keeps the graph inputs. Qwen3-235B-A22B -ngl 93 (legacy: layer 0
     // and the output on the host), ub 512: the host compute buffer 16.01 MiB, the inputs alone.
-    if (s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0) c.has_layers = c.has_output = false;
+    if (s.op_offload && s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0) c.has_layers = c.has_output = false;
     // The KQ masks, one per cache kind, and the token ids, positions and output ids (i32 each).
+    // With several streams (--parallel without --kv-unified) the mask is [cells of one stream,
+    // ub / n_stream, 1, n_stream]: a stream's cells by the ubatch, not the whole cache's. Llama 3.1
+    // 8B's shapes, -np 4 -c 16384, ub 512 on an H100: 20.01 MiB with flash attention (the f16 mask
+    // 4 MiB), 28.01 without (f32, 8 MiB); 32.01 and 52.01 here before.
     std::uint64_t graph_inputs =
-        checked_add(checked_mul(ub, 12), mask_input_bytes(r.n_ctx_seq * r.n_stream, ub, s.kq_mask, s.flash_attn));
+        checked_add(checked_mul(ub, 12), mask_input_bytes(r.n_ctx_seq, ub, s.kq_mask, s.flash_attn));
     if (kv.any_swa)
       graph_inputs =
-          checked_add(graph_inputs, mask_input_bytes(r.kv_cells_swa * r.n_stream, ub, s.kq_mask, s.flash_attn));
+          checked_add(graph_inputs, mask_input_bytes(r.kv_cells_swa, ub, s.kq_mask, s.flash_attn));
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), graph_inputs);
     // The embeddings input made beside the token ids (Settings::embd_input).
     if (s.embd_input) inputs = checked_add(inputs, checked_mul(checked_mul(ub, h.n_embd), 4));

@@ -789,3 +789,46 @@ TEST_CASE("serving: --engine vllm: a --max-model-len past the model's derived ma
   CHECK(allowed.out.find("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: --max-model-len 65536 is past the model's derived maximum, 40960") !=
         std::string::npos);
 }
+
+TEST_CASE("serving: --engine llama.cpp: the host's layers run on the GPU by op offload, or on the CPU with --no-op-offload",
+          "[cli][serving]") {
+  const std::vector<std::string> base = {"estimate", "--engine",   "llama.cpp", "--model", "llama-3.1-8b", "--gpu-layers",
+                                         "20",       "--ctx-size", "8192",      "--flash-attn", "off",    "--json"};
+  // llama.cpp's default: the main GPU runs the 13 host blocks' ops too, each weight copied in at its
+  // op's split and each layer's K and V views of the host cache (16 MiB each) at its attention's: in
+  // Q8_0 on the device, 593.00 MiB logged (tests/accuracy/serving/llamacpp_logs.jsonl); this file's
+  // Q4_K_M weights copy in smaller pieces, which leave other holes: 585.00 MiB.
+  const json on = report_with(base, {});
+  CHECK(on["engine"]["devices"][0]["compute_buffer_bytes"] == 613419008);
+  CHECK(on["engine"]["host"]["compute_buffer_bytes"] == 37758976);  // the graph inputs: 36.01 MiB
+  // --no-op-offload: the GPU's own layers alone (564.01 MiB logged, to the byte: no weight is
+  // copied), and the host computes its blocks in its own buffer (572.01 logged; 596.01 here, the
+  // largest set of tensors alive, not simulated).
+  const json off = report_with(base, {"--no-op-offload"});
+  CHECK(off["engine"]["devices"][0]["compute_buffer_bytes"] == 591405056);
+  CHECK(off["engine"]["host"]["compute_buffer_bytes"] == 624961536);
+  // Experts in host memory with no op offload: the CPU's expert matmuls are not laid out, so
+  // vramfit refuses rather than guesses.
+  const CliResult moe = run_cli({"estimate", "--engine", "llama.cpp", "--model", "qwen3-30b-a3b", "--n-cpu-moe", "10",
+                                 "--no-op-offload"});
+  CHECK(moe.code == 2);
+  CHECK(moe.err.find("--no-op-offload") != std::string::npos);
+  require_usage_error(run_cli({"estimate", "--engine", "vllm", "--model", "qwen3-8b", "--no-op-offload"}),
+                      "vramfit: error: --no-op-offload: does not apply to --engine vllm (it is a llama.cpp flag: use "
+                      "--engine llama.cpp, or drop it)\n");
+}
+
+TEST_CASE("serving: --engine llama.cpp: --swa-full keeps the sliding-window layers' cache at the whole context",
+          "[cli][serving]") {
+  const std::vector<std::string> base = {"estimate", "--engine", "llama.cpp", "--model",      "gemma-3-12b",
+                                         "--ctx-size", "32768",  "--flash-attn", "on", "--json"};
+  // Gemma 3 12B: 8 global layers of 32768 cells and 40 sliding ones of the window (1024) and a
+  // ubatch, padded to 256: 1536 cells; 8 KV heads of 256, K and V in f16: 2048 + 480 MiB, as the
+  // device run logs them ("llama_kv_cache: size = 2048.00 MiB", "480.00 MiB").
+  CHECK(report_with(base, {})["engine"]["devices"][0]["kv_buffer_bytes"] == 2650800128);
+  // --swa-full: the 40 sliding layers at 32768 cells too, 10240 MiB ("size = 10240.00 MiB").
+  CHECK(report_with(base, {"--swa-full"})["engine"]["devices"][0]["kv_buffer_bytes"] == 12884901888);
+  require_usage_error(run_cli({"estimate", "--engine", "vllm", "--model", "gemma-3-12b", "--swa-full"}),
+                      "vramfit: error: --swa-full: does not apply to --engine vllm (it is a llama.cpp flag: use "
+                      "--engine llama.cpp, or drop it)\n");
+}

@@ -81,6 +81,7 @@ struct Settings {
   bool mmap = true;                   ///< --no-mmap turns it off
   bool kv_offload = true;             ///< --no-kv-offload keeps the KV cache in host memory
   bool swa_full = false;              ///< --swa-full: full-size SWA cache
+  bool op_offload = true;             ///< ggml's op offload of host weights' large batches (--no-op-offload: off)
   LayerRule layer_rule = LayerRule::current;
   /// The FFN's gate x up as ggml's GLU op (ggml_swiglu_split, llama.cpp from mid-2025): a new
   /// tensor beside the gate and up products; before, silu and the product ran in place on the

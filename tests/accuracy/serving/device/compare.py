@@ -25,12 +25,15 @@ for name, a in cases.items():
     model = arg(a, '-m').replace('/tmp/g/', '/tmp/g/')
     if a[0] == 'llama-completion':
         got = {}
-        for k, pat in [('gpu_model', r'CUDA0 model buffer size =\s*([\d.]+) MiB'), ('gpu_kv', r'CUDA0 KV buffer size =\s*([\d.]+) MiB'),
+        for k, pat in [('gpu_kv', r'CUDA0 KV buffer size =\s*([\d.]+) MiB'), ('host_kv', r'CPU KV buffer size =\s*([\d.]+) MiB')]:
+            m = re.findall(pat, txt)  # one line per cache (interleaved SWA: two), summed
+            if m: got[k] = sum(float(x) for x in m)
+        for k, pat in [('gpu_model', r'CUDA0 model buffer size =\s*([\d.]+) MiB'),
                        ('gpu_compute', r'CUDA0 compute buffer size =\s*([\d.]+) MiB'), ('host_compute', r'CUDA_Host compute buffer size =\s*([\d.]+) MiB'),
                        ('n_ctx', r'llama_context: n_ctx\s*=\s*(\d+)')]:
             m = re.findall(pat, txt)
             if m: got[k] = float(m[-1])
-        for k, pat in [('host_model', r'CPU_Mapped model buffer size =\s*([\d.]+) MiB'), ('host_kv', r'CPU KV buffer size =\s*([\d.]+) MiB')]:
+        for k, pat in [('host_model', r'CPU_Mapped model buffer size =\s*([\d.]+) MiB')]:
             m = re.findall(pat, txt)
             if m: got[k] = float(m[-1])
         fitt = arg(a, '-fitt')
@@ -41,6 +44,10 @@ for name, a in cases.items():
         if arg(a, '-ub'): vf += ['--ubatch-size', arg(a, '-ub')]
         if arg(a, '-ngl'): vf += ['--gpu-layers', arg(a, '-ngl')]
         if arg(a, '--n-cpu-moe'): vf += ['--n-cpu-moe', arg(a, '--n-cpu-moe')]
+        for flag, mine_flag in [('-np', '--parallel'), ('-ctk', '--cache-type-k'), ('-ctv', '--cache-type-v'), ('-b', '--batch-size')]:
+            if arg(a, flag): vf += [mine_flag, arg(a, flag)]
+        if '--swa-full' in a: vf += ['--swa-full']
+        if '--no-op-offload' in a: vf += ['--no-op-offload']
         if fitt:
             fitt_v = eval(fitt.replace('$FITT_12G', str(free - 12288)).replace('$FITT_6G', str(free - 6144)).replace('$FITT_48G', str(free - 49152)).replace('$FITT_16G', str(free - 16384)).replace('$FITT_24G', str(free - 24576)))
             vf += ['--budget', f'{free - fitt_v + 1024 + 457}MiB']

@@ -3,7 +3,9 @@
 model of any shape, no download. Usage: mk_gguf.py OUT.gguf SPEC.json
 SPEC: {"arch": "llama", "n_embd":..., "n_layer":..., "n_head":..., "n_head_kv":..., "head_dim":...,
        "n_ff":..., "n_vocab":..., "ctx_train":..., "types": {"default": "Q4_K", "attn_v": "Q6_K", ...},
-       "tied": false, "swa": 0, "swa_pattern": 0}"""
+       "tied": false, "swa": 0, "post_norms": false}
+"swa" (tokens) writes <arch>.attention.sliding_window (gemma3: every 6th layer global);
+"post_norms" adds gemma's post_attention_norm and post_ffw_norm."""
 import json, struct, sys, os
 
 T = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144),
@@ -30,6 +32,8 @@ def main(path, spec):
         tensors += [(p + "attn_norm.weight", [E], "F32"), (p + "attn_q.weight", [E, H * D], ty("attn_q")),
                     (p + "attn_k.weight", [E, KV * D], ty("attn_k")), (p + "attn_v.weight", [E, KV * D], ty("attn_v")),
                     (p + "attn_output.weight", [H * D, E], ty("attn_output"))]
+        if spec.get("post_norms"):
+            tensors += [(p + "post_attention_norm.weight", [E], "F32"), (p + "post_ffw_norm.weight", [E], "F32")]
         if spec.get("qk_norm"):
             tensors += [(p + "attn_q_norm.weight", [D], "F32"), (p + "attn_k_norm.weight", [D], "F32")]
         if spec.get("n_expert"):
@@ -48,9 +52,11 @@ def main(path, spec):
            kv(f"{a}.context_length", 4, spec["ctx_train"]), kv(f"{a}.embedding_length", 4, E),
            kv(f"{a}.block_count", 4, L), kv(f"{a}.feed_forward_length", 4, F), kv(f"{a}.attention.head_count", 4, H),
            kv(f"{a}.attention.head_count_kv", 4, KV), kv(f"{a}.rope.freq_base", 6, spec.get("rope_theta", 500000.0)),
-           kv(f"{a}.attention.layer_norm_rms_epsilon", 6, 1e-5), kv(f"{a}.vocab_size", 4, V),
+           kv(f"{a}.attention.layer_norm_rms_epsilon", 6, 1e-6 if spec.get("post_norms") else 1e-5), kv(f"{a}.vocab_size", 4, V),
            kv(f"{a}.attention.key_length", 4, D), kv(f"{a}.attention.value_length", 4, D),
            kv(f"{a}.rope.dimension_count", 4, D), kv("tokenizer.ggml.model", 8, "no_vocab")]
+    if spec.get("swa"):
+        kvs.append(kv(f"{a}.attention.sliding_window", 4, spec["swa"]))
     if spec.get("n_expert"):
         kvs += [kv(f"{a}.expert_count", 4, spec["n_expert"]), kv(f"{a}.expert_used_count", 4, spec["n_expert_used"]),
                 kv(f"{a}.expert_feed_forward_length", 4, spec["n_ff_exp"])]
