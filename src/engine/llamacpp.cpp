@@ -502,8 +502,9 @@ std::uint64_t compute_bytes(const Hparams& h, const ComputeShape& c) {
 /// ggml_dyn_tallocr: the free blocks of one buffer and its high-water mark.
 class DynAlloc {
  public:
+  explicit DynAlloc(std::uint64_t alignment) : alignment_(alignment) {}
   std::uint64_t alloc(std::uint64_t size) {
-    size = pad(size, kCudaAlignment);
+    size = pad(size, alignment_);
     std::size_t best = blocks_.size() - 1;  // the tail, unless a block before it fits
     std::uint64_t best_size = std::numeric_limits<std::uint64_t>::max();
     for (std::size_t i = 0; i + 1 < blocks_.size(); ++i)
@@ -519,7 +520,7 @@ class DynAlloc {
     return off;
   }
   void free(std::uint64_t off, std::uint64_t size) {
-    size = pad(size, kCudaAlignment);
+    size = pad(size, alignment_);
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
       Block& b = blocks_[i];
       if (b.off + b.size == off) {  // at the end of a block: grow it, and merge with the next
@@ -551,6 +552,7 @@ class DynAlloc {
   };
   std::vector<Block> blocks_{Block{0, std::numeric_limits<std::uint64_t>::max() / 4}};
   std::uint64_t max_ = 0;
+  std::uint64_t alignment_;  // the buffer type's: CUDA's 128 bytes, the CPU's TENSOR_ALIGNMENT 32
 };
 
 /// One tensor of the graph: a node the allocator places, a view of one, or an input
@@ -596,15 +598,17 @@ class Graph {
   void use_all(std::initializer_list<int> srcs) { nodes_[static_cast<std::size_t>(node(0, srcs))].sink = true; }
   void keep(int a) { nodes_[static_cast<std::size_t>(a)].keep = true; }
   /// Leaves allocated before any node (the scheduler's copies of the split inputs).
-  int leaf(std::uint64_t size) {
+  /// A leaf allocated before any node: kept (the scheduler's copies), or freed after its last
+  /// child (a graph input of the backend that holds them, the host).
+  int leaf(std::uint64_t size, bool keep = true) {
     const int n = node(size, {});
-    nodes_[static_cast<std::size_t>(n)].keep = true;
+    nodes_[static_cast<std::size_t>(n)].keep = keep;
     leaves_.push_back(n);
     return n;
   }
   /// ggml_gallocr_alloc_graph_impl over the nodes in order; the buffer's size.
-  std::uint64_t peak() {
-    DynAlloc a;
+  std::uint64_t peak(std::uint64_t alignment) {
+    DynAlloc a(alignment);
     auto at = [&](int i) -> GNode& { return nodes_[static_cast<std::size_t>(i)]; };
     const auto allocate = [&](int i) {
       GNode& n = at(i);
@@ -699,6 +703,12 @@ struct DeviceGraph {
   /// offload: see compute_buffers), with their weights and K/V views (`host_layer`, per layer).
   std::uint64_t host_layers = 0;
   const std::vector<HostLayer>* host_layer = nullptr;
+  /// The host's own graph (the CPU runs these layers): every graph input is its leaf, allocated
+  /// before any node in the order the graph first uses them (the token ids, the embeddings input
+  /// when `embd_input`, the positions, each cache's cell indices and mask, the output ids), and
+  /// the token embeddings' get_rows is its first node; the CPU buffer's 32-byte alignment.
+  bool host_graph = false;
+  bool embd_input = false;
 };
 
 /// The V store's cell indices (llama-kv-cache.cpp build_input_v_idxs): [n_tokens] i64, but
@@ -782,6 +792,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   // The split's inputs, in the order the scheduler meets them: at the split's start, or with
   // pipeline parallelism n_copies leaves each, allocated first and kept.
   const auto input = [&](std::uint64_t size) {
+    if (d.host_graph) return g.leaf(size, false);
     if (d.copies <= 1) return g.node(size, {});
     const int first = g.leaf(size);
     for (std::uint64_t c = 1; c < d.copies; ++c) g.leaf(size);
@@ -828,10 +839,21 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     while (i < plan.size() && !host_of(plan[i]).any()) ++i;
     return i;
   };
-  int inp = input(act);  // the hidden state: the host's embeddings or the previous GPU's output
+  int inp = -1;
   int pos = -1;  // the positions: at the start, or with the host's layers first in their first RoPE's split
-  if (!plan.empty() && first_gpu_item == 0) pos = input(checked_mul(ub, 4));
-  if (first_gpu_item == 0) inputs_for(0, next_host(0) + 1);
+  if (d.host_graph) {
+    const int tokens = input(checked_mul(ub, 4));
+    if (d.embd_input) g.leaf(act);  // no child: never freed
+    if (!plan.empty()) pos = input(checked_mul(ub, 4));
+    inputs_for(0, plan.size());
+    for (Cache& c : caches)
+      if (c.cells > 0) make_inputs(c);  // a cache only the GPUs' layers attend over
+    inp = g.node(act, {tokens});  // get_rows of the token embeddings
+  } else {
+    inp = input(act);  // the hidden state: the host's embeddings or the previous GPU's output
+    if (!plan.empty() && first_gpu_item == 0) pos = input(checked_mul(ub, 4));
+    if (first_gpu_item == 0) inputs_for(0, next_host(0) + 1);
+  }
   // A host layer's weight, copied in at the start of the split its op begins, freed after it.
   const HostLayer gpu_layer{};
   const auto wcopy = [&](std::uint64_t bytes) { return bytes > 0 ? g.node(bytes, {}) : -1; };
@@ -1028,7 +1050,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   } else {
     g.use(inp);  // copied to the next device
   }
-  return g.peak();
+  return g.peak(d.host_graph ? kCpuAlignment : kCudaAlignment);
 }
 
 }  // namespace
@@ -1660,6 +1682,28 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // With pipeline parallelism the host's graph inputs are kept n_copies times as well.
     if (pipeline_parallel) inputs = checked_add(inputs, checked_mul(graph_inputs, kSchedMaxCopies - 1));
     r.host.compute = Bytes{checked_add(inputs, compute_bytes(h, c))};
+    // The host running layers itself (no GPU layer, --no-op-offload, or a ubatch under 32): its
+    // graph simulated as a GPU's is, its inputs leaves allocated first. Llama 3.1 8B's shapes on the
+    // CPU, 8192 cells: 572.01 MiB without flash attention, 266.50 with (596.01 and 306.51 before,
+    // from the largest set of tensors alive at once).
+    if (simulate && c.has_layers && host_prefix == r.host.layers) {
+      DeviceGraph dg;
+      dg.ub = ub;
+      dg.n_kv = kv.host_cells;
+      dg.n_kv_swa = r.kv_cells_swa;
+      dg.layers = r.host.layers;
+      dg.last_layer = p.layer_dev.back() == kCpu;
+      dg.output = c.has_output;
+      dg.flash_attn = s.flash_attn;
+      dg.kq_mask = s.kq_mask;
+      dg.glu_op = s.glu_op;
+      dg.fused_qkv = s.fused_qkv;
+      dg.kv_idxs = s.set_rows;
+      dg.swa = &swa;
+      dg.host_graph = true;
+      dg.embd_input = s.embd_input;
+      r.host.compute = Bytes{simulated_compute(h, dg)};
+    }
   }
   return pipeline_parallel;
 }
