@@ -709,6 +709,10 @@ struct DeviceGraph {
   /// the token embeddings' get_rows is its first node; the CPU buffer's 32-byte alignment.
   bool host_graph = false;
   bool embd_input = false;
+  /// The attention rotation's Hadamard matrices (Settings::attn_rot), bytes of K's and of V's, 0
+  /// where none: inputs of each cache, Q and K rotated after RoPE, V before its store, and the
+  /// attention's output rotated back.
+  std::uint64_t rot_k = 0, rot_v = 0;
 };
 
 /// The V store's cell indices (llama-kv-cache.cpp build_input_v_idxs): [n_tokens] i64, but
@@ -800,7 +804,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   };
   struct Cache {
     std::uint64_t cells = 0;
-    int mask = -1, cnv = -1, k_idxs = -1, v_idxs = -1;
+    int mask = -1, cnv = -1, k_idxs = -1, v_idxs = -1, rot_k = -1, rot_v = -1;
     bool made_idxs = false, made_mask = false;
   };
   std::array<Cache, 2> caches;  // [0] the full cache, [1] the SWA cache
@@ -815,8 +819,14 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     c.mask = input(checked_mul(cells, f16 ? 2 : 4));
     if (f16) c.cnv = c.mask;
   };
-  // The KV stores' cell indices (a GPU layer's ggml_set_rows) and the mask.
+  // The rotation matrices, first used by the Q rotation and the V rotation, before the stores.
+  const auto make_rot = [&](Cache& c) {
+    if (d.rot_k > 0 && c.rot_k < 0) c.rot_k = input(d.rot_k);
+    if (d.rot_v > 0 && c.rot_v < 0) c.rot_v = input(d.rot_v);
+  };
+  // The rotation matrices, the KV stores' cell indices (a GPU layer's ggml_set_rows) and the mask.
   const auto make_inputs = [&](Cache& c) {
+    make_rot(c);
     if (d.kv_idxs && !c.made_idxs) {
       c.k_idxs = input(checked_mul(ub, 8));
       c.v_idxs = input(v_idxs_bytes(h, ub, d.flash_attn));
@@ -953,10 +963,23 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         q = g.node(qs, {copy_qk ? g.view(g.node(qs, {g.view(qkv)})) : g.view(qkv), pos}, true);
         k = g.node(ks, {copy_qk ? g.view(g.node(ks, {g.view(qkv)})) : g.view(qkv), pos}, true);
         v = d.fused_qkv == FusedQkv::views ? g.view(qkv) : g.view(g.node(vs, {g.view(qkv)}));
+        if (d.rot_k > 0) {
+          if (off) make_rot(cache);
+          q = g.node(qs, {g.view(q), cache.rot_k});
+          k = g.node(ks, {g.view(k), cache.rot_k});
+        }
+        // V rotated: a strided view is made contiguous first (ggml_mul_mat_aux's ggml_cont_2d).
+        if (d.rot_v > 0) v = g.node(vs, {d.fused_qkv == FusedQkv::views ? g.node(vs, {v}) : v, cache.rot_v});
       } else {
         q = g.node(qs, {g.view(proj(qs, lw.q)), pos}, true);  // reshape, RoPE (a new tensor: its parent is a view)
+        if (d.rot_k > 0) {  // Q rotated: mul_mat of the matrix and Q's reshape, a new tensor
+          if (off) make_rot(cache);
+          q = g.node(qs, {g.view(q), cache.rot_k});
+        }
         k = g.node(ks, {g.view(proj(ks, lw.k)), pos}, true);
+        if (d.rot_k > 0) k = g.node(ks, {g.view(k), cache.rot_k});
         v = g.view(proj(vs, lw.v));
+        if (d.rot_v > 0) v = g.node(vs, {v, cache.rot_v});
       }
       if (d.kv_idxs && !off) {  // ggml_set_rows into the cache views (a host layer's: on the host)
         g.use_all({k, cache.k_idxs});
@@ -983,6 +1006,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         const int kq = g.node(kq_size, {g.node(kq_size, {qp, kc}), cache.mask}, true);  // KQ, soft_max in place
         o = g.node(os, {g.view(g.node(os, {kq, vc}))});                                   // KQV, permute, cont
       }
+      if (d.rot_v > 0) o = g.node(os, {g.view(o), cache.rot_v});  // the output rotated back
     }
     cur = g.node(act, {o, wcopy(lw.o)});  // the output projection
     if (last && d.last_layer) {
@@ -1560,6 +1584,27 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   // -ngl 20 and -ngl 8: 593.00 MiB logged, 564.01 before (the GPU's own layers only); 1153.00 at 16384
   // cells; 313.00 at ub 256. Simulated for dense decoders; MoE and MLA layers keep the largest
   // weight's copy (compute_bytes' offload_weight).
+  // The attention rotation (Settings::attn_rot; llama-kv-cache.cpp: attn_rot_k where the K cache is
+  // quantized and every layer's K head is one width, a multiple of 64; the matrix the largest power
+  // of two dividing it; V's 64 x 64). Llama 3.1 8B's shapes with q8_0 K and V and flash attention on
+  // the CPU: 274.50 MiB, 8 MiB above f16's; with q8_0 K alone, no flash attention, 564.07 (8 MiB
+  // below f16's 572.01); the host's inputs 64 and 16 KiB more.
+  std::uint64_t rot_k = 0, rot_v = 0;
+  {
+    const CacheTypes types = cache_types(s);
+    bool uniform = true;
+    for (const spec::LayerGroup& gr : m.layers)
+      if (gr.head_dim != 0 && gr.head_dim != m.head_dim) uniform = false;
+    const std::uint64_t hk = h.head_dim, hv = h.n_head_kv == 0 ? h.head_dim : h.n_embd_v / h.n_head_kv;
+    if (s.attn_rot && uniform && !h.mla && m.kv_lora_rank == 0) {
+      if (types.k.block_size > 1 && hk > 0 && hk % 64 == 0) {
+        std::uint64_t nrot = 64;
+        while (hk % (nrot * 2) == 0) nrot *= 2;
+        rot_k = checked_mul(checked_mul(nrot, nrot), 4);
+      }
+      if (types.v.block_size > 1 && hv > 0 && hv % 64 == 0) rot_v = 64 * 64 * 4;
+    }
+  }
   std::uint64_t host_prefix = 0;
   while (host_prefix < n_layer && p.layer_dev[static_cast<std::size_t>(host_prefix)] == kCpu) ++host_prefix;
   std::vector<HostLayer> host_layers = host.layers;
@@ -1615,6 +1660,8 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
         dg.host_layers = host_prefix;
         dg.host_layer = &host_layers;
       }
+      dg.rot_k = rot_k;
+      dg.rot_v = rot_v;
       dg.kv_idxs = s.set_rows;
       dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
       dg.output = c.has_output;
@@ -1672,6 +1719,8 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     if (kv.any_swa)
       graph_inputs =
           checked_add(graph_inputs, mask_input_bytes(r.kv_cells_swa, ub, s.kq_mask, s.flash_attn));
+    // The attention rotation's matrices, one pair per cache kind.
+    graph_inputs = checked_add(graph_inputs, checked_mul(rot_k + rot_v, kv.any_swa ? 2 : 1));
     std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), graph_inputs);
     // The embeddings input made beside the token ids (Settings::embd_input).
     if (s.embd_input) inputs = checked_add(inputs, checked_mul(checked_mul(ub, h.n_embd), 4));
@@ -1702,6 +1751,8 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       dg.swa = &swa;
       dg.host_graph = true;
       dg.embd_input = s.embd_input;
+      dg.rot_k = rot_k;
+      dg.rot_v = rot_v;
       r.host.compute = Bytes{simulated_compute(h, dg)};
     }
   }

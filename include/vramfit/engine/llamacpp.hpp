@@ -99,6 +99,11 @@ struct Settings {
   /// batch holds (llama-graph.cpp build_inp_embd, llama.cpp#18550, January 2026 and after): one
   /// more activation in the host compute buffer. false: older builds.
   bool embd_input = true;
+  /// With a quantized K or V cache whose heads are a multiple of 64 wide, Q and K (and V) are
+  /// rotated by a Hadamard matrix before the KV store and the attention's output rotated back
+  /// (llama.cpp#21038, April 2026; LLAMA_ATTN_ROT_DISABLE=1 turns it off): the matrices are graph
+  /// inputs and each rotation a new tensor. false: older builds.
+  bool attn_rot = true;
   /// --mmproj: the projector file's tensor bytes. mtmd (tools/mtmd/clip.cpp) loads them into one
   /// buffer on the first GPU backend whatever -ngl says (--no-mmproj-offload keeps them on the CPU).
   Bytes mmproj;
