@@ -673,7 +673,10 @@ struct HostExperts {
 /// of its K and V views of the host cache, copied in where its attention starts.
 struct HostLayer {
   std::uint64_t attn_norm = 0, q = 0, k = 0, v = 0, qkv = 0, o = 0, ffn_norm = 0, gate = 0, up = 0, down = 0;
+  std::uint64_t router = 0;                               // ffn_gate_inp (MoE)
+  std::uint64_t gate_shexp = 0, up_shexp = 0, down_shexp = 0;  // the shared expert (MoE)
   std::uint64_t k_view = 0, v_view = 0;
+  HostExperts experts;  // the routed experts (MoE), copied in one weight at a time
 };
 
 /// What one GPU runs of the graph llama.cpp reserves its buffers with (llama-context.cpp,
@@ -763,7 +766,10 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     return d.swa != nullptr && il < d.swa->size() && (*d.swa)[static_cast<std::size_t>(il)];
   };
   const auto host_of = [&](std::uint64_t il) -> HostExperts {
-    if (d.host == nullptr || il >= d.host->size() || il >= h.moe_layer.size() || !h.moe_layer[static_cast<std::size_t>(il)]) return {};
+    if (il >= h.moe_layer.size() || !h.moe_layer[static_cast<std::size_t>(il)]) return {};
+    // A host layer run here (op offload): its own experts, all in host memory.
+    if (d.host_layer != nullptr && il < d.host_layers && il < d.first_layer) return (*d.host_layer)[static_cast<std::size_t>(il)].experts;
+    if (d.host == nullptr || il >= d.host->size()) return {};
     return (*d.host)[static_cast<std::size_t>(il)];
   };
   const auto is_moe = [&](std::uint64_t il) {
@@ -1023,7 +1029,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const HostExperts he = host_of(il);
     const std::uint64_t nu = h.n_expert_used;
     const std::uint64_t rsz = checked_mul(checked_mul(h.n_expert, ub), f32);
-    int logits = g.node(rsz, {cur});
+    int logits = g.node(rsz, {cur, wcopy(lw.router)});
     if (h.router_bias) logits = g.node(rsz, {logits}, true);
     const int probs = h.softmax_weight ? logits : g.node(rsz, {logits}, true);  // soft_max in place
     const int sel = g.view(g.node(checked_mul(checked_mul(h.n_expert, ub), 4), {probs}));  // argsort, top-k view
@@ -1065,7 +1071,13 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     int moe = g.view(ex);
     for (std::uint64_t e = 1; e < nu; ++e) moe = g.node(act, {moe, g.view(ex)}, true);
     if (nu == 1) moe = g.node(act, {moe});  // ggml_cont: no non-contiguous result
-    if (h.n_ff_shexp > 0) moe = g.node(act, {moe, dense_ffn(cur, h.n_ff_shexp, gpu_layer, pi)}, true);
+    if (h.n_ff_shexp > 0) {
+      HostLayer shexp;
+      shexp.gate = lw.gate_shexp;
+      shexp.up = lw.up_shexp;
+      shexp.down = lw.down_shexp;
+      moe = g.node(act, {moe, dense_ffn(cur, h.n_ff_shexp, shexp, pi)}, true);
+    }
     inp = g.node(act, {moe, ffn_inp}, true);  // residual
   }
   if (d.output) {
@@ -1352,7 +1364,17 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
                                          std::pair{"attn_k.weight", &l.k}, std::pair{"attn_v.weight", &l.v},
                                          std::pair{"attn_qkv.weight", &l.qkv}, std::pair{"attn_output.weight", &l.o},
                                          std::pair{"ffn_norm.weight", &l.ffn_norm}, std::pair{"ffn_gate.weight", &l.gate},
-                                         std::pair{"ffn_up.weight", &l.up}, std::pair{"ffn_down.weight", &l.down}})
+                                         std::pair{"ffn_up.weight", &l.up}, std::pair{"ffn_down.weight", &l.down},
+                                         std::pair{"ffn_gate_inp.weight", &l.router},
+                                         std::pair{"ffn_gate_shexp.weight", &l.gate_shexp},
+                                         std::pair{"ffn_up_shexp.weight", &l.up_shexp},
+                                         std::pair{"ffn_down_shexp.weight", &l.down_shexp},
+                                         std::pair{"ffn_gate_exps.weight", &l.experts.gate},
+                                         std::pair{"ffn_up_exps.weight", &l.experts.up},
+                                         std::pair{"ffn_down_exps.weight", &l.experts.down},
+                                         std::pair{"ffn_gate_exps.bias", &l.experts.gate_b},
+                                         std::pair{"ffn_up_exps.bias", &l.experts.up_b},
+                                         std::pair{"ffn_down_exps.bias", &l.experts.down_b}})
         if (role == suffix) *slot = cuda_alloc_size(t);
     }
     if (blk && *blk < n_layer && expert_tensor(t.name) && p.layer_dev[static_cast<std::size_t>(*blk)] != kCpu) {
@@ -1582,8 +1604,9 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   // layer's attention copies in the host cache's K and V views (their whole cells, every stream) while
   // the K and V stores run on the host. Llama 3.1 8B's shapes Q8_0 on an H100 without flash attention,
   // -ngl 20 and -ngl 8: 593.00 MiB logged, 564.01 before (the GPU's own layers only); 1153.00 at 16384
-  // cells; 313.00 at ub 256. Simulated for dense decoders; MoE and MLA layers keep the largest
-  // weight's copy (compute_bytes' offload_weight).
+  // cells; 313.00 at ub 256. Simulated for dense and MoE decoders (a MoE layer's router, routed
+  // experts and shared expert copied in one weight at a time, as --n-cpu-moe's); MLA layers keep
+  // the largest weight's copy (compute_bytes' offload_weight).
   // The attention rotation (Settings::attn_rot; llama-kv-cache.cpp: attn_rot_k where the K cache is
   // quantized and every layer's K head is one width, a multiple of 64; the matrix the largest power
   // of two dividing it; V's 64 x 64). Llama 3.1 8B's shapes with q8_0 K and V and flash attention on
@@ -1609,7 +1632,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   while (host_prefix < n_layer && p.layer_dev[static_cast<std::size_t>(host_prefix)] == kCpu) ++host_prefix;
   std::vector<HostLayer> host_layers = host.layers;
   bool offload_layers = s.op_offload && s.gpu_layers > 0 && ub >= 32 && host_prefix > 0 && host_prefix == r.host.layers && !h.mla &&
-                        h.n_expert_used == 0 && n_gpu > 0 && r.gpus[0].layers > 0;
+                        n_gpu > 0 && r.gpus[0].layers > 0;
   if (offload_layers) {
     const CacheTypes types = cache_types(s);
     for (std::uint64_t il = 0; il < host_prefix; ++il) {
@@ -1721,7 +1744,17 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
           checked_add(graph_inputs, mask_input_bytes(r.kv_cells_swa, ub, s.kq_mask, s.flash_attn));
     // The attention rotation's matrices, one pair per cache kind.
     graph_inputs = checked_add(graph_inputs, checked_mul(rot_k + rot_v, kv.any_swa ? 2 : 1));
-    std::uint64_t inputs = checked_add(checked_mul(checked_mul(ub, h.n_embd), 4), graph_inputs);
+    // The token embeddings' get_rows [n_embd, ub] f32; with the host's layers run on a GPU by op
+    // offload, their K and V stores stay on the host, whose split copies K and V [n_embd_k|v, ub]
+    // f32 back in, both at once, into the space the embeddings left. Gemma 3 12B's shapes with 18
+    // blocks on the host, flash attention (n_embd 3840, K and V 2048 wide): 49.02 MiB logged, 0.5
+    // above the embeddings' 7.5 MiB (48.52 before).
+    std::uint64_t embeddings = checked_mul(checked_mul(ub, h.n_embd), 4);
+    if (s.op_offload && s.gpu_layers > 0 && ub >= 32 && r.offloaded > 0 && r.host.layers > 0 && s.kv_offload)
+      for (std::uint64_t il = 0; il < n_layer; ++il)
+        if (p.layer_dev[static_cast<std::size_t>(il)] == kCpu && la[static_cast<std::size_t>(il)].has_kv)
+          embeddings = std::max(embeddings, checked_mul(checked_mul(ub, la[static_cast<std::size_t>(il)].k + la[static_cast<std::size_t>(il)].v), 4));
+    std::uint64_t inputs = checked_add(embeddings, graph_inputs);
     // The embeddings input made beside the token ids (Settings::embd_input).
     if (s.embd_input) inputs = checked_add(inputs, checked_mul(checked_mul(ub, h.n_embd), 4));
     // ggml_set_rows' cell indices (Settings::set_rows): K's and V's per cache.
