@@ -1645,6 +1645,24 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     }
   }
   bool attention_before = r.host.layers > 0 && !offload_layers;  // the host runs the first layers (partial offload)
+  // What every simulated part of the graph shares: the ubatch, the SWA cells, the build's graph.
+  const auto graph_of = [&](std::uint64_t n_kv, std::uint64_t layers, bool output) {
+    DeviceGraph dg;
+    dg.ub = ub;
+    dg.n_kv = n_kv;  // the cells one sequence's attention sees (per stream)
+    dg.n_kv_swa = r.kv_cells_swa;
+    dg.layers = layers;
+    dg.output = output;
+    dg.swa = &swa;
+    dg.kv_idxs = s.set_rows;
+    dg.flash_attn = s.flash_attn;
+    dg.kq_mask = s.kq_mask;
+    dg.glu_op = s.glu_op;
+    dg.fused_qkv = s.fused_qkv;
+    dg.rot_k = rot_k;
+    dg.rot_v = rot_v;
+    return dg;
+  };
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
     ComputeShape c;
     c.ub = ub;
@@ -1660,17 +1678,12 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       c.offload_output = host.output;
     }
     if (simulate) {
-      DeviceGraph dg;
-      dg.ub = ub;
-      dg.n_kv = kv.gpu_cells[d];  // the cells one sequence's attention sees (per stream)
-      dg.n_kv_swa = r.kv_cells_swa;
-      dg.layers = r.gpus[d].layers;
+      DeviceGraph dg = graph_of(kv.gpu_cells[d], r.gpus[d].layers, c.has_output);
       for (std::uint64_t il = 0; il < n_layer; ++il)
         if (p.layer_dev[static_cast<std::size_t>(il)] == static_cast<int>(d)) {
           dg.first_layer = il;
           break;
         }
-      dg.swa = &swa;
       // Below 32 rows (GGML_OP_OFFLOAD_MIN_BATCH) ggml-cuda does not take the host experts' ops:
       // they run on the CPU, and no weight is copied here.
       dg.host = ub >= 32 && s.op_offload ? &host.experts : nullptr;
@@ -1683,17 +1696,9 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
         dg.host_layers = host_prefix;
         dg.host_layer = &host_layers;
       }
-      dg.rot_k = rot_k;
-      dg.rot_v = rot_v;
-      dg.kv_idxs = s.set_rows;
       dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
-      dg.output = c.has_output;
       dg.casts_mask = !attention_before;
       dg.copies = pipeline_parallel ? kSchedMaxCopies : 1;
-      dg.flash_attn = s.flash_attn;
-      dg.kq_mask = s.kq_mask;
-      dg.glu_op = s.glu_op;
-      dg.fused_qkv = s.fused_qkv;
       const std::uint64_t graph = dg.layers > 0 || dg.output ? simulated_compute(h, dg) : 0;
       if (dg.layers > 0) attention_before = true;
       c.has_layers = c.has_output = false;  // what is left: the op offload of host weights
@@ -1769,23 +1774,10 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // CPU, 8192 cells: 572.01 MiB without flash attention, 266.50 with (596.01 and 306.51 before,
     // from the largest set of tensors alive at once).
     if (simulate && c.has_layers && host_prefix == r.host.layers) {
-      DeviceGraph dg;
-      dg.ub = ub;
-      dg.n_kv = kv.host_cells;
-      dg.n_kv_swa = r.kv_cells_swa;
-      dg.layers = r.host.layers;
+      DeviceGraph dg = graph_of(kv.host_cells, r.host.layers, c.has_output);
       dg.last_layer = p.layer_dev.back() == kCpu;
-      dg.output = c.has_output;
-      dg.flash_attn = s.flash_attn;
-      dg.kq_mask = s.kq_mask;
-      dg.glu_op = s.glu_op;
-      dg.fused_qkv = s.fused_qkv;
-      dg.kv_idxs = s.set_rows;
-      dg.swa = &swa;
       dg.host_graph = true;
       dg.embd_input = s.embd_input;
-      dg.rot_k = rot_k;
-      dg.rot_v = rot_v;
       r.host.compute = Bytes{simulated_compute(h, dg)};
     }
   }
