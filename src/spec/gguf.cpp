@@ -338,6 +338,7 @@ constexpr ArchRow kArchs[] = {
     {"qwen2", "qwen2"}, {"qwen2moe", "qwen2_moe"}, {"qwen3", "qwen3"},           {"qwen3moe", "qwen3_moe"},
     {"gemma", "gemma"}, {"gemma2", "gemma2"},      {"gemma3", "gemma3_text"},    {"phi3", "phi3"},
     {"gpt2", "gpt2"},   {"gptneox", "gpt_neox"},   {"starcoder2", "starcoder2"}, {"olmoe", "olmoe"},
+    {"gpt-oss", "gpt_oss"},  // llama.cpp's openai-moe
 };
 constexpr std::array<std::string_view, std::size(kArchs)> kArchNames = [] {
   std::array<std::string_view, std::size(kArchs)> a{};
@@ -891,6 +892,19 @@ void add_type_flags(const ArchKeys& a, const std::string& model_type, nlohmann::
     cfg["mlp_bias"] = a.has("blk.0.ffn_up.bias");
   }
   if (model_type == "starcoder2") cfg["use_bias"] = a.has("blk.0.attn_q.bias");
+  if (model_type == "gpt_oss") {
+    // openai-moe.cpp: biased attention, sinks, and every other layer sliding (its
+    // sliding_window_pattern, 2 by default: the even layers slide, as GptOssConfig's layer_types).
+    cfg["attention_bias"] = a.has("blk.0.attn_q.bias");
+    std::uint64_t period = 2;
+    if (const auto pt = a.uint_of(a.key("attention.sliding_window_pattern")); pt && *pt > 0) period = *pt;
+    const std::uint64_t L = cfg["num_hidden_layers"].get<std::uint64_t>();
+    if (cfg.contains("sliding_window") && L <= kMaxLayers) {
+      nlohmann::json types = nlohmann::json::array();
+      for (std::uint64_t i = 0; i < L; ++i) types.push_back(i % period < period - 1 ? "sliding_attention" : "full_attention");
+      cfg["layer_types"] = types;
+    }
+  }
   if (model_type == "gpt_neox") {
     cfg["attention_bias"] = a.has("blk.0.attn_qkv.bias");
     if (const GgufValue* pr = a.h.find(a.key("use_parallel_residual")); pr && pr->type == GgufType::boolean)
@@ -906,7 +920,7 @@ void add_type_flags(const ArchKeys& a, const std::string& model_type, nlohmann::
 /// The mixture of experts of a model with `experts` > 0: counts, expert widths, and the dense
 /// layers of qwen2_moe / qwen3_moe (those without a router).
 void add_experts(const ArchKeys& a, const std::string& model_type, std::uint64_t experts, nlohmann::json& cfg) {
-  cfg[model_type == "mixtral" ? "num_local_experts" : "num_experts"] = experts;
+  cfg[model_type == "mixtral" || model_type == "gpt_oss" ? "num_local_experts" : "num_experts"] = experts;
   cfg["num_experts_per_tok"] = a.required(a.key("expert_used_count"));
   const auto expert_ff = a.uint_of(a.key("expert_feed_forward_length"));
   if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {

@@ -70,3 +70,59 @@ TEST_CASE("estimate --config with bad GGUF files", "[gguf][cli]") {
                           "of them, e.g. '" +
                           two.str() + "/a.gguf')\n");
 }
+
+TEST_CASE("estimate --config gpt-oss.gguf: llama.cpp's openai-moe read as gpt_oss", "[gguf][cli]") {
+  // A small file of gpt-oss's tensor set (openai-moe.cpp: biased Q/K/V/O, sinks, a biased router,
+  // biased MXFP4 experts, post_attention_norm as the FFN's norm) and its keys.
+  GgufWriter w;
+  constexpr std::uint32_t F32 = 0, Q8_0 = 8, MXFP4 = 39;
+  w.kv_str("general.architecture", "gpt-oss");
+  w.kv_u32("general.file_type", 38);
+  w.kv_u32("gpt-oss.context_length", 131072);
+  w.kv_u32("gpt-oss.embedding_length", 64);
+  w.kv_u32("gpt-oss.block_count", 4);
+  w.kv_u32("gpt-oss.feed_forward_length", 64);
+  w.kv_u32("gpt-oss.attention.head_count", 4);
+  w.kv_u32("gpt-oss.attention.head_count_kv", 2);
+  w.kv_u32("gpt-oss.attention.key_length", 16);
+  w.kv_u32("gpt-oss.attention.value_length", 16);
+  w.kv_u32("gpt-oss.attention.sliding_window", 128);
+  w.kv_u32("gpt-oss.expert_count", 4);
+  w.kv_u32("gpt-oss.expert_used_count", 2);
+  w.kv_u32("gpt-oss.expert_feed_forward_length", 64);
+  w.kv_f32("gpt-oss.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.kv_u32("gpt-oss.vocab_size", 256);
+  w.kv_str("tokenizer.ggml.model", "no_vocab");
+  w.tensor("token_embd.weight", {64, 256}, Q8_0);
+  for (int i = 0; i < 4; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    w.tensor(b + "attn_norm.weight", {64}, F32);
+    w.tensor(b + "post_attention_norm.weight", {64}, F32);
+    for (const auto& [name, rows] : {std::pair{"attn_q", 64}, std::pair{"attn_k", 32}, std::pair{"attn_v", 32}}) {
+      w.tensor(b + name + ".weight", {64, static_cast<std::uint64_t>(rows)}, Q8_0);
+      w.tensor(b + name + ".bias", {static_cast<std::uint64_t>(rows)}, F32);
+    }
+    w.tensor(b + "attn_output.weight", {64, 64}, Q8_0);
+    w.tensor(b + "attn_output.bias", {64}, F32);
+    w.tensor(b + "attn_sinks.weight", {4}, F32);
+    w.tensor(b + "ffn_gate_inp.weight", {64, 4}, F32);
+    w.tensor(b + "ffn_gate_inp.bias", {4}, F32);
+    for (const char* e : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+      w.tensor(b + e + ".weight", {64, 64, 4}, MXFP4);
+      w.tensor(b + e + ".bias", {64, 4}, F32);
+    }
+  }
+  w.tensor("output_norm.weight", {64}, F32);
+  w.tensor("output.weight", {64, 256}, Q8_0);
+  const TempDir dir;
+  const std::string path = dir.write("oss.gguf", gguf_file(w));
+  const auto r = estimate({"--config", path, "--engine", "llama.cpp", "--ctx-size", "4096", "--gpu-layers", "0", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["model"]["model_type"] == "gpt_oss");
+  // Every other layer slides (layers 0 and 2, a window of 128): llama.cpp's two caches, the full
+  // layers' 4096 cells and the sliding layers' 128 + a ubatch of 512, padded to 256: 768 cells;
+  // K and V of 2 heads of 16 in f16, 128 bytes a cell a layer: 2 x 4096 x 128 + 2 x 768 x 128.
+  CHECK(j["engine"]["host"]["kv_buffer_bytes"] == 2 * 4096 * 128 + 2 * 768 * 128);
+}

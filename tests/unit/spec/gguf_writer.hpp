@@ -118,6 +118,7 @@ class GgufWriter {
       case 8: block = 32, size = 34; break;     // Q8_0
       case 12: block = 256, size = 144; break;  // Q4_K
       case 14: block = 256, size = 210; break;  // Q6_K
+      case 39: block = 32, size = 17; break;    // MXFP4
       default: return 0;
     }
     const std::uint64_t row = t.ne.empty() ? 1 : t.ne[0];

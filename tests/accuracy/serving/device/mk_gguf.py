@@ -9,7 +9,7 @@ SPEC: {"arch": "llama", "n_embd":..., "n_layer":..., "n_head":..., "n_head_kv":.
 import json, struct, sys, os
 
 T = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144),
-     "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210), "BF16": (30, 1, 2)}
+     "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210), "BF16": (30, 1, 2), "MXFP4": (39, 32, 17)}
 
 def s(b): b = b.encode(); return struct.pack("<Q", len(b)) + b
 
@@ -27,6 +27,21 @@ def main(path, spec):
     D = spec.get("head_dim", E // H); F = spec["n_ff"]; V = spec["n_vocab"]; types = spec["types"]
     def ty(role): return types.get(role, types["default"])
     tensors = [("token_embd.weight", [E, V], ty("token_embd"))]
+    if a == "gpt-oss":  # openai-moe.cpp: biased Q/K/V/O, sinks, a biased router and biased MXFP4 experts, no ffn_norm
+        X = spec["n_expert"]; FE = spec["n_ff_exp"]
+        for i in range(L):
+            p = f"blk.{i}."
+            tensors += [(p + "attn_norm.weight", [E], "F32"), (p + "post_attention_norm.weight", [E], "F32"),
+                        (p + "attn_q.weight", [E, H * D], ty("attn_q")), (p + "attn_k.weight", [E, KV * D], ty("attn_k")),
+                        (p + "attn_v.weight", [E, KV * D], ty("attn_v")), (p + "attn_q.bias", [H * D], "F32"),
+                        (p + "attn_k.bias", [KV * D], "F32"), (p + "attn_v.bias", [KV * D], "F32"),
+                        (p + "attn_output.weight", [H * D, E], ty("attn_output")), (p + "attn_output.bias", [E], "F32"),
+                        (p + "attn_sinks.weight", [H], "F32"),
+                        (p + "ffn_gate_inp.weight", [E, X], "F32"), (p + "ffn_gate_inp.bias", [X], "F32"),
+                        (p + "ffn_gate_exps.weight", [E, FE, X], ty("ffn_gate_exps")), (p + "ffn_gate_exps.bias", [FE, X], "F32"),
+                        (p + "ffn_up_exps.weight", [E, FE, X], ty("ffn_up_exps")), (p + "ffn_up_exps.bias", [FE, X], "F32"),
+                        (p + "ffn_down_exps.weight", [FE, E, X], ty("ffn_down_exps")), (p + "ffn_down_exps.bias", [E, X], "F32")]
+        L = 0  # the generic layers below are not written
     for i in range(L):
         p = f"blk.{i}."
         tensors += [(p + "attn_norm.weight", [E], "F32"), (p + "attn_q.weight", [E, H * D], ty("attn_q")),
@@ -47,6 +62,7 @@ def main(path, spec):
                         (p + "ffn_up.weight", [E, F], ty("ffn_up")), (p + "ffn_down.weight", [F, E], ty("ffn_down"))]
     tensors.append(("output_norm.weight", [E], "F32"))
     if not spec.get("tied"): tensors.append(("output.weight", [E, V], ty("output")))
+    L = spec["n_layer"]
     kvs = [kv("general.architecture", 8, a), kv("general.name", 8, os.path.basename(path)),
            kv("general.file_type", 4, spec.get("file_type", 15)),
            kv(f"{a}.context_length", 4, spec["ctx_train"]), kv(f"{a}.embedding_length", 4, E),
