@@ -544,7 +544,7 @@ TEST_CASE("gguf: architectures and missing keys", "[gguf]") {
         e.diagnostics()[0].str() ==
         "m.gguf: general.architecture: architecture 'mamba' is not supported (supported: llama, qwen2, "
         "qwen2moe, "
-        "qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, gpt2, gptneox, starcoder2, olmoe; or give the model's "
+        "qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, gpt2, gptneox, starcoder2, olmoe, gpt-oss; or give the model's "
         "config.json)");
   }
   GgufWriter none;
@@ -571,7 +571,7 @@ TEST_CASE("gguf: architectures and missing keys", "[gguf]") {
     CHECK(e.diagnostics()[2].problem ==
           "missing, and neither tokenizer.ggml.tokens nor token_embd.weight gives the vocabulary");
   }
-  CHECK(gguf_architectures().size() == 13);
+  CHECK(gguf_architectures().size() == 14);
 }
 
 TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
