@@ -1340,6 +1340,10 @@ struct HostWeight {
   std::vector<HostExperts> experts;
   /// Per layer left on the host: its weights, as op offload copies them (cuda_alloc_size).
   std::vector<HostLayer> layers;
+  /// Host weights an x86 CPU with AVX2 repacks (ggml-cpu repack.cpp ggml_repack_get_optimal_repack_type:
+  /// Q4_0, Q4_K, IQ4_NL and MXFP4 matrices of a multiple of 8 rows; not the token embeddings, read by
+  /// get_rows): bytes.
+  std::uint64_t repackable = 0;
 };
 
 /// The model buffers (load_tensors): each tensor on its layer's device, or where -ot,
@@ -1356,6 +1360,9 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   largest.layers.resize(static_cast<std::size_t>(n_layer));
   const auto on_host = [&](const GgufTensor& t) {
     const auto blk = block_of(t.name);
+    if (!input_tensor(t.name) && t.ne.size() >= 2 && t.ne[1] % 8 == 0 &&
+        (t.type->name == "Q4_0" || t.type->name == "Q4_K" || t.type->name == "IQ4_NL" || t.type->name == "MXFP4"))
+      largest.repackable = checked_add(largest.repackable, t.bytes);
     if (blk && *blk < n_layer && p.layer_dev[static_cast<std::size_t>(*blk)] == kCpu) {
       HostLayer& l = largest.layers[static_cast<std::size_t>(*blk)];
       const std::string_view name = t.name;
@@ -1864,6 +1871,13 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
         "the CPU model buffer is the memory-mapped file range ({} MiB): its pages sit in the page cache and "
         "can be evicted, so the RAM it needs is soft; --no-mmap reads it into RAM",
         r.host.model.value() / (1024 * 1024)));
+  if (host.repackable > 0)
+    r.notes.push_back(fmt::format(
+        "on an x86 CPU with AVX2 llama.cpp repacks {:.2f} MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a "
+        "CPU_REPACK buffer (ARM CPUs repack more types): resident RAM rather than the mapped file's page cache, "
+        "and their matmuls then run on the CPU, not on the GPU by op offload; not modelled here (the buffers "
+        "above are llama.cpp's with --no-repack, or on a CPU without those kernels)",
+        static_cast<double>(host.repackable) / (1024.0 * 1024.0)));
   return r;
 }
 
