@@ -363,8 +363,8 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
   // Off: an early-2024 Llama 2 (9.00 logged, +6 KiB here) and a Qwen2.5-3B at ubatch 4096 (-0.06%).
   // Quantized caches' attention rotation (llama.cpp#21038) adds its matrices to the inputs: the H200
   // runs with q8_0 or q4_0 caches 32.09 and 52.07 MiB as logged (32.01 and 52.01 before).
-  CHECK(host == 63);
-  CHECK(host_exact == 61);
+  CHECK(host == 64);
+  CHECK(host_exact == 62);
 }
 
 TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-alloc is simulated, else within 5%", "[accuracy][serving]") {
