@@ -765,10 +765,12 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   const auto is_swa = [&](std::uint64_t il) {
     return d.swa != nullptr && il < d.swa->size() && (*d.swa)[static_cast<std::size_t>(il)];
   };
+  // A layer of the host's run here by op offload (before this GPU's own).
+  const auto host_item = [&](std::uint64_t il) { return il < d.host_layers && il < d.first_layer; };
   const auto host_of = [&](std::uint64_t il) -> HostExperts {
     if (il >= h.moe_layer.size() || !h.moe_layer[static_cast<std::size_t>(il)]) return {};
     // A host layer run here (op offload): its own experts, all in host memory.
-    if (d.host_layer != nullptr && il < d.host_layers && il < d.first_layer) return (*d.host_layer)[static_cast<std::size_t>(il)].experts;
+    if (d.host_layer != nullptr && host_item(il)) return (*d.host_layer)[static_cast<std::size_t>(il)].experts;
     if (d.host == nullptr || il >= d.host->size()) return {};
     return (*d.host)[static_cast<std::size_t>(il)];
   };
@@ -783,7 +785,6 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   // not, pipeline copies, fused up, biases, 25 to 80 layers): the same peak to the byte. It keeps
   // an estimate of a 100,000-layer hostile config a few milliseconds.
   std::vector<std::uint64_t> plan;  // model layer indices, in order: the host's layers run here, then this GPU's
-  const auto host_item = [&](std::uint64_t il) { return il < d.host_layers && il < d.first_layer; };
   const auto plan_range = [&](std::uint64_t begin, std::uint64_t end) {
     std::uint64_t il = begin;
     while (il < end) {
@@ -1576,7 +1577,7 @@ KvView kv_buffers(const spec::ModelSpec& m, const std::vector<LayerAttn>& la, co
 
 /// The compute buffers (llama-context.cpp graph_reserve, ggml-backend's scheduler): each GPU's
 /// and the host's, r.gpus[].compute and r.host.compute; true with pipeline parallelism.
-bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vector<LayerAttn>& la, const Settings& s,
+bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vector<LayerAttn>& la, const CacheTypes& types, const Settings& s,
                      const Settings& eff, const Placement& p, const HostWeight& host, const KvView& kv, Result& r) {
   const std::uint64_t n_layer = m.num_layers;
   const std::uint64_t n_gpu = r.gpus.size();
@@ -1621,7 +1622,6 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   // below f16's 572.01); the host's inputs 64 and 16 KiB more.
   std::uint64_t rot_k = 0, rot_v = 0;
   {
-    const CacheTypes types = cache_types(s);
     bool uniform = true;
     for (const spec::LayerGroup& gr : m.layers)
       if (gr.head_dim != 0 && gr.head_dim != m.head_dim) uniform = false;
@@ -1637,11 +1637,11 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   }
   std::uint64_t host_prefix = 0;
   while (host_prefix < n_layer && p.layer_dev[static_cast<std::size_t>(host_prefix)] == kCpu) ++host_prefix;
-  std::vector<HostLayer> host_layers = host.layers;
+  std::vector<HostLayer> host_layers;  // host.layers with their K/V views, where they are simulated
   bool offload_layers = s.op_offload && s.gpu_layers > 0 && ub >= 32 && host_prefix > 0 && host_prefix == r.host.layers && !h.mla &&
                         n_gpu > 0 && r.gpus[0].layers > 0;
   if (offload_layers) {
-    const CacheTypes types = cache_types(s);
+    host_layers = host.layers;
     for (std::uint64_t il = 0; il < host_prefix; ++il) {
       const LayerAttn& a = la[static_cast<std::size_t>(il)];
       HostLayer& l = host_layers[static_cast<std::size_t>(il)];
@@ -1743,7 +1743,8 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // output stage run on the main GPU (their share is in its buffer, compute_bytes'
     // offload_weight), the host keeps the graph inputs. Qwen3-235B-A22B -ngl 93 (legacy: layer 0
     // and the output on the host), ub 512: the host compute buffer 16.01 MiB, the inputs alone.
-    if (s.op_offload && s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0) c.has_layers = c.has_output = false;
+    const bool offloaded_by_gpu = s.op_offload && s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0;
+    if (offloaded_by_gpu) c.has_layers = c.has_output = false;
     // The KQ masks, one per cache kind, and the token ids, positions and output ids (i32 each).
     // With several streams (--parallel without --kv-unified) the mask is [cells of one stream,
     // ub / n_stream, 1, n_stream]: a stream's cells by the ubatch, not the whole cache's. Llama 3.1
@@ -1762,7 +1763,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // blocks on the host, flash attention (n_embd 3840, K and V 2048 wide): 49.02 MiB logged, 0.5
     // above the embeddings' 7.5 MiB (48.52 before).
     std::uint64_t embeddings = checked_mul(checked_mul(ub, h.n_embd), 4);
-    if (s.op_offload && s.gpu_layers > 0 && ub >= 32 && r.offloaded > 0 && r.host.layers > 0 && s.kv_offload)
+    if (offloaded_by_gpu && r.host.layers > 0 && s.kv_offload)
       for (std::uint64_t il = 0; il < n_layer; ++il)
         if (p.layer_dev[static_cast<std::size_t>(il)] == kCpu && la[static_cast<std::size_t>(il)].has_kv)
           embeddings = std::max(embeddings, checked_mul(checked_mul(ub, la[static_cast<std::size_t>(il)].k + la[static_cast<std::size_t>(il)].v), 4));
@@ -1848,7 +1849,7 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
     for (std::size_t il = 0; il < rope_layer.size(); ++il) rope_layer[il] = !la[il].swa;
   const HostWeight host = model_buffers(tensors, s, eff, p, fs, rope_layer, r);
   const KvView kv = kv_buffers(m, la, s, types, p, r);
-  const bool pipeline_parallel = compute_buffers(m, h, la, s, eff, p, host, kv, r);
+  const bool pipeline_parallel = compute_buffers(m, h, la, types, s, eff, p, host, kv, r);
 
   const std::uint64_t n_seq = s.parallel;
   // llama_context::output_reserve: logits for n_seq_max outputs, in host memory.
