@@ -1652,6 +1652,13 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     }
   }
   bool attention_before = r.host.layers > 0 && !offload_layers;  // the host runs the first layers (partial offload)
+  // Experts of GPU layers left in host memory with no op offload: the CPU runs their matmuls in its
+  // own compute buffer, whichever way the GPUs' buffers are estimated; not laid out, so refused.
+  if (!s.op_offload && std::any_of(host.experts.begin(), host.experts.end(), [](const HostExperts& e) { return e.any(); }))
+    throw InputError("--no-op-offload",
+                     "with experts in host memory (--n-cpu-moe, --override-tensor) and no op offload, the CPU runs "
+                     "their matmuls in its own compute buffer, which vramfit does not lay out",
+                     "drop --no-op-offload (llama.cpp's default offloads them), or keep the experts on the GPUs");
   // What every simulated part of the graph shares: the ubatch, the SWA cells, the build's graph.
   const auto graph_of = [&](std::uint64_t n_kv, std::uint64_t layers, bool output) {
     DeviceGraph dg;
@@ -1694,11 +1701,6 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       // Below 32 rows (GGML_OP_OFFLOAD_MIN_BATCH) ggml-cuda does not take the host experts' ops:
       // they run on the CPU, and no weight is copied here.
       dg.host = ub >= 32 && s.op_offload ? &host.experts : nullptr;
-      if (!s.op_offload && std::any_of(host.experts.begin(), host.experts.end(), [](const HostExperts& e) { return e.any(); }))
-        throw InputError("--no-op-offload",
-                         "with experts in host memory (--n-cpu-moe, --override-tensor) and no op offload, the CPU runs "
-                         "their matmuls in its own compute buffer, which vramfit does not lay out",
-                         "drop --no-op-offload (llama.cpp's default offloads them), or keep the experts on the GPUs");
       if (d == 0 && offload_layers) {
         dg.host_layers = host_prefix;
         dg.host_layer = &host_layers;

@@ -813,6 +813,12 @@ TEST_CASE("serving: --engine llama.cpp: the host's layers run on the GPU by op o
                                  "--no-op-offload"});
   CHECK(moe.code == 2);
   CHECK(moe.err.find("--no-op-offload") != std::string::npos);
+  // The same with a row split, whose GPU buffers are estimated rather than simulated: refused as
+  // well (it gave an estimate without the CPU's expert matmuls, exit 0).
+  const CliResult row = run_cli({"estimate", "--engine", "llama.cpp", "--model", "qwen3-30b-a3b", "--n-cpu-moe", "10",
+                                 "--no-op-offload", "--split-mode", "row", "--gpu", "rtx-3090,rtx-3090"});
+  CHECK(row.code == 2);
+  CHECK(row.err.find("--no-op-offload") != std::string::npos);
   require_usage_error(run_cli({"estimate", "--engine", "vllm", "--model", "qwen3-8b", "--no-op-offload"}),
                       "vramfit: error: --no-op-offload: does not apply to --engine vllm (it is a llama.cpp flag: use "
                       "--engine llama.cpp, or drop it)\n");
