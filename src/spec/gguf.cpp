@@ -894,14 +894,15 @@ void add_type_flags(const ArchKeys& a, const std::string& model_type, nlohmann::
   if (model_type == "starcoder2") cfg["use_bias"] = a.has("blk.0.attn_q.bias");
   if (model_type == "gpt_oss") {
     // openai-moe.cpp: biased attention, sinks, and every other layer sliding (its
-    // sliding_window_pattern, 2 by default: the even layers slide, as GptOssConfig's layer_types).
+    // sliding_window_pattern, 2 by default: the even layers slide, as GptOssConfig's layer_types;
+    // llama_hparams::set_swa_pattern: layer il slides where il % n < n - 1, every layer for n = 0).
     cfg["attention_bias"] = a.has("blk.0.attn_q.bias");
-    std::uint64_t period = 2;
-    if (const auto pt = a.uint_of(a.key("attention.sliding_window_pattern")); pt && *pt > 0) period = *pt;
+    const std::uint64_t period = a.uint_of(a.key("attention.sliding_window_pattern")).value_or(2);
     const std::uint64_t L = cfg["num_hidden_layers"].get<std::uint64_t>();
     if (cfg.contains("sliding_window") && L <= kMaxLayers) {
       nlohmann::json types = nlohmann::json::array();
-      for (std::uint64_t i = 0; i < L; ++i) types.push_back(i % period < period - 1 ? "sliding_attention" : "full_attention");
+      for (std::uint64_t i = 0; i < L; ++i)
+        types.push_back(period == 0 || i % period < period - 1 ? "sliding_attention" : "full_attention");
       cfg["layer_types"] = types;
     }
   }

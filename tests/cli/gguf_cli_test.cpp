@@ -131,4 +131,13 @@ TEST_CASE("estimate --config gpt-oss.gguf: llama.cpp's openai-moe read as gpt_os
   std::string notes;
   for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
   CHECK(notes.find("llama.cpp repacks 0.10 MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices") != std::string::npos);
+  // A sliding_window_pattern of 0 makes every layer slide (llama_hparams::set_swa_pattern): four
+  // layers of 768 cells.
+  GgufWriter all_swa = w;
+  all_swa.kv_u32("gpt-oss.attention.sliding_window_pattern", 0);
+  const auto r0 = estimate({"--config", dir.write("oss0.gguf", gguf_file(all_swa)), "--engine", "llama.cpp", "--ctx-size",
+                            "4096", "--gpu-layers", "0", "--json"});
+  INFO(r0.err);
+  REQUIRE(r0.code == 0);
+  CHECK(nlohmann::json::parse(r0.out)["engine"]["host"]["kv_buffer_bytes"] == 4 * 768 * 128);
 }
