@@ -49,6 +49,7 @@ constexpr std::uint64_t kMatrixRowPadding = 512;   // MATRIX_ROW_PADDING in ggml
 constexpr std::uint64_t kCtxPad = 256;             // llama-context.cpp: GGML_PAD(n_ctx, 256)
 constexpr std::uint64_t kKqMaskPad = 64;           // GGML_KQ_MASK_PAD
 constexpr std::uint64_t kSchedMaxCopies = 4;       // GGML_SCHED_MAX_COPIES: n_copies with pipeline parallelism
+constexpr std::uint64_t kVmmGranularity = 2ULL << 20;  // ggml_cuda_pool_vmm's mapping granularity on CUDA GPUs
 constexpr int kCpu = -1;                           // device index of the host
 
 std::uint64_t pad(std::uint64_t n, std::uint64_t to) { return checked_mul((n + to - 1) / to, to); }
@@ -365,7 +366,8 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
 struct LayerAttn {
   bool swa = false;
   bool has_kv = true;
-  std::uint64_t k = 0, v = 0;
+  std::uint64_t k = 0, v = 0;            // n_embd_k_gqa, n_embd_v_gqa: the cached row widths
+  std::uint64_t head_k = 0, head_v = 0;  // one head's K and V sizes
 };
 
 /// Every layer's attention. A model of one width (every row but ArchRow::per_layer): swa_layers'
@@ -381,7 +383,8 @@ std::vector<LayerAttn> layer_attn(const spec::ModelSpec& m, const Hparams& h) {
   std::vector<LayerAttn> out(static_cast<std::size_t>(L));
   if (!arch_row(m.model_type).per_layer) {
     const std::vector<bool> swa = swa_layers(m);
-    for (std::size_t il = 0; il < out.size(); ++il) out[il] = {swa[il], true, h.n_embd_k, h.n_embd_v};
+    const std::uint64_t head_v = h.n_head_kv == 0 ? h.head_dim : h.n_embd_v / h.n_head_kv;
+    for (std::size_t il = 0; il < out.size(); ++il) out[il] = {swa[il], true, h.n_embd_k, h.n_embd_v, h.head_dim, head_v};
     return out;
   }
   const std::uint64_t kvh0 = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
@@ -393,6 +396,7 @@ std::vector<LayerAttn> layer_attn(const spec::ModelSpec& m, const Hparams& h) {
       const std::uint64_t kvh = g.kv_heads != 0 ? g.kv_heads : kvh0;
       out[il].has_kv = !g.kv_shared;
       out[il].k = out[il].v = checked_mul(kvh, hd);  // gemma4: n_embd_head_k == n_embd_head_v
+      out[il].head_k = out[il].head_v = hd;
       width.emplace_back(kvh, hd);
     }
   if (m.sliding_window == 0 || m.sliding_layers == 0 || width.empty()) return out;
@@ -1575,6 +1579,38 @@ KvView kv_buffers(const spec::ModelSpec& m, const std::vector<LayerAttn>& la, co
   return v;
 }
 
+/// ggml-cuda's memory pool for one layer's attention without flash attention: the most its
+/// temporaries hold at once (ggml_cuda_pool_vmm in ggml-cuda.cu is a stack: an op takes its
+/// temporaries and gives them back; the pool keeps the physical memory it ever mapped). A prompt's
+/// ubatch of more than 16 rows (mul_mat_f and the vector kernels take up to 16) runs KQ and KQV
+/// through ggml_cuda_mul_mat_batched_cublas_impl. KQ (K f16, q f32): q converted to f16
+/// [head_k, ub, n_head], the f32 scores written directly (llama-graph.cpp sets GGML_PREC_F32 on
+/// kq). KQV (V f16, the soft-maxed scores f32): the scores converted to f16 [cells, ub, n_head]
+/// and the product written in f16 [head_v, ub, n_head] (GGML_PREC_DEFAULT) before its f32 copy.
+/// Each allocation is 128-byte aligned; cublasGemmBatchedEx's pointer arrays (two per matrix of
+/// the batch for the sources, one for the products) come after. A bf16 cache takes the same
+/// sizes in bf16 (Ampere and later); an f32 cache converts nothing. A quantized K runs KQ through
+/// MMQ (its q8_1 copy of q is below KQV's scores from 256 cells on): KQV's is counted.
+/// The pool grows as the ops run, so this is what a full cache's attention maps: cells is every
+/// cell of a stream (llama-kv-cache.cpp get_n_kv at a full cache).
+std::uint64_t attention_pool_bytes(const LayerAttn& a, std::uint64_t n_head, std::uint64_t cells, std::uint64_t ub,
+                                   std::uint64_t n_stream, const CacheTypes& types) {
+  constexpr std::uint32_t kF32 = 0, kF16 = 1, kBf16 = 30;  // enum ggml_type
+  const auto a128 = [](std::uint64_t b) { return pad(b, 128); };
+  const std::uint64_t matrices = checked_mul(n_head, n_stream);
+  const std::uint64_t pointers = checked_add(a128(checked_mul(matrices, 16)), a128(checked_mul(matrices, 8)));
+  const auto half = [](const GgmlType& t) { return t.id == kF16 || t.id == kBf16; };
+  const std::uint64_t rows = checked_mul(ub, n_head);  // every stream's tokens, each head
+  std::uint64_t kq = 0, kqv = 0;
+  if (half(types.k)) kq = checked_add(a128(checked_mul(checked_mul(a.head_k, rows), 2)), pointers);
+  else if (types.k.id == kF32) kq = pointers;
+  if (half(types.v))
+    kqv = checked_add(checked_add(a128(checked_mul(checked_mul(cells, rows), 2)), a128(checked_mul(checked_mul(a.head_v, rows), 2))),
+                      pointers);
+  else if (types.v.id == kF32) kqv = pointers;
+  return std::max(kq, kqv);
+}
+
 /// The compute buffers (llama-context.cpp graph_reserve, ggml-backend's scheduler): each GPU's
 /// and the host's, r.gpus[].compute and r.host.compute; true with pipeline parallelism.
 bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vector<LayerAttn>& la, const CacheTypes& types, const Settings& s,
@@ -1727,6 +1763,25 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       }
     }
     r.gpus[d].compute = Bytes{bytes};
+  }
+  // ggml-cuda's pool (attention_pool_bytes): without flash attention, each GPU's largest attention
+  // at a full cache, the host's layers' on the main GPU where op offload runs them there; mapped in
+  // the VMM granularity, 2 MiB (CU_MEM_ALLOC_GRANULARITY_RECOMMENDED). With flash attention the
+  // temporaries (a quantized cache's f16 K and V) are in the compute buffer (ggml-cuda's
+  // get_alloc_size for FLASH_ATTN_EXT); what every run's pool holds besides (MMQ's q8_1 copies of
+  // the activations, a few MiB) is in the reserve. An MLA cache's attention is not laid out here.
+  if (!s.flash_attn && s.kv_offload && !h.mla && m.kv_lora_rank == 0 && ub > 16) {
+    std::vector<std::uint64_t> pool(r.gpus.size(), 0);
+    for (std::uint64_t il = 0; il < n_layer; ++il) {
+      int d = p.layer_dev[static_cast<std::size_t>(il)];
+      if (d == kCpu && s.op_offload && s.gpu_layers > 0 && ub >= 32 && n_gpu > 0 && r.offloaded > 0) d = 0;
+      if (d == kCpu) continue;
+      const LayerAttn& a = la[static_cast<std::size_t>(il)];
+      const std::uint64_t cells = a.swa ? r.kv_cells_swa : r.n_ctx_seq;
+      std::uint64_t& g = pool[static_cast<std::size_t>(d)];
+      g = std::max(g, attention_pool_bytes(a, h.n_head, cells, ub, r.n_stream, types));
+    }
+    for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].pool = Bytes{pad(pool[d], kVmmGranularity)};
   }
   // The host: the graph inputs (token ids, positions, output ids, one mask per cache kind)
   // and the token embeddings' get_rows, plus the graph of whatever runs on the CPU.
@@ -1977,6 +2032,12 @@ Breakdown breakdown_of(const Result& r, const Settings& s) {
                             true});
   b.components.push_back({ComponentId::kv_cache, g.kv, fmt::format("{} KV buffer: {} cells", g.name, r.n_ctx), true});
   b.components.push_back({ComponentId::compute_buffer, g.compute, fmt::format("{} compute buffer (graph allocator)", g.name), true});
+  if (g.pool.value() > 0)
+    b.components.push_back({ComponentId::temporaries, g.pool,
+                            fmt::format("{} ggml-cuda pool: cuBLAS's f16 copies of the attention scores without flash "
+                                        "attention, at a full cache (outside the logged buffers)",
+                                        g.name),
+                            true});
   b.components.push_back({ComponentId::cuda_context, s.gpu_reserve, "CUDA context, cuBLAS and kernels outside the buffers", false});
   b.peak_allocated = g.total();
   b.cuda_context = s.gpu_reserve;

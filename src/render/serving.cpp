@@ -99,6 +99,7 @@ json llamacpp_json(const LlamaCppAnswer& a) {
     d["kv_buffer_bytes"] = g.kv.value();
     d["compute_buffer_bytes"] = g.compute.value();
     if (g.mmproj.value() > 0) d["mmproj_buffer_bytes"] = g.mmproj.value();
+    d["pool_bytes"] = g.pool.value();
     d["reserve_bytes"] = st.gpu_reserve.value();
     d["total_bytes"] = (g.total() + st.gpu_reserve).value();
     if (i < st.gpu_memory.size() && i < a.gpu_memory.size()) {
@@ -142,6 +143,12 @@ std::string llamacpp_text(const LlamaCppAnswer& a) {
                    mib(r.host_bytes.value()), "-");
   s += fmt::format("  each GPU's total includes {:.0f} MiB kept for the CUDA context and kernels\n",
                    mib(st.gpu_reserve.value()));
+  for (const auto& g : r.gpus)
+    if (g.pool.value() > 0)
+      s += fmt::format("  {}'s total includes {:.0f} MiB of ggml-cuda's pool: without flash attention, cuBLAS's f16 copy of "
+                       "the attention scores at a full cache ({} cells x ubatch x heads)\n",
+                       g.name, mib(g.pool.value()), r.n_ctx_seq);
+
   return s;
 }
 

@@ -175,8 +175,11 @@ struct DeviceBuffers {
   Bytes kv;                  ///< KV cache
   Bytes compute;             ///< compute buffer (the scheduler's graph allocation)
   Bytes mmproj;              ///< the multimodal projector's weights (mtmd's clip buffer), first GPU only
+  /// ggml-cuda's memory pool beyond what every run keeps (attention without flash attention at a
+  /// full context: cuBLAS's f16 temporaries); not a logged buffer, in total() since the GPU holds it.
+  Bytes pool;
   std::uint64_t layers = 0;  ///< repeating layers whose weights are here
-  [[nodiscard]] Bytes total() const { return model + kv + compute + mmproj; }
+  [[nodiscard]] Bytes total() const { return model + kv + compute + mmproj + pool; }
 };
 
 /// The resolved sizes and every buffer.

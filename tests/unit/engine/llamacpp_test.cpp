@@ -224,6 +224,36 @@ TEST_CASE("llama.cpp: compute buffers shrink with flash attention and a smaller 
   CHECK(base.gpus[0].compute.value() >= 4096ULL * 512 * 4 * 4);
 }
 
+TEST_CASE("llama.cpp: without flash attention ggml-cuda's pool holds cuBLAS's f16 copy of the scores", "[llamacpp]") {
+  const Tiny t = tiny();
+  Settings s;
+  s.ctx_size = 4096;
+  const Result base = estimate(t.spec, t.header.tensors, s);
+  // KQV at a full cache: the scores in f16, 4096 cells x 512 tokens x 4 heads (16 MiB), the
+  // product in f16, 16 x 512 x 4 (64 KiB), the pointer arrays 4 x 16 and 4 x 8 bytes (128 each
+  // after alignment): 16842752 + 256 bytes, mapped in 2 MiB pieces: 18 MiB.
+  CHECK(base.gpus[0].pool.value() == 18ULL << 20);
+  CHECK(base.gpus[0].total() == base.gpus[0].model + base.gpus[0].kv + base.gpus[0].compute + base.gpus[0].pool);
+  const engine::Breakdown b = breakdown_of(base, s);
+  REQUIRE(b.find(ComponentId::temporaries) != nullptr);
+  CHECK(b.find(ComponentId::temporaries)->bytes.value() == 18ULL << 20);
+  s.flash_attn = true;  // the flash-attention kernels' temporaries are in the compute buffer
+  CHECK(estimate(t.spec, t.header.tensors, s).gpus[0].pool.value() == 0);
+  s.flash_attn = false;
+  s.ubatch_size = 16;  // mul_mat_f: no cuBLAS, no copy
+  CHECK(estimate(t.spec, t.header.tensors, s).gpus[0].pool.value() == 0);
+  s.ubatch_size = 512;
+  s.parallel = 2;  // two streams of 2048 cells: 8 MiB of scores + 64 KiB + 256 -> 10 MiB
+  CHECK(estimate(t.spec, t.header.tensors, s).gpus[0].pool.value() == 10ULL << 20);
+  s.parallel = 1;
+  s.cache_type_k = s.cache_type_v = "f32";  // nothing converted: the pointer arrays, one 2 MiB piece
+  CHECK(estimate(t.spec, t.header.tensors, s).gpus[0].pool.value() == 2ULL << 20);
+  s.cache_type_k = s.cache_type_v = "f16";
+  s.gpu_layers = 0;  // no GPU layer: no op offload, the CPU runs the attention
+  const Result cpu = estimate(t.spec, t.header.tensors, s);
+  CHECK((cpu.gpus.empty() || cpu.gpus[0].pool.value() == 0));
+}
+
 TEST_CASE("llama.cpp: the breakdown adds up on the binding GPU", "[llamacpp]") {
   const Tiny t = tiny();
   Settings s;
