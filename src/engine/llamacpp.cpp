@@ -1349,6 +1349,8 @@ struct HostWeight {
   /// Q4_0, Q4_K, IQ4_NL and MXFP4 matrices of a multiple of 8 rows; not the token embeddings, read by
   /// get_rows): bytes.
   std::uint64_t repackable = 0;
+  /// Q2_K matrices of a multiple of 8 rows, which ggml-cpu repacks where the CPU has AVX-512 (q2_K_8x8_q8_K).
+  std::uint64_t repackable_avx512 = 0;
 };
 
 /// The model buffers (load_tensors): each tensor on its layer's device, or where -ot,
@@ -1368,6 +1370,8 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
     if (!input_tensor(t.name) && t.ne.size() >= 2 && t.ne[1] % 8 == 0 &&
         (t.type->name == "Q4_0" || t.type->name == "Q4_K" || t.type->name == "IQ4_NL" || t.type->name == "MXFP4"))
       largest.repackable = checked_add(largest.repackable, t.bytes);
+    if (!input_tensor(t.name) && t.ne.size() >= 2 && t.ne[1] % 8 == 0 && t.type->name == "Q2_K")
+      largest.repackable_avx512 = checked_add(largest.repackable_avx512, t.bytes);
     if (blk && *blk < n_layer && p.layer_dev[static_cast<std::size_t>(*blk)] == kCpu) {
       HostLayer& l = largest.layers[static_cast<std::size_t>(*blk)];
       const std::string_view name = t.name;
@@ -1929,13 +1933,16 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
         "the CPU model buffer is the memory-mapped file range ({} MiB): its pages sit in the page cache and "
         "can be evicted, so the RAM it needs is soft; --no-mmap reads it into RAM",
         r.host.model.value() / (1024 * 1024)));
-  if (host.repackable > 0)
+  if (host.repackable > 0 || host.repackable_avx512 > 0)
     r.notes.push_back(fmt::format(
         "on an x86 CPU with AVX2 llama.cpp repacks {:.2f} MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a "
-        "CPU_REPACK buffer (ARM CPUs repack more types): resident RAM rather than the mapped file's page cache, "
-        "and their matmuls then run on the CPU, not on the GPU by op offload; not modelled here (the buffers "
-        "above are llama.cpp's with --no-repack, or on a CPU without those kernels)",
-        static_cast<double>(host.repackable) / (1024.0 * 1024.0)));
+        "CPU_REPACK buffer ({}ARM CPUs repack more types): resident RAM rather "
+        "than the mapped file's page cache, and their matmuls then run on the CPU, not on the GPU by op offload; "
+        "not modelled here (the buffers above are llama.cpp's with --no-repack, or on a CPU without those kernels)",
+        static_cast<double>(host.repackable) / (1024.0 * 1024.0),
+        host.repackable_avx512 == 0
+            ? std::string()
+            : fmt::format("{:.2f} MiB more of Q2_K with AVX-512; ", static_cast<double>(host.repackable_avx512) / (1024.0 * 1024.0))));
   return r;
 }
 
