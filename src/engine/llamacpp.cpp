@@ -1351,7 +1351,19 @@ struct HostWeight {
   std::uint64_t repackable = 0;
   /// Q2_K matrices of a multiple of 8 rows, which ggml-cpu repacks where the CPU has AVX-512 (q2_K_8x8_q8_K).
   std::uint64_t repackable_avx512 = 0;
+  /// The widest f16/bf16 block matrix (ne[0] + ne[1]) on each GPU, and on the host: cuBLAS's
+  /// temporaries in ggml-cuda's pool (attention_pool_bytes' neighbour in compute_buffers).
+  std::vector<std::uint64_t> half_width;
+  std::uint64_t host_half_width = 0;
 };
+
+/// An f16 or bf16 matrix of a block, run through cuBLAS for a prompt's ubatch (ggml-cuda's
+/// ggml_cuda_op_mul_mat_cublas): its ne[0] + ne[1], else 0.
+std::uint64_t half_matrix_width(const GgufTensor& t) {
+  constexpr std::uint32_t kF16 = 1, kBf16 = 30;  // enum ggml_type
+  if ((t.type->id != kF16 && t.type->id != kBf16) || t.ne.size() != 2 || !block_of(t.name)) return 0;
+  return checked_add(t.ne[0], t.ne[1]);
+}
 
 /// The model buffers (load_tensors): each tensor on its layer's device, or where -ot,
 /// --n-cpu-moe or a row split puts it: r.gpus[].model and r.host.model.
@@ -1365,8 +1377,10 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   HostWeight largest;  // the largest weight left on the host
   largest.experts.resize(static_cast<std::size_t>(n_layer));
   largest.layers.resize(static_cast<std::size_t>(n_layer));
+  largest.half_width.assign(r.gpus.size(), 0);
   const auto on_host = [&](const GgufTensor& t) {
     const auto blk = block_of(t.name);
+    largest.host_half_width = std::max(largest.host_half_width, half_matrix_width(t));
     if (!input_tensor(t.name) && t.ne.size() >= 2 && t.ne[1] % 8 == 0 &&
         (t.type->name == "Q4_0" || t.type->name == "Q4_K" || t.type->name == "IQ4_NL" || t.type->name == "MXFP4"))
       largest.repackable = checked_add(largest.repackable, t.bytes);
@@ -1493,6 +1507,8 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
       continue;
     }
     on_gpu(static_cast<std::size_t>(dev), cuda_alloc_size(t));
+    std::uint64_t& w = largest.half_width[static_cast<std::size_t>(dev)];
+    w = std::max(w, half_matrix_width(t));
   }
   // Tied embeddings: the output layer reads token_embd again as its own tensor
   // (TENSOR_DUPLICATED), on the output layer's device.
@@ -1774,8 +1790,8 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   // temporaries (a quantized cache's f16 K and V) are in the compute buffer (ggml-cuda's
   // get_alloc_size for FLASH_ATTN_EXT); what every run's pool holds besides (MMQ's q8_1 copies of
   // the activations, a few MiB) is in the reserve. An MLA cache's attention is not laid out here.
+  std::vector<std::uint64_t> pool(r.gpus.size(), 0);
   if (!s.flash_attn && s.kv_offload && !h.mla && m.kv_lora_rank == 0 && ub > 16) {
-    std::vector<std::uint64_t> pool(r.gpus.size(), 0);
     for (std::uint64_t il = 0; il < n_layer; ++il) {
       int d = p.layer_dev[static_cast<std::size_t>(il)];
       if (d == kCpu && s.op_offload && s.gpu_layers > 0 && ub >= 32 && n_gpu > 0 && r.offloaded > 0) d = 0;
@@ -1785,8 +1801,23 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       std::uint64_t& g = pool[static_cast<std::size_t>(d)];
       g = std::max(g, attention_pool_bytes(a, h.n_head, cells, ub, r.n_stream, types));
     }
-    for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].pool = Bytes{pad(pool[d], kVmmGranularity)};
   }
+  // An f16 or bf16 weight's matmul for a prompt's ubatch (more than 16 rows, else mul_mat_f) runs
+  // through cuBLAS (ggml_cuda_op_mul_mat_cublas): the activations converted to f16 (bf16)
+  // [ne[0], ub] and the product written in f16 (bf16) [ne[1], ub] before its f32 copy, both in
+  // the pool. The widest such matrix of each GPU's layers; the host's on the main GPU under op
+  // offload. The output layer is left out: it multiplies only the rows that give logits.
+  if (ub > 16) {
+    const auto a128 = [](std::uint64_t b) { return pad(b, 128); };
+    for (std::size_t d = 0; d < r.gpus.size(); ++d) {
+      std::uint64_t w = host.half_width.size() > d ? host.half_width[d] : 0;
+      if (d == 0 && s.op_offload && s.gpu_layers > 0 && ub >= 32 && r.offloaded > 0) w = std::max(w, host.host_half_width);
+      if (w == 0) continue;
+      // Each of the two is 128-byte aligned: bounded by the sum's bytes plus 256.
+      pool[d] = std::max(pool[d], checked_add(a128(checked_mul(checked_mul(w, ub), 2)), 128));
+    }
+  }
+  for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].pool = Bytes{pad(pool[d], kVmmGranularity)};
   // The host: the graph inputs (token ids, positions, output ids, one mask per cache kind)
   // and the token embeddings' get_rows, plus the graph of whatever runs on the CPU.
   {

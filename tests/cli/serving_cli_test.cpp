@@ -113,6 +113,30 @@ TEST_CASE("serving: --engine llama.cpp: a 70B Q4_K_M on two 24 GB cards, and on 
   CHECK(parse(margin)["value"] == 19);
 }
 
+TEST_CASE("serving: --engine llama.cpp: ggml-cuda's pool in each GPU's total", "[cli][serving]") {
+  const auto device = [](std::vector<std::string> extra) {
+    std::vector<std::string> args{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--ctx-size", "16384",
+                                  "--gpu", "h100-80gb", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    REQUIRE(r.code == 0);
+    return parse(r)["engine"]["devices"][0];
+  };
+  // Without flash attention: KQV's scores in f16, 16384 cells x 512 tokens x 32 heads (512 MiB),
+  // its f16 product 128 x 512 x 32 (4 MiB), the pointer arrays (512 + 256 bytes): 518 MiB in
+  // 2 MiB pieces, in the total beside the buffers and the reserve.
+  const json off = device({"--flash-attn", "off"});
+  CHECK(off["pool_bytes"] == 518ULL << 20);
+  CHECK(off["total_bytes"].get<std::uint64_t>() ==
+        off["model_buffer_bytes"].get<std::uint64_t>() + off["kv_buffer_bytes"].get<std::uint64_t>() +
+            off["compute_buffer_bytes"].get<std::uint64_t>() + off["pool_bytes"].get<std::uint64_t>() +
+            off["reserve_bytes"].get<std::uint64_t>());
+  CHECK(device({"--flash-attn", "on"})["pool_bytes"] == 0);  // a quantized file's matmuls: MMQ, no cuBLAS
+  // An f16 file with flash attention: ffn_gate's matmul through cuBLAS, the activations in f16
+  // (4096 x 512) and the product in f16 (14336 x 512), 18 MiB + 128 bytes: 20 MiB.
+  CHECK(device({"--flash-attn", "on", "--dtype", "fp16"})["pool_bytes"] == 20ULL << 20);
+}
+
 TEST_CASE("serving: --engine ollama: num_ctx from the total VRAM, as Ollama 0.15.5 picks it", "[cli][serving]") {
   const auto engine_of = [](std::vector<std::string> gpu) {
     return report_with({"estimate", "--engine", "ollama", "--model", "llama-3.2-3b", "--json"}, gpu);
