@@ -1964,12 +1964,17 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
         "the CPU model buffer is the memory-mapped file range ({} MiB): its pages sit in the page cache and "
         "can be evicted, so the RAM it needs is soft; --no-mmap reads it into RAM",
         r.host.model.value() / (1024 * 1024)));
+  // ggml-cpu's repack buffer (CPU_REPACK) is one of the CPU's extra buffer types, which
+  // make_cpu_buft_list (llama-model.cpp) lists after the first GPU's host buffer type (CUDA_Host):
+  // with a GPU in the process the host's weights take CUDA_Host, which llama-model-loader.cpp
+  // replaces with the CPU's own buffer type under mmap, and none is repacked. A CPU-only build (or
+  // --device none, or --no-host) reaches the extra types.
   if (host.repackable > 0 || host.repackable_avx512 > 0)
     r.notes.push_back(fmt::format(
-        "on an x86 CPU with AVX2 llama.cpp repacks {:.2f} MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a "
-        "CPU_REPACK buffer ({}ARM CPUs repack more types): resident RAM rather "
-        "than the mapped file's page cache, and their matmuls then run on the CPU, not on the GPU by op offload; "
-        "not modelled here (the buffers above are llama.cpp's with --no-repack, or on a CPU without those kernels)",
+        "without a GPU (a CPU-only build, --device none or --no-host) llama.cpp on an x86 CPU with AVX2 repacks {:.2f} "
+        "MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a CPU_REPACK buffer ({}ARM CPUs repack more types): "
+        "resident RAM beside the mapped file; not in the host figure above. With a GPU, as here, the host's weights "
+        "stay in the mapped file (or CUDA_Host with --no-mmap) and none is repacked",
         static_cast<double>(host.repackable) / (1024.0 * 1024.0),
         host.repackable_avx512 == 0
             ? std::string()

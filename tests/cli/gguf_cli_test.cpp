@@ -130,7 +130,7 @@ TEST_CASE("estimate --config gpt-oss.gguf: llama.cpp's openai-moe read as gpt_os
   // "CPU_REPACK model buffer size = 9682.03 MiB", this note's figure for that file).
   std::string notes;
   for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
-  CHECK(notes.find("llama.cpp repacks 0.10 MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices") != std::string::npos);
+  CHECK(notes.find("AVX2 repacks 0.10 MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices") != std::string::npos);
   // A sliding_window_pattern of 0 makes every layer slide (llama_hparams::set_swa_pattern): four
   // layers of 768 cells.
   GgufWriter all_swa = w;
