@@ -1954,6 +1954,17 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   }
   r.host_bytes = r.host.total() + r.output_buffer;
 
+  // -ngl 0 in a build with a GPU: llama_prepare_model_devices (llama.cpp) lists the GPUs whatever
+  // -ngl says, llama_context starts their backends, and ggml's op offload (GGML_OP_OFFLOAD_MIN_BATCH
+  // = 32) has the first one run the prompt's matmuls on copies of the host's weights: that GPU
+  // holds a compute buffer and its CUDA context. The host's figure here is a CPU-only build's
+  // (measured to the 0.01 MiB on the build machine); the GPU's buffer is not laid out.
+  if (s.gpu_layers == 0 && s.op_offload && !r.gpus.empty() && std::min({s.ubatch_size, s.batch_size, r.n_ctx}) >= 32)
+    r.notes.push_back(
+        "--gpu-layers 0 with a GPU present: llama.cpp still starts the GPU's backend, and its op offload runs a "
+        "prompt's matmuls there on copies of the host's weights (a compute buffer and the CUDA context on that GPU, "
+        "not laid out here; the host's compute figure is a CPU-only build's). --device none keeps llama.cpp off the "
+        "GPU; --no-op-offload keeps the matmuls on the CPU");
   if (pipeline_parallel)
     r.notes.push_back(fmt::format(
         "pipeline parallelism (several GPUs, every layer offloaded): each compute buffer holds the scheduler's {} "

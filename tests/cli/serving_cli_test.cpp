@@ -135,6 +135,20 @@ TEST_CASE("serving: --engine llama.cpp: ggml-cuda's pool in each GPU's total", "
   // An f16 file with flash attention: ffn_gate's matmul through cuBLAS, the activations in f16
   // (4096 x 512) and the product in f16 (14336 x 512), 18 MiB + 128 bytes: 20 MiB.
   CHECK(device({"--flash-attn", "on", "--dtype", "fp16"})["pool_bytes"] == 20ULL << 20);
+  // -ngl 0 with a GPU: llama.cpp's op offload still uses the GPU, which is named, not laid out.
+  const auto notes_of = [](std::vector<std::string> extra) {
+    std::vector<std::string> args{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu-layers", "0",
+                                  "--gpu", "h100-80gb", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    REQUIRE(r.code == 0);
+    const json j = parse(r);
+    std::string all;
+    for (const auto& n : j["notes"]) all += n.get<std::string>() + "\n";
+    return all;
+  };
+  CHECK(notes_of({}).find("--gpu-layers 0 with a GPU present") != std::string::npos);
+  CHECK(notes_of({"--no-op-offload"}).find("--gpu-layers 0 with a GPU present") == std::string::npos);
 }
 
 TEST_CASE("serving: --engine ollama: num_ctx from the total VRAM, as Ollama 0.15.5 picks it", "[cli][serving]") {
