@@ -1612,7 +1612,9 @@ KvView kv_buffers(const spec::ModelSpec& m, const std::vector<LayerAttn>& la, co
 /// sizes in bf16 (Ampere and later); an f32 cache converts nothing. A quantized K runs KQ through
 /// MMQ (its q8_1 copy of q is below KQV's scores from 256 cells on): KQV's is counted.
 /// The pool grows as the ops run, so this is what a full cache's attention maps: cells is every
-/// cell of a stream (llama-kv-cache.cpp get_n_kv at a full cache).
+/// cell of a stream (llama-kv-cache.cpp get_n_kv at a full cache). llama.cpp#5993 (a server out of
+/// memory at a long context): its maintainer names this buffer, kq's f16 copy, as the pool's
+/// largest once the context is long.
 std::uint64_t attention_pool_bytes(const LayerAttn& a, std::uint64_t n_head, std::uint64_t cells, std::uint64_t ub,
                                    std::uint64_t n_stream, const CacheTypes& types) {
   constexpr std::uint32_t kF32 = 0, kF16 = 1, kBf16 = 30;  // enum ggml_type
