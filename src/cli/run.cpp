@@ -286,6 +286,10 @@ void add_serving_flags(CLI::App* e, Options& o) {
              "llama.cpp: the layers left on the CPU (--gpu-layers) run there, not on the main GPU (ggml's op offload of "
              "batches of 32 rows or more, on by default)",
              g);
+  add(e, o, "--device", s.device, "none",
+      "llama.cpp --device none: no GPU backend (as a CPU-only build): every layer and the graph on the CPU, "
+      "and the CPU's repacked weights counted",
+      g);
   add_switch(e, o, "--swa-full", s.swa_full,
              "llama.cpp: sliding-window layers keep a full-size cache of --ctx-size cells (for prompt caching), "
              "not the window",

@@ -64,6 +64,7 @@ constexpr FlagRow kFlags[] = {
     {"--cache-type-k", true, false},    {"--cache-type-v", true, false},  {"--batch-size", true, false},
     {"--ubatch-size", true, false},     {"--flash-attn", true, false},    {"--no-mmap", true, false},
     {"--kv-unified", true, false},      {"--swa-full", true, false},      {"--no-op-offload", true, false},
+    {"--device", true, false},
     {"--mmproj", true, false},          {"--override-tensor", true, false},
     {"--gpu-memory-utilization", false, true}, {"--max-model-len", false, true}, {"--max-num-seqs", false, true},
     {"--max-num-batched-tokens", false, true}, {"--kv-cache-dtype", false, true}, {"--enforce-eager", false, true},
@@ -382,6 +383,16 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   if (s.kv_unified) st.kv_unified = true;
   if (s.swa_full) st.swa_full = true;
   if (s.no_op_offload) st.op_offload = false;
+  if (!s.device.empty()) {
+    // common/arg.cpp --device: a comma-separated list of devices, "none" for none.
+    if (s.device == "none") {
+      st.no_gpu = true;
+      st.gpu_layers = 0;  // no GPU to put a layer on: llama.cpp runs the whole model on the CPU
+    } else {
+      d.add("--device", fmt::format("'{}': only 'none' (no GPU backend, a CPU-only run) is modelled", s.device),
+            "give --device none, or leave it out and pick the GPUs with --gpu");
+    }
+  }
   if (!s.override_tensor.empty()) {
     // common/arg.cpp: comma-separated PATTERN=BUFFER; the buffer a ggml buffer type's name.
     std::string item;

@@ -692,6 +692,9 @@ struct DeviceGraph {
   std::uint64_t layers = 0;       // repeating layers run here (a contiguous range)
   bool last_layer = false;        // the last block runs here: its get_rows of the output tokens
   bool output = false;            // the output norm and the logits run here
+  /// The output layer left in host memory but run here by op offload (-ngl 0: every layer the
+  /// host's): its weight, copied in at the split the output norm starts, before the norm.
+  std::uint64_t output_copy = 0;
   bool casts_mask = true;         // no earlier backend ran attention: the f32 KQ mask comes in
                                   // from the host (and is cast to f16 here with flash attention)
   std::uint64_t copies = 1;       // the scheduler's n_copies (pipeline parallelism)
@@ -1086,6 +1089,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     inp = g.node(act, {moe, ffn_inp}, true);  // residual
   }
   if (d.output) {
+    if (d.output_copy > 0) g.node(d.output_copy, {});  // freed with the graph: the split's input
     const int e = g.node(act, {g.node(act, {inp}, true)}, true);
     g.node(checked_mul(checked_mul(h.n_vocab, ub), f32), {e});
   } else {
@@ -1696,8 +1700,13 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   std::uint64_t host_prefix = 0;
   while (host_prefix < n_layer && p.layer_dev[static_cast<std::size_t>(host_prefix)] == kCpu) ++host_prefix;
   std::vector<HostLayer> host_layers;  // host.layers with their K/V views, where they are simulated
-  bool offload_layers = s.op_offload && s.gpu_layers > 0 && ub >= 32 && host_prefix > 0 && host_prefix == r.host.layers && !h.mla &&
-                        n_gpu > 0 && r.gpus[0].layers > 0;
+  // ggml's op offload needs a GPU backend in the scheduler, not a GPU layer: llama.cpp starts every
+  // GPU's backend whatever -ngl says (llama_prepare_model_devices), so with -ngl 0 or 1 the main GPU
+  // still runs the host's layers. Llama 3.1 8B's shapes on an H100 without flash attention: -ngl 1
+  // (the output layer alone on the GPU) 593.00 MiB, as -ngl 20 or 8 (258.50 before); -ngl 0, a Q4_K
+  // file with flash attention: 669.48 (0 before), the host's 24.01, its inputs (266.50 before).
+  const bool offload = s.op_offload && !s.no_gpu && n_gpu > 0;
+  bool offload_layers = offload && ub >= 32 && host_prefix > 0 && host_prefix == r.host.layers && !h.mla;
   if (offload_layers) {
     host_layers = host.layers;
     for (std::uint64_t il = 0; il < host_prefix; ++il) {
@@ -1744,13 +1753,16 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     c.has_output = p.layer_dev.back() == static_cast<int>(d);
     c.current_build = s.layer_rule == LayerRule::current;
     c.kq_mask = s.kq_mask;
-    if (d == 0 && s.gpu_layers > 0 && s.op_offload) {  // the main GPU runs the host's large matmuls
+    if (d == 0 && offload) {  // the main GPU runs the host's large matmuls
       c.offload_weight = host.bytes;
       c.offload_rows = host.rows;
       c.offload_output = host.output;
     }
     if (simulate) {
-      DeviceGraph dg = graph_of(kv.gpu_cells[d], r.gpus[d].layers, c.has_output);
+      // The cells its attention sees: its own layers', or the host's it runs (-ngl 0 or 1: none of its own).
+      DeviceGraph dg = graph_of(std::max(kv.gpu_cells[d], d == 0 && offload_layers ? kv.host_cells : 0),
+                                r.gpus[d].layers, c.has_output);
+      dg.first_layer = n_layer;  // none of its own: the host's layers alone (-ngl 0 or 1)
       for (std::uint64_t il = 0; il < n_layer; ++il)
         if (p.layer_dev[static_cast<std::size_t>(il)] == static_cast<int>(d)) {
           dg.first_layer = il;
@@ -1758,15 +1770,27 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
         }
       // Below 32 rows (GGML_OP_OFFLOAD_MIN_BATCH) ggml-cuda does not take the host experts' ops:
       // they run on the CPU, and no weight is copied here.
-      dg.host = ub >= 32 && s.op_offload ? &host.experts : nullptr;
+      dg.host = ub >= 32 && offload ? &host.experts : nullptr;
       if (d == 0 && offload_layers) {
         dg.host_layers = host_prefix;
         dg.host_layer = &host_layers;
       }
-      dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d);
+      // -ngl 0 (the host holds every layer and the output, the GPU runs them all): the output's tail
+      // simulated here, its weight copied in. A Q4_K file of Llama 3.1 8B's shapes with flash
+      // attention: 669.48 MiB logged, the weight's copy (410.98), the logits (250.50) and one
+      // [n_embd, ub] f32 (693.48 before, from compute_bytes' four of an output left alone on the host).
+      if (d == 0 && offload_layers && host_prefix == n_layer && r.gpus[d].layers == 0 && host.output &&
+          p.layer_dev.back() == kCpu) {
+        dg.output = true;
+        dg.output_copy = host.bytes;
+        c.offload_weight = c.offload_rows = 0;
+        c.offload_output = false;
+      }
+      dg.last_layer = p.layer_dev[static_cast<std::size_t>(n_layer - 1)] == static_cast<int>(d) ||
+                      (dg.host_layers == n_layer && false);
       dg.casts_mask = !attention_before;
       dg.copies = pipeline_parallel ? kSchedMaxCopies : 1;
-      const std::uint64_t graph = dg.layers > 0 || dg.output ? simulated_compute(h, dg) : 0;
+      const std::uint64_t graph = dg.layers > 0 || dg.output || dg.host_layers > 0 ? simulated_compute(h, dg) : 0;
       if (dg.layers > 0) attention_before = true;
       c.has_layers = c.has_output = false;  // what is left: the op offload of host weights
       r.gpus[d].compute = Bytes{std::max(graph, compute_bytes(h, c))};
@@ -1796,7 +1820,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   if (!s.flash_attn && s.kv_offload && !h.mla && m.kv_lora_rank == 0 && ub > 16) {
     for (std::uint64_t il = 0; il < n_layer; ++il) {
       int d = p.layer_dev[static_cast<std::size_t>(il)];
-      if (d == kCpu && s.op_offload && s.gpu_layers > 0 && ub >= 32 && n_gpu > 0 && r.offloaded > 0) d = 0;
+      if (d == kCpu && offload && ub >= 32) d = 0;
       if (d == kCpu) continue;
       const LayerAttn& a = la[static_cast<std::size_t>(il)];
       const std::uint64_t cells = a.swa ? r.kv_cells_swa : r.n_ctx_seq;
@@ -1813,7 +1837,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     const auto a128 = [](std::uint64_t b) { return pad(b, 128); };
     for (std::size_t d = 0; d < r.gpus.size(); ++d) {
       std::uint64_t w = host.half_width.size() > d ? host.half_width[d] : 0;
-      if (d == 0 && s.op_offload && s.gpu_layers > 0 && ub >= 32 && r.offloaded > 0) w = std::max(w, host.host_half_width);
+      if (d == 0 && offload && ub >= 32) w = std::max(w, host.host_half_width);
       if (w == 0) continue;
       // Each of the two is 128-byte aligned: bounded by the sum's bytes plus 256.
       pool[d] = std::max(pool[d], checked_add(a128(checked_mul(checked_mul(w, ub), 2)), 128));
@@ -1837,7 +1861,7 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
     // output stage run on the main GPU (their share is in its buffer, compute_bytes'
     // offload_weight), the host keeps the graph inputs. Qwen3-235B-A22B -ngl 93 (legacy: layer 0
     // and the output on the host), ub 512: the host compute buffer 16.01 MiB, the inputs alone.
-    const bool offloaded_by_gpu = s.op_offload && s.gpu_layers > 0 && !r.gpus.empty() && ub >= 32 && r.offloaded > 0;
+    const bool offloaded_by_gpu = offload && ub >= 32;
     if (offloaded_by_gpu) c.has_layers = c.has_output = false;
     // The KQ masks, one per cache kind, and the token ids, positions and output ids (i32 each).
     // With several streams (--parallel without --kv-unified) the mask is [cells of one stream,
@@ -1956,17 +1980,6 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   }
   r.host_bytes = r.host.total() + r.output_buffer;
 
-  // -ngl 0 in a build with a GPU: llama_prepare_model_devices (llama.cpp) lists the GPUs whatever
-  // -ngl says, llama_context starts their backends, and ggml's op offload (GGML_OP_OFFLOAD_MIN_BATCH
-  // = 32) has the first one run the prompt's matmuls on copies of the host's weights: that GPU
-  // holds a compute buffer and its CUDA context. The host's figure here is a CPU-only build's
-  // (measured to the 0.01 MiB on the build machine); the GPU's buffer is not laid out.
-  if (s.gpu_layers == 0 && s.op_offload && !r.gpus.empty() && std::min({s.ubatch_size, s.batch_size, r.n_ctx}) >= 32)
-    r.notes.push_back(
-        "--gpu-layers 0 with a GPU present: llama.cpp still starts the GPU's backend, and its op offload runs a "
-        "prompt's matmuls there on copies of the host's weights (a compute buffer and the CUDA context on that GPU, "
-        "not laid out here; the host's compute figure is a CPU-only build's). --device none keeps llama.cpp off the "
-        "GPU; --no-op-offload keeps the matmuls on the CPU");
   if (pipeline_parallel)
     r.notes.push_back(fmt::format(
         "pipeline parallelism (several GPUs, every layer offloaded): each compute buffer holds the scheduler's {} "
@@ -1984,14 +1997,18 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   // --device none, or --no-host) reaches the extra types.
   if (host.repackable > 0 || host.repackable_avx512 > 0)
     r.notes.push_back(fmt::format(
-        "without a GPU (a CPU-only build, --device none or --no-host) llama.cpp on an x86 CPU with AVX2 repacks {:.2f} "
+        "{} llama.cpp on an x86 CPU with AVX2 repacks {:.2f} "
         "MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a CPU_REPACK buffer ({}ARM CPUs repack more types): "
-        "resident RAM beside the mapped file; not in the host figure above. With a GPU, as here, the host's weights "
-        "stay in the mapped file (or CUDA_Host with --no-mmap) and none is repacked",
+        "resident RAM beside the mapped file; not in the host figure above{}",
+        s.no_gpu ? "with no GPU backend (--device none, or a CPU-only build)"
+                 : "without a GPU (a CPU-only build, --device none or --no-host)",
         static_cast<double>(host.repackable) / (1024.0 * 1024.0),
         host.repackable_avx512 == 0
             ? std::string()
-            : fmt::format("{:.2f} MiB more of Q2_K with AVX-512; ", static_cast<double>(host.repackable_avx512) / (1024.0 * 1024.0))));
+            : fmt::format("{:.2f} MiB more of Q2_K with AVX-512; ", static_cast<double>(host.repackable_avx512) / (1024.0 * 1024.0)),
+        s.no_gpu ? std::string()
+                 : std::string(". With a GPU, as here, the host's weights stay in the mapped file (or CUDA_Host "
+                               "with --no-mmap) and none is repacked")));
   return r;
 }
 

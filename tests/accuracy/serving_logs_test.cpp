@@ -98,6 +98,7 @@ std::vector<Item> llamacpp_items() {
     s.kv_unified = e.value("kv_unified", false);
     s.swa_full = e.value("swa_full", false);
     s.op_offload = e.value("op_offload", true);  // false: --no-op-offload
+    s.no_gpu = e.value("device", std::string()) == "none";  // a CPU-only build: no GPU backend
     s.mmap = e.value("mmap", true);
     s.n_cpu_moe = e.value("n_cpu_moe", 0);
     s.batch_size = e.at("batch_size");

@@ -135,20 +135,24 @@ TEST_CASE("serving: --engine llama.cpp: ggml-cuda's pool in each GPU's total", "
   // An f16 file with flash attention: ffn_gate's matmul through cuBLAS, the activations in f16
   // (4096 x 512) and the product in f16 (14336 x 512), 18 MiB + 128 bytes: 20 MiB.
   CHECK(device({"--flash-attn", "on", "--dtype", "fp16"})["pool_bytes"] == 20ULL << 20);
-  // -ngl 0 with a GPU: llama.cpp's op offload still uses the GPU, which is named, not laid out.
-  const auto notes_of = [](std::vector<std::string> extra) {
+  // -ngl 0 with a GPU: llama.cpp still starts the GPU's backend and op offload runs every layer
+  // there (the Q4_K_M file's output layer, Q6_K, copied in with its logits); --device none: none.
+  const auto ngl0 = [](std::vector<std::string> extra) {
     std::vector<std::string> args{"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu-layers", "0",
-                                  "--gpu", "h100-80gb", "--json"};
+                                  "--ctx-size", "8192", "--flash-attn", "on", "--gpu", "h100-80gb", "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliResult r = run_cli(args);
     REQUIRE(r.code == 0);
-    const json j = parse(r);
-    std::string all;
-    for (const auto& n : j["notes"]) all += n.get<std::string>() + "\n";
-    return all;
+    return parse(r)["engine"];
   };
-  CHECK(notes_of({}).find("--gpu-layers 0 with a GPU present") != std::string::npos);
-  CHECK(notes_of({"--no-op-offload"}).find("--gpu-layers 0 with a GPU present") == std::string::npos);
+  const json gpu = ngl0({});
+  // The weight's copy 128256 rows x 3360 bytes, the logits 128256 x 512 f32, one [4096, 512] f32.
+  CHECK(gpu["devices"][0]["compute_buffer_bytes"] == 128256ULL * 3360 + 128256ULL * 512 * 4 + 4096ULL * 512 * 4);
+  CHECK(gpu["host"]["compute_buffer_bytes"].get<std::uint64_t>() < 32ULL << 20);  // the graph's inputs
+  const json none = ngl0({"--device", "none"});
+  CHECK(none["devices"][0]["compute_buffer_bytes"] == 0);
+  CHECK(none["host"]["compute_buffer_bytes"].get<std::uint64_t>() > 256ULL << 20);  // the CPU's own graph
+  CHECK(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--device", "CUDA0"}).code == 2);
 }
 
 TEST_CASE("serving: --engine ollama: num_ctx from the total VRAM, as Ollama 0.15.5 picks it", "[cli][serving]") {

@@ -82,6 +82,9 @@ struct Settings {
   bool kv_offload = true;             ///< --no-kv-offload keeps the KV cache in host memory
   bool swa_full = false;              ///< --swa-full: full-size SWA cache
   bool op_offload = true;             ///< ggml's op offload of host weights' large batches (--no-op-offload: off)
+  /// --device none, or a CPU-only build: no GPU backend in the process, so nothing is offloaded
+  /// (every layer on the CPU, its own graph) and the CPU's extra buffer types (repack) are reached.
+  bool no_gpu = false;
   LayerRule layer_rule = LayerRule::current;
   /// The FFN's gate x up as ggml's GLU op (ggml_swiglu_split, llama.cpp from mid-2025): a new
   /// tensor beside the gate and up products; before, silu and the product ran in place on the

@@ -249,9 +249,12 @@ TEST_CASE("llama.cpp: without flash attention ggml-cuda's pool holds cuBLAS's f1
   s.cache_type_k = s.cache_type_v = "f32";  // nothing converted: the pointer arrays, one 2 MiB piece
   CHECK(estimate(t.spec, t.header.tensors, s).gpus[0].pool.value() == 2ULL << 20);
   s.cache_type_k = s.cache_type_v = "f16";
-  s.gpu_layers = 0;  // no GPU layer: no op offload, the CPU runs the attention
+  s.gpu_layers = 0;  // no GPU layer: op offload still runs the host's attention on the GPU
+  CHECK(estimate(t.spec, t.header.tensors, s).gpus[0].pool.value() == 18ULL << 20);
+  s.no_gpu = true;  // --device none: no GPU backend, the CPU runs the attention
   const Result cpu = estimate(t.spec, t.header.tensors, s);
   CHECK((cpu.gpus.empty() || cpu.gpus[0].pool.value() == 0));
+  CHECK((cpu.gpus.empty() || cpu.gpus[0].compute.value() == 0));
 }
 
 TEST_CASE("llama.cpp: the breakdown adds up on the binding GPU", "[llamacpp]") {
