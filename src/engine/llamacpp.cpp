@@ -1927,7 +1927,10 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
 
 }  // namespace
 
-Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, const Settings& s) {
+Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors, const Settings& settings) {
+  // No GPU backend (--device none): no layer can go to a GPU, whatever -ngl asks.
+  Settings s = settings;
+  if (s.no_gpu) s.gpu_layers = 0;
   const std::uint64_t n_gpu = std::max<std::size_t>(1, s.gpu_memory.size());
   check_settings(m, s, n_gpu);
   const ArchRow& row = arch_row(m.model_type);
@@ -2122,8 +2125,9 @@ Breakdown breakdown_of(const Result& r, const Settings& s) {
   b.components.push_back({ComponentId::compute_buffer, g.compute, fmt::format("{} compute buffer (graph allocator)", g.name), true});
   if (g.pool.value() > 0)
     b.components.push_back({ComponentId::temporaries, g.pool,
-                            fmt::format("{} ggml-cuda pool: cuBLAS's f16 copies of the attention scores without flash "
-                                        "attention, at a full cache (outside the logged buffers)",
+                            fmt::format("{} ggml-cuda pool: cuBLAS's f16 temporaries (the attention scores without "
+                                        "flash attention at a full cache, an f16 file's activations), outside the "
+                                        "logged buffers",
                                         g.name),
                             true});
   b.components.push_back({ComponentId::cuda_context, s.gpu_reserve, "CUDA context, cuBLAS and kernels outside the buffers", false});

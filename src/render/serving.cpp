@@ -145,8 +145,8 @@ std::string llamacpp_text(const LlamaCppAnswer& a) {
                    mib(st.gpu_reserve.value()));
   for (const auto& g : r.gpus)
     if (g.pool.value() > 0)
-      s += fmt::format("  {}'s total includes {:.0f} MiB of ggml-cuda's pool: without flash attention, cuBLAS's f16 copy of "
-                       "the attention scores at a full cache ({} cells x ubatch x heads)\n",
+      s += fmt::format("  {}'s total includes {:.0f} MiB of ggml-cuda's pool: cuBLAS's f16 temporaries (without flash "
+                       "attention the scores at a full cache, {} cells x ubatch x heads; an f16 file's activations)\n",
                        g.name, mib(g.pool.value()), r.n_ctx_seq);
 
   return s;
