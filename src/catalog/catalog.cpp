@@ -59,6 +59,8 @@ class Reader {
     fail(key, fmt::format("must be a positive integer, not {}", json_excerpt(v)));
   }
 
+  [[nodiscard]] bool has(std::string_view key) const { return obj_.find(std::string(key)) != obj_.end(); }
+
   [[nodiscard]] std::optional<std::uint64_t> positive_or_null(std::string_view key) const {
     if (get(key).is_null()) return std::nullopt;
     return positive(key);
@@ -132,6 +134,11 @@ void parse_gpus(const std::string& file, const std::string& text, std::vector<Gp
     g.memory = Bytes{r.positive("memory_bytes")};
     g.bf16 = r.boolean("bf16");
     g.compute_capability = r.compute_capability("compute_capability");
+    if (const auto sms = r.has("sm_count") ? r.positive_or_null("sm_count") : std::nullopt) {
+      if (*sms > 10000) r.fail("sm_count", fmt::format("{} streaming multiprocessors is not a GPU's", *sms));
+      if (g.compute_capability == 0) r.fail("sm_count", "an SM count needs the card's compute_capability");
+      g.sm_count = static_cast<unsigned>(*sms);
+    }
     g.source = r.string("source");
     gpus.push_back(std::move(g));
   }

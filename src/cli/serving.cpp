@@ -184,6 +184,7 @@ Model load_model(const EstimateFlags& f, CatalogSource& catalog) {
 struct Cards {
   std::vector<Bytes> memory;
   std::vector<unsigned> compute_capability;  // per card, 0 unknown (--budget)
+  std::vector<unsigned> sm_count;            // per card, 0 unknown
   std::vector<std::string> labels;
   Bytes headroom;  // per card
 };
@@ -199,11 +200,13 @@ std::optional<Cards> cards_of(const EstimateFlags& f, CatalogSource& catalog, st
       const auto& g = catalog.get().gpu(id, "--gpu");
       c.memory.push_back(g.memory);
       c.compute_capability.push_back(g.compute_capability);
+      c.sm_count.push_back(g.sm_count);
       c.labels.push_back(g.id);
     }
   } else if (f.has("--budget")) {
     c.memory.push_back(spec::parse_size(f.budget, "--budget"));
     c.compute_capability.push_back(0);
+    c.sm_count.push_back(0);
     c.labels.push_back(f.budget);
   } else if (required) {
     throw InputError("budget", "no budget given", "give --gpu ID (or --gpu a,b for several cards) or --budget SIZE");
@@ -215,6 +218,7 @@ std::optional<Cards> cards_of(const EstimateFlags& f, CatalogSource& catalog, st
   while (c.memory.size() < count) {
     c.memory.push_back(c.memory.front());
     c.compute_capability.push_back(c.compute_capability.front());
+    c.sm_count.push_back(c.sm_count.front());
     c.labels.push_back(c.labels.front());
   }
   c.headroom = advisor::budget_of(c.memory.front(), headroom).headroom_bytes();
@@ -464,6 +468,20 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   if (j.cards) {
     st.gpu_memory = j.cards->memory;
     for (Bytes& m : st.gpu_memory) m = Bytes::saturating_sub(m, j.cards->headroom);
+    // llama.cpp on cards whose SMs are known: the bare context each holds (the largest, for the
+    // one reserve), and the kernels and cuBLAS measured beyond it; Ollama keeps its own 457 MiB.
+    Bytes context;
+    bool known = e == Engine::llamacpp;
+    for (std::size_t i = 0; i < j.cards->sm_count.size(); ++i) {
+      const Bytes c = engine::llamacpp::cuda_context_bytes(j.cards->sm_count[i], j.cards->compute_capability[i]);
+      if (c.value() == 0) known = false;
+      context = std::max(context, c);
+    }
+    if (known) {
+      st.gpu_reserve = context;
+      st.gpu_kernels = engine::llamacpp::Settings::kGpuKernels;
+      st.gpu_cublas = engine::llamacpp::Settings::kGpuCublas;
+    }
   }
   if (e == Engine::ollama && s.ctx_size.empty()) {
     // Ollama's default num_ctx from the cards' total memory, capped at the model's trained

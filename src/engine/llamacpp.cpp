@@ -1100,6 +1100,18 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
 
 }  // namespace
 
+Bytes cuda_context_bytes(unsigned sm_count, unsigned compute_capability) {
+  // CUDA C Programming Guide, compute capabilities table: maximum resident threads per SM.
+  unsigned threads = 0;
+  switch (compute_capability) {
+    case 75: threads = 1024; break;
+    case 86: case 89: case 120: case 121: threads = 1536; break;
+    case 70: case 72: case 80: case 87: case 90: case 100: case 101: case 103: case 110: threads = 2048; break;
+    default: return Bytes{0};
+  }
+  return Bytes{static_cast<std::uint64_t>(sm_count) * threads * 2048};
+}
+
 Settings ollama_settings() {
   Settings s;
   // Ollama's runner options (api/types.go DefaultOptions: NumCtx from envconfig.ContextLength, 4096 by
@@ -1858,7 +1870,12 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       pool[d] = std::max(pool[d], checked_add(a128(checked_mul(checked_mul(w, ub), 2)), 128));
     }
   }
-  for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].pool = Bytes{pad(pool[d], kVmmGranularity)};
+  for (std::size_t d = 0; d < r.gpus.size(); ++d) {
+    r.gpus[d].pool = Bytes{pad(pool[d], kVmmGranularity)};
+    // The kernels (and cuBLAS where the pool shows it runs) of a GPU that runs part of the graph.
+    if (r.gpus[d].compute.value() > 0 || r.gpus[d].model.value() > 0)
+      r.gpus[d].runtime = s.gpu_kernels + (pool[d] > 0 ? s.gpu_cublas : Bytes{0});
+  }
   // The host: the graph inputs (token ids, positions, output ids, one mask per cache kind)
   // and the token embeddings' get_rows, plus the graph of whatever runs on the CPU.
   {
@@ -2123,6 +2140,12 @@ Breakdown breakdown_of(const Result& r, const Settings& s) {
                             true});
   b.components.push_back({ComponentId::kv_cache, g.kv, fmt::format("{} KV buffer: {} cells", g.name, r.n_ctx), true});
   b.components.push_back({ComponentId::compute_buffer, g.compute, fmt::format("{} compute buffer (graph allocator)", g.name), true});
+  if (g.runtime.value() > 0)
+    b.components.push_back({ComponentId::cublas_workspace, g.runtime,
+                            fmt::format("{} llama.cpp's kernels and MMQ's pool{} beyond the bare CUDA context (measured "
+                                        "on an H100)",
+                                        g.name, g.runtime > s.gpu_kernels ? ", cuBLAS's handle and workspace" : ""),
+                            true});
   if (g.pool.value() > 0)
     b.components.push_back({ComponentId::temporaries, g.pool,
                             fmt::format("{} ggml-cuda pool: cuBLAS's f16 temporaries (the attention scores without "

@@ -100,6 +100,7 @@ json llamacpp_json(const LlamaCppAnswer& a) {
     d["compute_buffer_bytes"] = g.compute.value();
     if (g.mmproj.value() > 0) d["mmproj_buffer_bytes"] = g.mmproj.value();
     d["pool_bytes"] = g.pool.value();
+    d["runtime_bytes"] = g.runtime.value();
     d["reserve_bytes"] = st.gpu_reserve.value();
     d["total_bytes"] = (g.total() + st.gpu_reserve).value();
     if (i < st.gpu_memory.size() && i < a.gpu_memory.size()) {
@@ -141,8 +142,13 @@ std::string llamacpp_text(const LlamaCppAnswer& a) {
   s += fmt::format("  {:<8} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12}\n", "CPU", r.host.layers,
                    mib(r.host.model.value()), mib(r.host.kv.value()), mib(r.host.compute.value()),
                    mib(r.host_bytes.value()), "-");
-  s += fmt::format("  each GPU's total includes {:.0f} MiB kept for the CUDA context and kernels\n",
-                   mib(st.gpu_reserve.value()));
+  if (st.gpu_kernels.value() > 0)
+    s += fmt::format("  each GPU's total includes its bare CUDA context ({:.0f} MiB: 2 KiB a resident thread) and, where it "
+                     "runs part of the graph, {:.0f} MiB of llama.cpp's kernels (+{:.0f} where cuBLAS runs)\n",
+                     mib(st.gpu_reserve.value()), mib(st.gpu_kernels.value()), mib(st.gpu_cublas.value()));
+  else
+    s += fmt::format("  each GPU's total includes {:.0f} MiB kept for the CUDA context and kernels\n",
+                     mib(st.gpu_reserve.value()));
   for (const auto& g : r.gpus)
     if (g.pool.value() > 0)
       s += fmt::format("  {}'s total includes {:.0f} MiB of ggml-cuda's pool: cuBLAS's f16 temporaries (without flash "

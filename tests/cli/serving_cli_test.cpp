@@ -130,7 +130,12 @@ TEST_CASE("serving: --engine llama.cpp: ggml-cuda's pool in each GPU's total", "
   CHECK(off["total_bytes"].get<std::uint64_t>() ==
         off["model_buffer_bytes"].get<std::uint64_t>() + off["kv_buffer_bytes"].get<std::uint64_t>() +
             off["compute_buffer_bytes"].get<std::uint64_t>() + off["pool_bytes"].get<std::uint64_t>() +
-            off["reserve_bytes"].get<std::uint64_t>());
+            off["runtime_bytes"].get<std::uint64_t>() + off["reserve_bytes"].get<std::uint64_t>());
+  // An H100's bare context (132 SMs x 2048 threads x 2 KiB: 528 MiB, 527 measured) and what
+  // llama.cpp loads beyond it: its kernels (82 MiB), and cuBLAS (55) where the pool shows it runs.
+  CHECK(off["reserve_bytes"] == 528ULL << 20);
+  CHECK(off["runtime_bytes"] == (82ULL + 55) << 20);
+  CHECK(device({"--flash-attn", "on"})["runtime_bytes"] == 82ULL << 20);
   CHECK(device({"--flash-attn", "on"})["pool_bytes"] == 0);  // a quantized file's matmuls: MMQ, no cuBLAS
   // An f16 file with flash attention: ffn_gate's matmul through cuBLAS, the activations in f16
   // (4096 x 512) and the product in f16 (14336 x 512), 18 MiB + 128 bytes: 20 MiB.
@@ -507,26 +512,29 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
     return d["engine"]["devices"];
   };
   constexpr std::int64_t MiB = 1 << 20;
-  // common_params_fit_impl on an RTX 3060 (12044 MiB; 457 MiB kept for the CUDA context): the
-  // device projected at the trained 131072 cells and at --fit-ctx's 4096, the context
-  // interpolated so that 1024 MiB stay free, rounded down to 256.
+  // common_params_fit_impl on an RTX 3060 (12044 MiB; its bare CUDA context, 28 SMs x 1536 threads x
+  // 2 KiB = 84 MiB, gone when --fit asks the free memory): the device projected at the trained
+  // 131072 cells and at --fit-ctx's 4096, the context interpolated so that 1024 MiB stay free,
+  // rounded down to 256.
   {
     const std::int64_t full = used(devices_at({"--gpu", "rtx-3060", "--ctx-size", "131072"})[0]);
     const std::int64_t low = used(devices_at({"--gpu", "rtx-3060", "--ctx-size", "4096"})[0]);
-    const std::int64_t target = (12044 - 457 - 1024) * MiB;
+    const std::int64_t target = (12044 - 84 - 1024) * MiB;
     std::int64_t n = 4096 + (131072 - 4096) * (target - low) / (full - low);
     n -= n % 256;
-    CHECK(n == 47104);
+    CHECK(n == 50176);
     const CliResult fit = est({"--gpu", "rtx-3060", "--ctx-size", "fit"});
     REQUIRE(fit.code == 0);
     const json d = parse(fit);
     CHECK(d["engine"]["n_ctx"] == n);
     const std::string notes = notes_text(d);
-    CHECK(notes.find("cuts the model's 131072 cells to 47104") != std::string::npos);
-    // The cut leaves at least the margin free.
+    CHECK(notes.find("cuts the model's 131072 cells to 50176") != std::string::npos);
+    CHECK(d["engine"]["devices"][0]["reserve_bytes"] == 84 * MiB);
+    // The cut leaves the margin free of the buffers; the kernels loaded after (82 MiB) take from it.
+    CHECK(d["engine"]["devices"][0]["runtime_bytes"] == 82 * MiB);
     CHECK(d["engine"]["devices"][0]["memory_bytes"].get<std::int64_t>() -
               d["engine"]["devices"][0]["total_bytes"].get<std::int64_t>() >=
-          1024 * MiB);
+          (1024 - 82) * MiB);
   }
   // An RTX 4090 keeps more than 1024 MiB free at 131072 cells: nothing is cut.
   CHECK(parse(est({"--gpu", "rtx-4090", "--ctx-size", "fit"}))["engine"]["n_ctx"] == 131072);
@@ -567,12 +575,13 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
       used_full += used(full[i]);
       used_low += used(low[i]);
       model += full[i]["model_buffer_bytes"].get<std::int64_t>();
-      target += full[i]["memory_bytes"].get<std::int64_t>() - 457 * MiB - 1024 * MiB;
+      target += full[i]["memory_bytes"].get<std::int64_t>() - full[i]["reserve_bytes"].get<std::int64_t>() - 1024 * MiB;
     }
     target -= 3 * (model / 80) / 2;
     std::int64_t n = 4096 + (131072 - 4096) * (target - used_low) / (used_full - used_low);
     n -= n % 256;
-    CHECK(n == 13056);
+    CHECK(full[0]["reserve_bytes"] == 246 * MiB);  // 82 SMs x 1536 threads x 2 KiB
+    CHECK(n == 14336);
     CHECK(parse(est({"--gpu", "rtx-3090,rtx-3090", "--ctx-size", "fit"}, "llama-3.1-70b"))["engine"]["n_ctx"] == n);
   }
   // fit --solve ctx: the most that fits (no margin), and a note on what llama-server picks itself.
@@ -581,9 +590,9 @@ TEST_CASE("serving: --engine llama.cpp --ctx-size fit: the trained context cut a
         run_cli({"fit", "--solve", "ctx", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu", "rtx-3060", "--json"});
     REQUIRE(solve.code == 0);
     const json d = parse(solve);
-    CHECK(d["engine"]["n_ctx"] == 55296);
+    CHECK(d["engine"]["n_ctx"] == 57600);
     const std::string notes = notes_text(d);
-    CHECK(notes.find("llama-server run without -c picks 47104 cells itself") != std::string::npos);
+    CHECK(notes.find("llama-server run without -c picks 50176 cells itself") != std::string::npos);
     CHECK(notes.find("--ctx-size not given") == std::string::npos);
   }
   // Ollama has no such value; a model without a trained context cannot give one.

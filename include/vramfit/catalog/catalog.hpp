@@ -29,6 +29,10 @@ struct Gpu {
   /// card that is not NVIDIA's or whose model is not named. Engines choose kernels by it (vLLM's
   /// MXFP4 MoE backend, engine/vllm.cpp).
   unsigned compute_capability = 0;
+  /// Streaming multiprocessors (NVIDIA's spec sheets; data/gpus.json "sm_count", optional): with the
+  /// compute capability's resident threads per SM, what the CUDA context reserves scales with it
+  /// (engine/llamacpp.hpp's cuda_context_bytes). 0: not known.
+  unsigned sm_count = 0;
   std::string source;
 };
 

@@ -110,14 +110,34 @@ struct Settings {
   /// --mmproj: the projector file's tensor bytes. mtmd (tools/mtmd/clip.cpp) loads them into one
   /// buffer on the first GPU backend whatever -ngl says (--no-mmproj-offload keeps them on the CPU).
   Bytes mmproj;
-  /// Memory kept free on every GPU beside the buffers (the CUDA context, cuBLAS, kernels).
+  /// Memory kept free on every GPU beside the buffers (the CUDA context, cuBLAS, kernels); where the
+  /// cards are known (cuda_context_bytes), the bare context llama.cpp's --fit sees, and the rest in
+  /// gpu_kernels / gpu_cublas.
   Bytes gpu_reserve = kDefaultGpuReserve;
+  /// Loaded by a GPU that runs part of the graph beyond the bare context: llama.cpp's kernels and
+  /// MMQ's pool (kGpuKernels), and cuBLAS where it runs (kGpuCublas). 0 where the reserve is Ollama's
+  /// 457 MiB (cards not known), which stands for the whole.
+  Bytes gpu_kernels;
+  Bytes gpu_cublas;
+  /// Measured on an H100 (stop 37, llama-bench filling the cache, nvidia-smi every 50 ms): 609.17 MiB
+  /// beyond the logged buffers with flash attention (512 to 16384 cells), less the bare context's
+  /// 527 MiB (free memory 81079 MiB idle, 80552 when llama.cpp's --fit ran); without flash attention,
+  /// less the modelled pool, 663.66 to 664.87: cuBLAS's handle, workspace and kernels 54.5 more.
+  static constexpr Bytes kGpuKernels = MiB(82);
+  static constexpr Bytes kGpuCublas = MiB(55);
 
   /// Ollama's CUDA "minimum memory" reserve (discover/gpu.go, gpu/gpu.go before: cudaMinimumMemory =
   /// 457 MiB), the room it keeps on each NVIDIA GPU for the CUDA context and kernels. Used
   /// here for llama.cpp too: its buffers leave the same context outside them.
   static constexpr Bytes kDefaultGpuReserve = MiB(457);
 };
+
+/// The bare CUDA context a process holds on a card (what cudaMemGetInfo's first call leaves
+/// gone): about 2 KiB per resident thread, SMs x the compute capability's max threads per SM. The
+/// H100's 527 MiB measured (132 x 2048 threads: 528), an RTX 4060 Ti's 107 and an RTX PRO 6000
+/// Blackwell's 555 (llama.cpp#23604; 34 and 188 SMs of 1536 threads: 102 and 564). 0 where the SM
+/// count or the compute capability (times ten) is not known.
+Bytes cuda_context_bytes(unsigned sm_count, unsigned compute_capability);
 
 /// Ollama's defaults over llama.cpp's (ollama/envconfig and llm/server.go): num_ctx 4096,
 /// OLLAMA_NUM_PARALLEL 1, num_batch 512, every layer it can on the GPU, mmap.
@@ -181,8 +201,11 @@ struct DeviceBuffers {
   /// ggml-cuda's memory pool beyond what every run keeps (attention without flash attention at a
   /// full context: cuBLAS's f16 temporaries); not a logged buffer, in total() since the GPU holds it.
   Bytes pool;
+  /// What the process loads on a GPU that runs part of the graph, beyond the bare context
+  /// (Settings::gpu_kernels, and Settings::gpu_cublas where cuBLAS runs: where the pool is used).
+  Bytes runtime;
   std::uint64_t layers = 0;  ///< repeating layers whose weights are here
-  [[nodiscard]] Bytes total() const { return model + kv + compute + mmproj + pool; }
+  [[nodiscard]] Bytes total() const { return model + kv + compute + mmproj + pool + runtime; }
 };
 
 /// The resolved sizes and every buffer.
