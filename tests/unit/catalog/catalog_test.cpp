@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "vramfit/engine/llamacpp.hpp"
+
 #include "vramfit/core/error.hpp"
 #include "vramfit/core/text.hpp"
 
@@ -205,6 +207,33 @@ TEST_CASE("did_you_mean: prefixes, typos, substrings, best first, at most three"
         std::vector<std::string>{"llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b"});
   CHECK(did_you_mean("lama-3.1-8b", many).front() == "llama-3.1-8b");
   CHECK(did_you_mean("llama-3.1-7b", many).front() == "llama-3.1-8b");
+}
+
+TEST_CASE("sm_count: optional, a positive count beside the compute capability", "[catalog]") {
+  const auto with = [](const std::string& extra) {
+    return replace(kGpus, R"("bf16": true, "source": "https://example.com/h100")",
+                   R"("bf16": true, )" + extra + R"(, "source": "https://example.com/h100")");
+  };
+  CHECK(Catalog::parse(files(with(R"("compute_capability": "9.0", "sm_count": 132)"))).gpu("h100-80gb", "--gpu").sm_count ==
+        132);
+  CHECK(Catalog::parse(files(with(R"("compute_capability": "9.0")"))).gpu("h100-80gb", "--gpu").sm_count == 0);
+  CHECK(error_of([&] { (void)Catalog::parse(files(with(R"("sm_count": 132)"))); }) ==
+        "gpus.json: gpus[0].sm_count: an SM count needs the card's compute_capability (fix the catalog file)");
+  CHECK(error_of([&] { (void)Catalog::parse(files(with(R"("compute_capability": "9.0", "sm_count": 0)"))); }) ==
+        "gpus.json: gpus[0].sm_count: must be a positive integer, not 0 (fix the catalog file)");
+  CHECK(error_of([&] { (void)Catalog::parse(files(with(R"("compute_capability": "9.0", "sm_count": 100000)"))); }) ==
+        "gpus.json: gpus[0].sm_count: 100000 streaming multiprocessors is not a GPU's (fix the catalog file)");
+  // The embedded catalog: every NVIDIA card with its SMs, and the bare context they give.
+  const Catalog& c = Catalog::embedded();
+  for (const auto& g : c.gpus())
+    if (g.vendor == "nvidia") CHECK(g.sm_count > 0);
+  CHECK(vramfit::engine::llamacpp::cuda_context_bytes(c.gpu("h100-80gb", "--gpu").sm_count,
+                                                      c.gpu("h100-80gb", "--gpu").compute_capability) == vramfit::MiB(528));
+  CHECK(vramfit::engine::llamacpp::cuda_context_bytes(c.gpu("rtx-4060-ti-16gb", "--gpu").sm_count,
+                                                      c.gpu("rtx-4060-ti-16gb", "--gpu").compute_capability) == vramfit::MiB(102));
+  CHECK(vramfit::engine::llamacpp::cuda_context_bytes(c.gpu("t4", "--gpu").sm_count,
+                                                      c.gpu("t4", "--gpu").compute_capability) == vramfit::MiB(80));  // 40 x 1024
+  CHECK(vramfit::engine::llamacpp::cuda_context_bytes(132, 0) == vramfit::Bytes{0});
 }
 
 TEST_CASE("compute_capability: optional, M.m, read as M * 10 + m", "[catalog]") {
