@@ -483,6 +483,7 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
       st.gpu_cublas = engine::llamacpp::Settings::kGpuCublas;
     }
   }
+  if (st.no_gpu) st.gpu_reserve = st.gpu_kernels = st.gpu_cublas = Bytes{0};  // --device none: no CUDA context
   if (e == Engine::ollama && s.ctx_size.empty()) {
     // Ollama's default num_ctx from the cards' total memory, capped at the model's trained
     // context (llm/server.go: "requested context size too large for model").

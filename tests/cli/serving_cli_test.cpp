@@ -156,6 +156,7 @@ TEST_CASE("serving: --engine llama.cpp: ggml-cuda's pool in each GPU's total", "
   CHECK(gpu["host"]["compute_buffer_bytes"].get<std::uint64_t>() < 32ULL << 20);  // the graph's inputs
   const json none = ngl0({"--device", "none"});
   CHECK(none["devices"][0]["compute_buffer_bytes"] == 0);
+  CHECK(none["devices"][0]["total_bytes"] == 0);  // no CUDA context either
   CHECK(none["host"]["compute_buffer_bytes"].get<std::uint64_t>() > 256ULL << 20);  // the CPU's own graph
   CHECK(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--device", "CUDA0"}).code == 2);
 }
