@@ -17,6 +17,7 @@ mkdir -p /tmp/g
 for s in specs/*.json; do n=$(basename $s .json); [ -f /tmp/g/$n.gguf ] || python3 mk_gguf.py /tmp/g/$n.gguf $s; done
 run() { # name, tool, args...: the log, and the GPU memory nvidia-smi saw at its highest while it ran
   local name=$1; shift; local tool=$1; shift
+  if [[ $name == *_dbg ]]; then export GGML_SCHED_DEBUG=1; else unset GGML_SCHED_DEBUG; fi
   ( while true; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 0.05; done ) > /tmp/mem.$name &
   local poll=$!
   timeout 120 $B/bin/$tool "$@" > $OUT/$name.log 2>&1; local rc=$?
