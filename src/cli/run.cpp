@@ -213,7 +213,9 @@ void add_estimate_flags(CLI::App* e, Options& o, bool budget, const std::string&
   add(e, o, "--alloc-conf", f.alloc_conf, "CONF",
       "PYTORCH_CUDA_ALLOC_CONF for the job: expandable_segments:True,max_split_size_mb:512,...", work);
   add(e, o, "--cuda-context", f.cuda_context, "SIZE",
-      "memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS, kernels), when you measured it: 700MiB", work);
+      "memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS, kernels), when you measured it: 700MiB; with "
+      "--engine llama.cpp, outside its buffers (nvidia-smi's use less the logged buffers)",
+      work);
   const std::string levers = "Training levers";
   add(e, o, "--loss", f.loss, "KIND",
       "hf (transformers: full fp32 logits, the default), chunked (torchtune), fused-linear (Liger), cce (Apple's Cut "

@@ -483,6 +483,13 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
       st.gpu_cublas = engine::llamacpp::Settings::kGpuCublas;
     }
   }
+  // --cuda-context SIZE: what the user measured outside llama.cpp's buffers on each GPU (nvidia-smi's
+  // use less the logged buffers), the whole of it, for a card vramfit does not know or to replace
+  // the rule and the H100's kernels.
+  if (f.has("--cuda-context")) {
+    st.gpu_reserve = spec::parse_size(f.cuda_context, "--cuda-context");
+    st.gpu_kernels = st.gpu_cublas = Bytes{0};
+  }
   if (st.no_gpu) st.gpu_reserve = st.gpu_kernels = st.gpu_cublas = Bytes{0};  // --device none: no CUDA context
   if (e == Engine::ollama && s.ctx_size.empty()) {
     // Ollama's default num_ctx from the cards' total memory, capped at the model's trained
@@ -911,7 +918,7 @@ void check_serving_flags(const EstimateFlags& f, const ServingFlags& s) {
   }
   if (e)
     for (const auto flag : kTransformersOnly)
-      if (f.has(std::string(flag)))
+      if (f.has(std::string(flag)) && !(flag == "--cuda-context" && *e == Engine::llamacpp))
         d.add(std::string(flag), fmt::format("does not apply to --engine {}", engine_name(*e)),
               *e == Engine::vllm ? "vLLM's own flags: --max-model-len, --max-num-seqs, --tensor-parallel-size"
                                  : "llama.cpp's own flags: --ctx-size, --parallel, --gpu-layers");

@@ -136,6 +136,13 @@ TEST_CASE("serving: --engine llama.cpp: ggml-cuda's pool in each GPU's total", "
   CHECK(off["reserve_bytes"] == 528ULL << 20);
   CHECK(off["runtime_bytes"] == (82ULL + 55) << 20);
   CHECK(device({"--flash-attn", "on"})["runtime_bytes"] == 82ULL << 20);
+  // --cuda-context: what the user measured outside the buffers, the whole of it.
+  const json measured = device({"--flash-attn", "off", "--cuda-context", "700MiB"});
+  CHECK(measured["reserve_bytes"] == 700ULL << 20);
+  CHECK(measured["runtime_bytes"] == 0);
+  CHECK(measured["pool_bytes"] == 518ULL << 20);  // the pool stays: it grows with the cache
+  CHECK(run_cli({"estimate", "--engine", "ollama", "--model", "llama-3.1-8b", "--cuda-context", "700MiB"}).code == 2);
+  CHECK(run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--cuda-context", "lots"}).code == 2);
   CHECK(device({"--flash-attn", "on"})["pool_bytes"] == 0);  // a quantized file's matmuls: MMQ, no cuBLAS
   // An f16 file with flash attention: ffn_gate's matmul through cuBLAS, the activations in f16
   // (4096 x 512) and the product in f16 (14336 x 512), 18 MiB + 128 bytes: 20 MiB.
