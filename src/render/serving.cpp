@@ -154,7 +154,6 @@ std::string llamacpp_text(const LlamaCppAnswer& a) {
       s += fmt::format("  {}'s total includes {:.0f} MiB of ggml-cuda's pool: cuBLAS's f16 temporaries (without flash "
                        "attention the scores at a full cache, {} cells x ubatch x heads; an f16 file's activations)\n",
                        g.name, mib(g.pool.value()), r.n_ctx_seq);
-
   return s;
 }
 

@@ -22,8 +22,8 @@ struct ServingFlags {
   std::string override_tensor;  ///< --override-tensor PATTERN=BUFFER,... (llama.cpp -ot)
   bool no_mmap = false;
   bool kv_unified = false;  ///< --kv-unified: one KV stream shared by the --parallel sequences
-  bool swa_full = false;
-  std::string device;       ///< --device: llama.cpp's device list; only "none" (no GPU backend) is modelled    ///< --swa-full: sliding-window layers keep a full-size cache
+  bool swa_full = false;    ///< --swa-full: sliding-window layers keep a full-size cache
+  std::string device;       ///< --device: llama.cpp's device list; only "none" (no GPU backend) is modelled
   bool no_op_offload = false;  ///< --no-op-offload: the host's layers run on the CPU
   std::string mmproj;  ///< --mmproj FILE: a multimodal projector GGUF (llama.cpp, Ollama)
   // vLLM
