@@ -50,6 +50,8 @@ constexpr std::uint64_t kCtxPad = 256;             // llama-context.cpp: GGML_PA
 constexpr std::uint64_t kKqMaskPad = 64;           // GGML_KQ_MASK_PAD
 constexpr std::uint64_t kSchedMaxCopies = 4;       // GGML_SCHED_MAX_COPIES: n_copies with pipeline parallelism
 constexpr std::uint64_t kVmmGranularity = 2ULL << 20;  // ggml_cuda_pool_vmm's mapping granularity on CUDA GPUs
+constexpr std::uint64_t kPoolAlignment = 128;          // ggml_cuda_pool_vmm::alloc rounds each allocation up to it
+constexpr std::uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlBf16 = 30;  // enum ggml_type
 constexpr int kCpu = -1;                           // device index of the host
 
 std::uint64_t pad(std::uint64_t n, std::uint64_t to) { return checked_mul((n + to - 1) / to, to); }
@@ -1379,9 +1381,10 @@ struct HostWeight {
 
 /// An f16 or bf16 matrix of a block, run through cuBLAS for a prompt's ubatch (ggml-cuda's
 /// ggml_cuda_op_mul_mat_cublas): its ne[0] + ne[1], else 0.
+bool half_type(const GgmlType& t) { return t.id == kGgmlF16 || t.id == kGgmlBf16; }
+
 std::uint64_t half_matrix_width(const GgufTensor& t) {
-  constexpr std::uint32_t kF16 = 1, kBf16 = 30;  // enum ggml_type
-  if ((t.type->id != kF16 && t.type->id != kBf16) || t.ne.size() != 2 || !block_of(t.name)) return 0;
+  if (!half_type(*t.type) || t.ne.size() != 2 || !block_of(t.name)) return 0;
   return checked_add(t.ne[0], t.ne[1]);
 }
 
@@ -1645,19 +1648,17 @@ KvView kv_buffers(const spec::ModelSpec& m, const std::vector<LayerAttn>& la, co
 /// largest once the context is long.
 std::uint64_t attention_pool_bytes(const LayerAttn& a, std::uint64_t n_head, std::uint64_t cells, std::uint64_t ub,
                                    std::uint64_t n_stream, const CacheTypes& types) {
-  constexpr std::uint32_t kF32 = 0, kF16 = 1, kBf16 = 30;  // enum ggml_type
-  const auto a128 = [](std::uint64_t b) { return pad(b, 128); };
+  const auto a128 = [](std::uint64_t b) { return pad(b, kPoolAlignment); };
   const std::uint64_t matrices = checked_mul(n_head, n_stream);
   const std::uint64_t pointers = checked_add(a128(checked_mul(matrices, 16)), a128(checked_mul(matrices, 8)));
-  const auto half = [](const GgmlType& t) { return t.id == kF16 || t.id == kBf16; };
   const std::uint64_t rows = checked_mul(ub, n_head);  // every stream's tokens, each head
   std::uint64_t kq = 0, kqv = 0;
-  if (half(types.k)) kq = checked_add(a128(checked_mul(checked_mul(a.head_k, rows), 2)), pointers);
-  else if (types.k.id == kF32) kq = pointers;
-  if (half(types.v))
+  if (half_type(types.k)) kq = checked_add(a128(checked_mul(checked_mul(a.head_k, rows), 2)), pointers);
+  else if (types.k.id == kGgmlF32) kq = pointers;
+  if (half_type(types.v))
     kqv = checked_add(checked_add(a128(checked_mul(checked_mul(cells, rows), 2)), a128(checked_mul(checked_mul(a.head_v, rows), 2))),
                       pointers);
-  else if (types.v.id == kF32) kqv = pointers;
+  else if (types.v.id == kGgmlF32) kqv = pointers;
   return std::max(kq, kqv);
 }
 
@@ -1861,13 +1862,12 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
   // the pool. The widest such matrix of each GPU's layers; the host's on the main GPU under op
   // offload. The output layer is left out: it multiplies only the rows that give logits.
   if (ub > 16) {
-    const auto a128 = [](std::uint64_t b) { return pad(b, 128); };
     for (std::size_t d = 0; d < r.gpus.size(); ++d) {
       std::uint64_t w = host.half_width.size() > d ? host.half_width[d] : 0;
       if (d == 0 && offload && ub >= 32) w = std::max(w, host.host_half_width);
       if (w == 0) continue;
       // Each of the two is 128-byte aligned: bounded by the sum's bytes plus 256.
-      pool[d] = std::max(pool[d], checked_add(a128(checked_mul(checked_mul(w, ub), 2)), 128));
+      pool[d] = std::max(pool[d], checked_add(pad(checked_mul(checked_mul(w, ub), 2), kPoolAlignment), kPoolAlignment));
     }
   }
   for (std::size_t d = 0; d < r.gpus.size(); ++d) {
