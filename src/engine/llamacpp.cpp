@@ -1401,12 +1401,16 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   largest.experts.resize(static_cast<std::size_t>(n_layer));
   largest.layers.resize(static_cast<std::size_t>(n_layer));
   largest.half_width.assign(r.gpus.size(), 0);
+  std::uint64_t repacked = 0;  // with no GPU backend: CPU_REPACK's tensors, out of the mapped range
   const auto on_host = [&](const GgufTensor& t) {
     const auto blk = block_of(t.name);
     largest.host_half_width = std::max(largest.host_half_width, half_matrix_width(t));
+    bool repack = false;
     if (!input_tensor(t.name) && t.ne.size() >= 2 && t.ne[1] % 8 == 0 &&
-        (t.type->name == "Q4_0" || t.type->name == "Q4_K" || t.type->name == "IQ4_NL" || t.type->name == "MXFP4"))
+        (t.type->name == "Q4_0" || t.type->name == "Q4_K" || t.type->name == "IQ4_NL" || t.type->name == "MXFP4")) {
       largest.repackable = checked_add(largest.repackable, t.bytes);
+      repack = s.no_gpu;
+    }
     if (!input_tensor(t.name) && t.ne.size() >= 2 && t.ne[1] % 8 == 0 && t.type->name == "Q2_K")
       largest.repackable_avx512 = checked_add(largest.repackable_avx512, t.bytes);
     if (blk && *blk < n_layer && p.layer_dev[static_cast<std::size_t>(*blk)] == kCpu) {
@@ -1449,6 +1453,14 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
         largest.outside_rows = rows;
         largest.outside_output = t.name == "output.weight";
       }
+    }
+    if (repack) {
+      // ggml-cpu's repack buffer type (make_cpu_buft_list lists the CPU's extra types first when
+      // no GPU's host type precedes them): its own buffer, one allocation of every tensor
+      // (ggml_backend_cpu_buffer_type's alignment), outside the mapping (get_mapping_range spans
+      // the tensors of the mapped context only).
+      repacked = checked_add(repacked, pad(t.bytes, kCpuAlignment));
+      return;
     }
     map_lo = std::min(map_lo, t.offset);
     map_hi = std::max(map_hi, checked_add(t.offset, t.bytes));
@@ -1551,6 +1563,7 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].model = Bytes{gpu_model[d]};
   if (s.mmap) r.host.model = Bytes{map_hi > map_lo ? map_hi - map_lo : 0};
   else r.host.model = Bytes{host_read};
+  r.host.repack = Bytes{repacked};
   return largest;
 }
 
@@ -2029,21 +2042,22 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   // make_cpu_buft_list (llama-model.cpp) lists after the first GPU's host buffer type (CUDA_Host):
   // with a GPU in the process the host's weights take CUDA_Host, which llama-model-loader.cpp
   // replaces with the CPU's own buffer type under mmap, and none is repacked. A CPU-only build (or
-  // --device none, or --no-host) reaches the extra types.
-  if (host.repackable > 0 || host.repackable_avx512 > 0)
+  // --device none, or --no-host) reaches the extra types: model_buffers counts them then.
+  if (s.no_gpu && r.host.repack.value() > 0)
     r.notes.push_back(fmt::format(
-        "{} llama.cpp on an x86 CPU with AVX2 repacks {:.2f} "
-        "MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a CPU_REPACK buffer ({}ARM CPUs repack more types): "
-        "resident RAM beside the mapped file; not in the host figure above{}",
-        s.no_gpu ? "with no GPU backend (--device none, or a CPU-only build)"
-                 : "without a GPU (a CPU-only build, --device none or --no-host)",
-        static_cast<double>(host.repackable) / (1024.0 * 1024.0),
-        host.repackable_avx512 == 0
-            ? std::string()
-            : fmt::format("{:.2f} MiB more of Q2_K with AVX-512; ", static_cast<double>(host.repackable_avx512) / (1024.0 * 1024.0)),
-        s.no_gpu ? std::string()
-                 : std::string(". With a GPU, as here, the host's weights stay in the mapped file (or CUDA_Host "
-                               "with --no-mmap) and none is repacked")));
+        "with no GPU backend (--device none, or a CPU-only build) llama.cpp repacks {:.2f} MiB of the host's "
+        "Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a CPU_REPACK buffer, as an x86 CPU with AVX2 does: resident RAM, in "
+        "the host figure beside the mapped range of the rest ({}an ARM CPU repacks other types, Q8_0 among them)",
+        static_cast<double>(r.host.repack.value()) / (1024.0 * 1024.0),
+        host.repackable_avx512 == 0 ? std::string()
+                                    : fmt::format("with AVX-512 {:.2f} MiB of Q2_K matrices too, not counted; ",
+                                                  static_cast<double>(host.repackable_avx512) / (1024.0 * 1024.0))));
+  else if (!s.no_gpu && (host.repackable > 0 || host.repackable_avx512 > 0))
+    r.notes.push_back(fmt::format(
+        "a CPU-only run (--device none, or a build without a GPU backend) would repack {:.2f} MiB of the host's "
+        "Q4_0/Q4_K/IQ4_NL/MXFP4 matrices into a CPU_REPACK buffer (an x86 CPU with AVX2); with a GPU, as here, the "
+        "host's weights stay in the mapped file (or CUDA_Host with --no-mmap) and none is repacked",
+        static_cast<double>(host.repackable) / (1024.0 * 1024.0)));
   return r;
 }
 
@@ -2163,9 +2177,11 @@ Breakdown breakdown_of(const Result& r, const Settings& s) {
     if (k != i)
       b.notes.push_back(fmt::format("{}: model {} + KV {} + compute {} bytes", r.gpus[k].name,
                                     r.gpus[k].model.value(), r.gpus[k].kv.value(), r.gpus[k].compute.value()));
-  b.notes.push_back(fmt::format("host memory: {} bytes (model {}, KV {}, compute {}, output {})", r.host_bytes.value(),
+  b.notes.push_back(fmt::format("host memory: {} bytes (model {}, KV {}, compute {}, output {}{})", r.host_bytes.value(),
                                 r.host.model.value(), r.host.kv.value(), r.host.compute.value(),
-                                r.output_buffer.value()));
+                                r.output_buffer.value(),
+                                r.host.repack.value() > 0 ? fmt::format(", CPU_REPACK {}", r.host.repack.value())
+                                                          : std::string()));
   b.notes.insert(b.notes.end(), r.notes.begin(), r.notes.end());
   return b;
 }

@@ -116,6 +116,7 @@ json llamacpp_json(const LlamaCppAnswer& a) {
   h["kv_buffer_bytes"] = r.host.kv.value();
   h["compute_buffer_bytes"] = r.host.compute.value();
   if (r.host.mmproj.value() > 0) h["mmproj_buffer_bytes"] = r.host.mmproj.value();
+  h["repack_buffer_bytes"] = r.host.repack.value();
   h["output_buffer_bytes"] = r.output_buffer.value();
   o["host"] = h;
   o["host_bytes"] = r.host_bytes.value();
@@ -142,6 +143,9 @@ std::string llamacpp_text(const LlamaCppAnswer& a) {
   s += fmt::format("  {:<8} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12}\n", "CPU", r.host.layers,
                    mib(r.host.model.value()), mib(r.host.kv.value()), mib(r.host.compute.value()),
                    mib(r.host_bytes.value()), "-");
+  if (r.host.repack.value() > 0)
+    s += fmt::format("  the CPU's total includes {:.2f} MiB of CPU_REPACK (its weights repacked for the CPU's kernels)\n",
+                     mib(r.host.repack.value()));
   if (st.gpu_kernels.value() > 0)
     s += fmt::format("  each GPU's total includes its bare CUDA context ({:.0f} MiB: 2 KiB a resident thread) and, where it "
                      "runs part of the graph, {:.0f} MiB of llama.cpp's kernels (+{:.0f} where cuBLAS runs)\n",

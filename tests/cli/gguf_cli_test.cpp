@@ -126,11 +126,24 @@ TEST_CASE("estimate --config gpt-oss.gguf: llama.cpp's openai-moe read as gpt_os
   // K and V of 2 heads of 16 in f16, 128 bytes a cell a layer: 2 x 4096 x 128 + 2 x 768 x 128.
   CHECK(j["engine"]["host"]["kv_buffer_bytes"] == 2 * 4096 * 128 + 2 * 768 * 128);
   // The MXFP4 experts (4 layers x 3 x 64 x 64 x 4 values, 17 bytes a block of 32: 104448 bytes) are
-  // what an AVX2 CPU repacks: named, not modelled (gpt-oss-20b's shapes on the build machine:
-  // "CPU_REPACK model buffer size = 9682.03 MiB", this note's figure for that file).
+  // what an AVX2 CPU repacks, but with a GPU in the process nothing is (CUDA_Host comes first in
+  // the CPU's buffer list): a note; with no GPU backend (--device none) they are CPU_REPACK's, in
+  // the host figure and out of the mapped range (gpt-oss-20b's shapes on the build machine:
+  // "CPU_REPACK model buffer size = 9682.03 MiB", this figure for that file).
   std::string notes;
   for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
-  CHECK(notes.find("AVX2 repacks 0.10 MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices") != std::string::npos);
+  CHECK(notes.find("would repack 0.10 MiB of the host's Q4_0/Q4_K/IQ4_NL/MXFP4 matrices") != std::string::npos);
+  CHECK(j["engine"]["host"]["repack_buffer_bytes"] == 0);
+  const auto rn = estimate({"--config", path, "--engine", "llama.cpp", "--ctx-size", "4096", "--device", "none", "--json"});
+  INFO(rn.err);
+  REQUIRE(rn.code == 0);
+  const auto jn = nlohmann::json::parse(rn.out);
+  CHECK(jn["engine"]["host"]["repack_buffer_bytes"] == 12 * 64 * 64 * 4 / 32 * 17);
+  const auto& h = jn["engine"]["host"];
+  CHECK(jn["engine"]["host_bytes"] == h["model_buffer_bytes"].get<std::uint64_t>() + h["kv_buffer_bytes"].get<std::uint64_t>() +
+                                         h["compute_buffer_bytes"].get<std::uint64_t>() +
+                                         h["repack_buffer_bytes"].get<std::uint64_t>() +
+                                         h["output_buffer_bytes"].get<std::uint64_t>());
   // A sliding_window_pattern of 0 makes every layer slide (llama_hparams::set_swa_pattern): four
   // layers of 768 cells.
   GgufWriter all_swa = w;

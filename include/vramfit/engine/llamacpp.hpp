@@ -204,8 +204,11 @@ struct DeviceBuffers {
   /// What the process loads on a GPU that runs part of the graph, beyond the bare context
   /// (Settings::gpu_kernels, and Settings::gpu_cublas where cuBLAS runs: where the pool is used).
   Bytes runtime;
+  /// The host only, with no GPU backend (Settings::no_gpu): ggml-cpu's CPU_REPACK model buffer, the
+  /// matrices an x86 CPU with AVX2 repacks, read out of the file into their own memory.
+  Bytes repack;
   std::uint64_t layers = 0;  ///< repeating layers whose weights are here
-  [[nodiscard]] Bytes total() const { return model + kv + compute + mmproj + pool + runtime; }
+  [[nodiscard]] Bytes total() const { return model + kv + compute + mmproj + pool + runtime + repack; }
 };
 
 /// The resolved sizes and every buffer.
