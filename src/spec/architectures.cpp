@@ -665,6 +665,16 @@ constexpr std::string_view kStructureKeys[] = {
     // hyper-connections (DeepseekV4Config, HYV4Config hc_mult).
     "num_kv_shared_layers", "enable_moe_block", "index_n_heads", "num_attention_heads_per_layer", "hc_mult"};
 
+/// Keys of attention whose cache is not a Llama-like decoder's keys and values of every layer: a
+/// compressed latent (kv_lora_rank: DeepSeek-V2/V3's MLA, vLLM's is_deepseek_mla types kimi_k2 and
+/// longcat_flash), a sparse-attention indexer's own cache (index_topk, index_n_heads), layers that
+/// reuse another layer's cache (num_kv_shared_layers), per-layer head counts, per-layer inputs
+/// (gemma3n's hidden_size_per_layer_input, altup_num_inputs) and hyper-connections (hc_mult).
+constexpr std::string_view kCacheLayoutKeys[] = {"kv_lora_rank",         "index_topk",
+                                                 "index_n_heads",        "num_kv_shared_layers",
+                                                 "altup_num_inputs",     "hidden_size_per_layer_input",
+                                                 "num_attention_heads_per_layer", "hc_mult"};
+
 /// Keys of layers that are not attention, from the transformers 5.17 config classes (and the
 /// remote-code ones named): MambaConfig / Mamba2Config / FalconMambaConfig state_size;
 /// JambaConfig, BambaConfig, FalconH1Config, Zamba2Config, GraniteMoeHybridConfig mamba_d_state
@@ -702,6 +712,8 @@ std::optional<NotDecoder> not_decoder(std::string_view model_type) noexcept {
 std::span<const std::string_view> structure_keys() noexcept { return kStructureKeys; }
 
 std::span<const std::string_view> layer_kind_keys() noexcept { return kLayerKindKeys; }
+
+std::span<const std::string_view> cache_layout_keys() noexcept { return kCacheLayoutKeys; }
 
 bool attention_layer_kind(std::string_view kind) noexcept {
   // configuration_utils.py remaps the legacy "attention" to "full_attention" (and "mamba" to

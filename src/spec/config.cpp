@@ -536,8 +536,29 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
       diags.throw_if_any();
     }
   }
+  // An unknown type's attention cache, after its layer kinds (a type whose layer_types name layers
+  // that are not attention is refused for those first).
+  const auto unknown_cache = [&] {
+    if (known) return;
+    std::string cache;
+    for (std::string_view k : cache_layout_keys())
+      if (const auto it = obj.find(k); it != obj.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+        cache += fmt::format("{}\"{}\"", cache.empty() ? "" : ", ", k);
+    if (!cache.empty()) {
+      diags.add(org + ": model_type",
+                fmt::format("{} is not one vramfit knows, and its {} announce an attention cache that is not every "
+                            "layer's keys and values (a compressed latent, an indexer's cache, layers sharing a "
+                            "cache): its KV cache cannot be approximated as a Llama-like decoder's, not even beside "
+                            "the checkpoint's exact weights",
+                            type, cache),
+                "where the model is another's architecture under a new name (Kimi-K2's kimi_k2 is DeepSeek-V3's "
+                "DeepseekV3ForCausalLM), give a copy of config.json with that model_type (deepseek_v3); see the "
+                "README's list of supported model types");
+      diags.throw_if_any();
+    }
+  };
   const auto lt = obj.find("layer_types");
-  if (lt == obj.end() || !lt->is_array()) return;
+  if (lt == obj.end() || !lt->is_array()) return unknown_cache();
   // The first kind that is not attention, how many layers have it and the first of them.
   std::string kind;
   std::uint64_t n = 0, first = 0, i = 0;
@@ -551,7 +572,7 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
     }
     ++i;
   }
-  if (kind.empty()) return;
+  if (kind.empty()) return unknown_cache();
   diags.add(prefix + "layer_types",
             fmt::format("'{}' layers ({} of {}, the first is layer {}) are not a kind vramfit lays out (full, sliding "
                         "or chunked attention): their caches and activations are not modelled, so {} cannot be "

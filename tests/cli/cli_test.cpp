@@ -288,6 +288,20 @@ TEST_CASE("a config file of any name, and a checkpoint folder", "[cli]") {
   CHECK(j["model"]["exact_from_checkpoint"] == true);
   CHECK(j["model"]["params"] == elements);
   CHECK(j.dump().find("activations and KV cache are approximated as a Llama-like decoder") != std::string::npos);
+  // An unknown type whose attention caches something else (Kimi-K2's kimi_k2: DeepSeek-V3's latent,
+  // kv_lora_rank) is refused beside its exact weights too: as a Llama-like decoder its cache was 3
+  // times vLLM's (218624 bytes a token at TP 8, vLLM's latent 70272), with exit 0.
+  std::string latent = unknown;
+  latent.insert(latent.rfind('}'), ", \"kv_lora_rank\": 512");
+  dir.write("latent/config.json", latent);
+  const auto st4 = dir.write("latent/model.safetensors", prefix + header);
+  std::filesystem::resize_file(st4, 8 + header.size() + elements * 2);
+  for (const char* engine : {"transformers", "vllm"}) {
+    r = estimate({"--config", dir.str() + "/latent", "--engine", engine});
+    require_usage_error_prefix(r, "");
+    CHECK(r.err.find("model_type 'my_llm' is not one vramfit knows, and its \"kv_lora_rank\" announce an attention "
+                     "cache") != std::string::npos);
+  }
 
   // An encoder is refused (exit 2), even beside exact weights: it is not a decoder.
   std::string bert = smollm_config();

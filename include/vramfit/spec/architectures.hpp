@@ -426,6 +426,12 @@ std::span<const std::string_view> structure_keys() noexcept;
 /// type with one of them is refused even when the checkpoint's headers give its exact weights.
 std::span<const std::string_view> layer_kind_keys() noexcept;
 
+/// Config keys of attention whose cache is not every layer's keys and values (a latent, an
+/// indexer's cache, layers sharing another's cache, per-layer inputs or head counts): for an
+/// unknown type the KV cache, the figure serving and generation turn on, cannot be approximated
+/// as a Llama-like decoder's, so it is refused even beside the checkpoint's exact weights.
+std::span<const std::string_view> cache_layout_keys() noexcept;
+
 /// The `layer_types` entries a row can lay out: attention layers (full, sliding, chunked; the
 /// legacy "attention"). Any other kind ("linear_attention", "mamba", "conv", "hybrid", "moe", ...)
 /// is refused, whatever the model_type.
