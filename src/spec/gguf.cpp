@@ -346,6 +346,14 @@ constexpr std::array<std::string_view, std::size(kArchs)> kArchNames = [] {
   return a;
 }();
 
+/// gguf.c's gguf_type_name: the names llama.cpp prints in its type errors.
+std::string_view gguf_type_name(GgufType t) {
+  constexpr std::string_view kNames[] = {"u8",   "i8",     "u16", "i16", "u32", "i32",
+                                         "f32", "bool", "str", "arr", "u64", "i64", "f64"};
+  const auto i = static_cast<std::size_t>(t);
+  return i < std::size(kNames) ? kNames[i] : std::string_view("unknown");
+}
+
 std::string describe(const GgufValue& v) {
   switch (v.type) {
     case GgufType::string: return fmt::format("the string \"{}\"", shown(v.str));
@@ -948,6 +956,130 @@ void add_experts(const ArchKeys& a, const std::string& model_type, std::uint64_t
   }
 }
 
+/// The tensors against the metadata, as llama.cpp's loader holds them (llama-model.cpp load_hparams
+/// and load_tensors: create_tensor's expected shapes, check_tensor_dims, LLAMA_MAX_LAYERS): a file
+/// llama.cpp refuses to load is refused here too, not estimated from a metadata that its tensors
+/// contradict (a key_length of 2^31 made a KV cache of 128 TiB, a block_count of 1000 over two
+/// blocks of tensors a fit of 1001 layers).
+void check_tensors_match(const ArchKeys& a, const nlohmann::json& cfg) {
+  constexpr std::string_view fix = "the file's metadata and its tensors disagree: llama.cpp refuses to load it; "
+                                   "convert the model again (convert_hf_to_gguf.py)";
+  const auto get = [&](const char* k) { return cfg.contains(k) ? cfg[k].get<std::uint64_t>() : 0; };
+  const std::uint64_t n_embd = get("hidden_size"), n_layer = get("num_hidden_layers"), n_head = get("num_attention_heads");
+  // llama.h LLAMA_MAX_LAYERS: load_hparams checks block_count against it ("n > N_MAX").
+  constexpr std::uint64_t kLlamaMaxLayers = 512;
+  if (n_layer > kLlamaMaxLayers) {
+    a.diags.add(a.org + ": " + a.key("block_count"),
+                fmt::format("{} layers: llama.cpp loads at most {} (LLAMA_MAX_LAYERS)", n_layer, kLlamaMaxLayers),
+                std::string(fix));
+    return;
+  }
+  // llama_model_loader: the context length is a required key (get_key(LLM_KV_CONTEXT_LENGTH)).
+  if (a.h.find(a.key("context_length")) == nullptr)
+    a.diags.add(a.org + ": " + a.key("context_length"), "missing: llama.cpp requires it to load the model",
+                std::string(kFixMissing));
+  // get_key's type check (GGUFMeta validate_type: "key X has wrong type i32 but expected type
+  // u32"): the sizes are u32, or arrays of them where get_key_or_arr takes one a layer.
+  for (const char* k : {"block_count", "context_length", "embedding_length", "feed_forward_length",
+                        "attention.head_count", "attention.head_count_kv", "attention.key_length",
+                        "attention.value_length", "expert_count", "expert_used_count", "rope.dimension_count"}) {
+    const GgufValue* v = a.h.find(a.key(k));
+    if (v != nullptr && v->type != GgufType::u32 && v->type != GgufType::array)
+      a.diags.add(a.org + ": " + a.key(k),
+                  fmt::format("stored as a {} value: llama.cpp reads it as a 32-bit unsigned integer only "
+                              "(wrong type) and refuses the file",
+                              gguf_type_name(v->type)),
+                  std::string(kFixMissing));
+  }
+  if (n_embd == 0 || n_head == 0 || n_layer == 0) return;  // reported by from_config
+  // The blocks the tensors hold: each of 0 .. block_count - 1, none beyond.
+  std::vector<bool> seen(static_cast<std::size_t>(n_layer), false);
+  bool exps = false, router = false;
+  for (const GgufTensor& t : a.h.tensors) {
+    unsigned long long i = 0;
+    char rest[64] = {};
+    if (std::sscanf(t.name.c_str(), "blk.%llu.%63s", &i, rest) != 2) continue;
+    if (i >= n_layer) {
+      a.diags.add(a.org + ": " + a.key("block_count"),
+                  fmt::format("{} layers, but the file holds tensor '{}' of layer {}", n_layer, shown(t.name), i),
+                  std::string(fix));
+      return;
+    }
+    seen[static_cast<std::size_t>(i)] = true;
+    const std::string_view r = rest;
+    exps = exps || r.find("_exps.") != std::string_view::npos;
+    router = router || r == "ffn_gate_inp.weight";
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i]) {
+      a.diags.add(a.org + ": " + a.key("block_count"),
+                  fmt::format("{} layers, but the file holds no tensor of layer {} (llama.cpp: missing tensor "
+                              "'blk.{}.attn_norm.weight')",
+                              n_layer, i, i),
+                  std::string(fix));
+      return;
+    }
+  // The tensors every supported architecture creates as required (create_tensor without
+  // TENSOR_NOT_REQUIRED: "missing tensor 'X'"): the embeddings, the final norm, and in each block
+  // its norm, attention (fused or not) and output projection.
+  for (const char* t : {"token_embd.weight", "output_norm.weight"})
+    if (a.h.tensor(t) == nullptr)
+      a.diags.add(a.org, fmt::format("missing tensor '{}': llama.cpp refuses the file", t), std::string(fix));
+  for (std::uint64_t il = 0; il < n_layer && a.diags.empty(); ++il) {
+    const std::string b = fmt::format("blk.{}.", il);
+    const bool fused = a.h.tensor(b + "attn_qkv.weight") != nullptr;
+    for (const char* r : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight"}) {
+      const std::string_view role = r;
+      if (fused && (role == "attn_q.weight" || role == "attn_k.weight" || role == "attn_v.weight")) continue;
+      if (a.h.tensor(b + r) == nullptr)
+        a.diags.add(a.org, fmt::format("missing tensor '{}{}': llama.cpp refuses the file", b, r), std::string(fix));
+    }
+  }
+  if (!a.diags.empty()) return;
+  const bool moe = cfg.contains("num_experts") || cfg.contains("num_local_experts");
+  if (moe && !exps)
+    a.diags.add(a.org + ": " + a.key("expert_count"), "experts announced, but the file holds no expert tensor (*_exps)",
+                std::string(fix));
+  if (!moe && (exps || router))
+    a.diags.add(a.org + ": " + a.key("expert_count"),
+                "absent, but the file holds expert tensors (*_exps, ffn_gate_inp)", std::string(fix));
+  // The widths llama.cpp creates the tensors with: n_embd_head_k = key_length, else n_embd / n_head;
+  // n_embd_head_v = value_length, else n_embd / n_head; n_embd_k_gqa = n_embd_head_k x n_head_kv.
+  const std::uint64_t n_kv = cfg.contains("num_key_value_heads") ? get("num_key_value_heads") : n_head;
+  const std::uint64_t hk = cfg.contains("head_dim") ? get("head_dim") : n_embd / n_head;
+  const std::uint64_t hv = a.uint_of(a.key("attention.value_length")).value_or(n_embd / n_head);
+  const auto check = [&](const std::string& name, std::uint64_t ne0, std::uint64_t ne1, const char* what) {
+    const GgufTensor* t = a.h.tensor(name);
+    if (t == nullptr || t->ne.size() < 2 || (t->ne[0] == ne0 && t->ne[1] == ne1)) return true;
+    a.diags.add(a.org + ": " + name,
+                fmt::format("shape [{}, {}], but the metadata makes it [{}, {}] ({}): llama.cpp refuses the file "
+                            "(tensor has wrong shape)",
+                            t->ne[0], t->ne[1], ne0, ne1, what),
+                std::string(fix));
+    return false;
+  };
+  // The vocabulary llama.cpp sizes token_embd by: the tokenizer's list where the file has one.
+  std::uint64_t n_vocab = get("vocab_size");
+  if (const GgufValue* tokens = a.h.find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->type == GgufType::array)
+    n_vocab = tokens->array_length;
+  if (!check("token_embd.weight", n_embd, n_vocab, "embedding_length x the vocabulary")) return;
+  for (std::uint64_t il = 0; il < n_layer; ++il) {
+    const std::string b = fmt::format("blk.{}.", il);
+    if (!check(b + "attn_q.weight", n_embd, n_head * hk, "embedding_length x head_count x key_length") ||
+        !check(b + "attn_k.weight", n_embd, n_kv * hk, "embedding_length x head_count_kv x key_length") ||
+        !check(b + "attn_v.weight", n_embd, n_kv * hv, "embedding_length x head_count_kv x value_length") ||
+        !check(b + "attn_qkv.weight", n_embd, n_head * hk + n_kv * (hk + hv),
+               "embedding_length x (head_count + head_count_kv) x key_length + head_count_kv x value_length"))
+      return;
+  }
+  // llama.cpp's n_rot: rope.dimension_count, at most the head ("invalid n_rot").
+  if (const auto rope = a.uint_of(a.key("rope.dimension_count")); rope && *rope > hk)
+    a.diags.add(a.org + ": " + a.key("rope.dimension_count"),
+                fmt::format("{} rotary dimensions, more than the head's {}: llama.cpp refuses the file (invalid n_rot)",
+                            *rope, hk),
+                std::string(fix));
+}
+
 /// A file of metadata alone (llama.cpp's vocab-only GGUFs) has no weights to estimate; an empty
 /// tensor holds no data. Either would silently count as 0 parameters: both are refused.
 void check_has_weights(const GgufHeader& h, const std::string& org) {
@@ -995,6 +1127,8 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
 
   // --- the weights: the tensors' count, over the config's --------------------------------
   check_has_weights(h, org);
+  check_tensors_match(a, cfg);
+  diags.throw_if_any();
   ModelSpec spec = from_config(cfg, origin, UnknownType::generic);  // the tensors give the weights
   const auto [elements, bytes] = tensor_totals(h, org);
   if (elements != spec.params)

@@ -1,6 +1,7 @@
 // Checkpoint headers that would give a silently wrong count (issue #14): GGUF files with no
 // tensors or empty ones, tensors whose data overlap or leave gaps (GGUF and safetensors, whose
 // own loaders refuse them), and counts past the documented 10^15 parameters.
+#include <functional>
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -59,6 +60,71 @@ TEST_CASE("checkpoints: a GGUF without tensors, or with an empty one, is refused
         "m.gguf: tensor 'extra.weight' has a dimension of 0: it holds no data" + kDamaged);
   const GgufWriter ok = tiny_llama_gguf();
   CHECK(gguf_error(ok, ok.data_size()) == "no error");
+}
+
+TEST_CASE("checkpoints: a GGUF whose tensors contradict its metadata is refused, as llama.cpp's loader refuses it",
+          "[checkpoint]") {
+  // The tiny llama (2 blocks, 64 wide, 4 heads of 16, 2 KV heads) with one key or one tensor changed.
+  const auto tiny = [](const std::function<void(GgufWriter&)>& keys, const std::string& skip = "",
+                       const std::function<void(GgufWriter&)>& more = {}) {
+    GgufWriter w;
+    w.kv_str("general.architecture", "llama");
+    w.kv_u32("general.file_type", 7);
+    keys(w);
+    w.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(256, "tok"));
+    const GgufWriter full = tiny_llama_gguf();
+    for (const auto& t : full.tensor_list())
+      if (t.first != skip) w.tensor(t.first, t.second, t.first.find("norm") != std::string::npos ? 0 : 8);
+    if (more) more(w);
+    return gguf_error(w, w.data_size());
+  };
+  const auto sizes = [](GgufWriter& w, std::uint32_t blocks, std::uint32_t key_length) {
+    w.kv_u32("llama.context_length", 512);
+    w.kv_u32("llama.embedding_length", 64);
+    w.kv_u32("llama.block_count", blocks);
+    w.kv_u32("llama.feed_forward_length", 128);
+    w.kv_u32("llama.attention.head_count", 4);
+    w.kv_u32("llama.attention.head_count_kv", 2);
+    if (key_length != 0) w.kv_u32("llama.attention.key_length", key_length);
+  };
+  const std::string fix = " (the file's metadata and its tensors disagree: llama.cpp refuses to load it; convert the "
+                          "model again (convert_hf_to_gguf.py))";
+  CHECK(tiny([&](GgufWriter& w) { sizes(w, 2, 0); }) == "no error");
+  // key_length 2^31: a KV cache of 128 TiB, estimated with exit 0 before.
+  CHECK(tiny([&](GgufWriter& w) { sizes(w, 2, 1U << 31); }) ==
+        "m.gguf: blk.0.attn_q.weight: shape [64, 64], but the metadata makes it [64, 8589934592] (embedding_length x "
+        "head_count x key_length): llama.cpp refuses the file (tensor has wrong shape)" + fix);
+  CHECK(tiny([&](GgufWriter& w) { sizes(w, 3, 0); }) ==
+        "m.gguf: llama.block_count: 3 layers, but the file holds no tensor of layer 2 (llama.cpp: missing tensor "
+        "'blk.2.attn_norm.weight')" + fix);
+  CHECK(tiny([&](GgufWriter& w) { sizes(w, 1, 0); }) ==
+        "m.gguf: llama.block_count: 1 layers, but the file holds tensor 'blk.1.attn_norm.weight' of layer 1" + fix);
+  CHECK(tiny([&](GgufWriter& w) { sizes(w, 1000, 0); }) ==
+        "m.gguf: llama.block_count: 1000 layers: llama.cpp loads at most 512 (LLAMA_MAX_LAYERS)" + fix);
+  CHECK(tiny([&](GgufWriter& w) { sizes(w, 2, 0); }, "blk.1.attn_k.weight") ==
+        "m.gguf: missing tensor 'blk.1.attn_k.weight': llama.cpp refuses the file" + fix);
+  CHECK(tiny([&](GgufWriter& w) { sizes(w, 2, 0); }, "output_norm.weight") ==
+        "m.gguf: missing tensor 'output_norm.weight': llama.cpp refuses the file" + fix);
+  CHECK(tiny([&](GgufWriter& w) {
+          sizes(w, 2, 0);
+          w.kv_u32("llama.expert_count", 4);
+          w.kv_u32("llama.expert_used_count", 2);
+        }) == "m.gguf: llama.expert_count: experts announced, but the file holds no expert tensor (*_exps)" + fix);
+  // A size stored as i32, or the context length missing: llama.cpp's get_key refuses the file.
+  CHECK(tiny([&](GgufWriter& w) {
+          w.kv_u32("llama.context_length", 512);
+          w.kv_u32("llama.embedding_length", 64);
+          w.kv_i32("llama.block_count", 2);
+          w.kv_u32("llama.attention.head_count", 4);
+        }) == "m.gguf: llama.block_count: stored as a i32 value: llama.cpp reads it as a 32-bit unsigned integer only "
+              "(wrong type) and refuses the file (the file was not written by llama.cpp's converter, or is damaged)");
+  CHECK(tiny([&](GgufWriter& w) {
+          w.kv_u32("llama.embedding_length", 64);
+          w.kv_u32("llama.block_count", 2);
+          w.kv_u32("llama.attention.head_count", 4);
+          w.kv_u32("llama.attention.head_count_kv", 2);
+        }) == "m.gguf: llama.context_length: missing: llama.cpp requires it to load the model (the file was not "
+              "written by llama.cpp's converter, or is damaged)");
 }
 
 TEST_CASE("checkpoints: GGUF tensors must follow each other as llama.cpp's loader requires", "[checkpoint]") {

@@ -588,8 +588,17 @@ TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
   w.kv_u32("qwen3moe.expert_used_count", 2);
   w.kv_u32("qwen3moe.expert_feed_forward_length", 32);
   w.kv_u32("qwen3moe.vocab_size", 100);
+  w.kv_u32("qwen3moe.context_length", 4096);
   w.tensor("token_embd.weight", {64, 100}, 1);
   w.tensor("blk.0.ffn_gate_inp.weight", {64, 4}, 0);
+  w.tensor("blk.0.ffn_up_exps.weight", {64, 32, 4}, 1);
+  // What llama.cpp requires of every block and the head (attention as the metadata sizes it).
+  w.tensor("output_norm.weight", {64}, 0);
+  w.tensor("blk.0.attn_norm.weight", {64}, 0);
+  w.tensor("blk.0.attn_q.weight", {64, 64}, 1);
+  w.tensor("blk.0.attn_k.weight", {64, 32}, 1);
+  w.tensor("blk.0.attn_v.weight", {64, 32}, 1);
+  w.tensor("blk.0.attn_output.weight", {64, 64}, 1);
   const std::string bytes = w.header();
   const ModelSpec m =
       spec_from_gguf(parse_gguf_header(bytes, bytes.size() + w.data_size(), "q.gguf"), "q.gguf");
@@ -600,12 +609,12 @@ TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
   CHECK(m.moe.expert_intermediate == 32);
   CHECK(m.head_dim == 16);
   CHECK(m.vocab_size == 100);
-  CHECK(m.params == 64 * 100 + 64 * 4);
+  CHECK(m.params == 64 * 100 + 64 * 4 + 64 * 32 * 4 + 2 * 64 + 2 * 64 * 64 + 2 * 64 * 32);
   CHECK(m.quantization->gguf_type == "F16");
   CHECK(m.quantization->bits == 16);
   REQUIRE(m.notes.size() == 2);
   CHECK(m.notes[0].rfind(
-            "the file's tensors hold 6656 parameters; its metadata describes a qwen3_moe model of ", 0) == 0);
+            "the file's tensors hold 27264 parameters; its metadata describes a qwen3_moe model of ", 0) == 0);
 
   // llama with experts is Mixtral; general.file_type absent: guessed from the tensors.
   GgufWriter x;
@@ -616,10 +625,15 @@ TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
   x.kv_u32("llama.feed_forward_length", 512);
   x.kv_u32("llama.expert_count", 8);
   x.kv_u32("llama.expert_used_count", 2);
+  x.kv_u32("llama.context_length", 4096);
   x.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(300, "t"));
   x.tensor("token_embd.weight", {256, 300}, 12);
   x.tensor("output.weight", {256, 300}, 14);
   x.tensor("blk.0.ffn_up_exps.weight", {256, 512, 8}, 12);
+  x.tensor("output_norm.weight", {256}, 0);
+  x.tensor("blk.0.attn_norm.weight", {256}, 0);
+  for (const char* t : {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight"})
+    x.tensor(t, {256, 256}, 12);
   const std::string xb = x.header();
   const ModelSpec mx = spec_from_gguf(parse_gguf_header(xb, xb.size() + x.data_size(), "x.gguf"), "x.gguf");
   CHECK(mx.model_type == "mixtral");

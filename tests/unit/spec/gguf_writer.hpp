@@ -54,6 +54,12 @@ class GgufWriter {
   }
 
   /// A tensor of ggml shape `ne` (row length first) and ggml type id `type`.
+  /// The tensors written so far: names and shapes.
+  [[nodiscard]] std::vector<std::pair<std::string, std::vector<std::uint64_t>>> tensor_list() const {
+    std::vector<std::pair<std::string, std::vector<std::uint64_t>>> out;
+    for (const T& t : tensors_) out.emplace_back(t.name, t.ne);
+    return out;
+  }
   void tensor(const std::string& name, std::vector<std::uint64_t> ne, std::uint32_t type) {
     tensors_.push_back({name, std::move(ne), type});
   }
