@@ -1314,6 +1314,11 @@ void check_settings(const spec::ModelSpec& m, const Settings& s, std::uint64_t n
               "give shares in proportion, e.g. 3,1");
   if (s.ctx_size == 0) diags.add("--ctx-size", "0 cells", "give the context, e.g. --ctx-size 8192");
   if (s.parallel == 0) diags.add("--parallel", "0 sequences", "give at least 1");
+  // llama-cparams.h LLAMA_MAX_SEQ: llama_context refuses more ("n_seq_max must be <= 256").
+  constexpr std::uint64_t kLlamaMaxSeq = 256;
+  if (s.parallel > kLlamaMaxSeq)
+    diags.add("--parallel", fmt::format("{} sequences: llama.cpp takes at most {} (LLAMA_MAX_SEQ)", s.parallel, kLlamaMaxSeq),
+              "give --parallel 256 or fewer");
   if (s.ubatch_size == 0 || s.batch_size == 0) diags.add("--ubatch-size", "0 tokens", "give at least 1");
   if (m.num_layers == 0 || m.num_layers > 100'000)
     diags.add("model", fmt::format("{} layers", m.num_layers), "check the model's block count");
@@ -1988,6 +1993,19 @@ Result estimate(const spec::ModelSpec& m, const std::vector<GgufTensor>& tensors
   const Hparams h = hparams_of(m, mla);
   const std::vector<LayerAttn> la = layer_attn(m, h);
   const std::uint64_t n_layer = m.num_layers;
+  // llama_init_from_model: with flash attention not disabled (on, or auto before it is resolved),
+  // a quantized cache's block must divide every layer's head ("K cache type q8_0 with block size
+  // 32 does not divide n_embd_head_k=80").
+  if (s.flash_attn || s.flash_attn_auto)
+    for (const auto& [t, name, head] : {std::tuple{&types.k, "K", &LayerAttn::head_k},
+                                        std::tuple{&types.v, "V", &LayerAttn::head_v}})
+      for (const LayerAttn& l : la)
+        if (t->block_size > 1 && l.has_kv && l.*head % t->block_size != 0)
+          throw InputError(name[0] == 'K' ? "--cache-type-k" : "--cache-type-v",
+                           fmt::format("{} cache type {} has blocks of {} values, which do not divide the {} head of "
+                                       "{}: llama.cpp refuses it with flash attention {}",
+                                       name, t->name, t->block_size, name, l.*head, s.flash_attn_auto ? "auto" : "on"),
+                           "use f16 for that cache, or --flash-attn off (then a quantized V cache is refused too)");
   Result r;
   r.offloadable = n_layer + 1;
 

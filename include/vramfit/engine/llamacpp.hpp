@@ -78,6 +78,9 @@ struct Settings {
   std::uint64_t batch_size = 2048;    ///< --batch-size: logical batch
   std::uint64_t ubatch_size = 512;    ///< --ubatch-size: physical batch (the compute graph's size)
   bool flash_attn = false;            ///< --flash-attn on|off
+  /// --flash-attn auto (resolved into flash_attn): llama.cpp's checks of an enabled flash attention
+  /// (a quantized cache's block dividing the heads) run before it resolves auto.
+  bool flash_attn_auto = false;
   bool mmap = true;                   ///< --no-mmap turns it off
   bool kv_offload = true;             ///< --no-kv-offload keeps the KV cache in host memory
   bool swa_full = false;              ///< --swa-full: full-size SWA cache

@@ -111,23 +111,44 @@ TEST_CASE("llama.cpp: KV cache types, padding and sequences", "[llamacpp]") {
   s.cache_type_k = "q8_0";
   s.flash_attn = true;
   s.cache_type_v = "q4_0";
+  // With flash attention (on, or auto) llama.cpp refuses a cache whose blocks of 32 do not divide
+  // the head (16 here): "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16".
+  try {
+    (void)estimate(t.spec, t.header.tensors, s);
+    FAIL("estimated");
+  } catch (const InputError& e) {
+    CHECK(e.diagnostics().at(0).field == "--cache-type-k");
+    CHECK(e.diagnostics().at(0).problem == "K cache type Q8_0 has blocks of 32 values, which do not divide the K head "
+                                           "of 16: llama.cpp refuses it with flash attention on");
+  }
+  s.flash_attn = false;
+  s.flash_attn_auto = true;  // auto resolved off: the check ran before
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+  s.flash_attn_auto = false;  // off: a quantized K cache is taken, a quantized V one is not
+  s.cache_type_v = "f16";
   Result r = estimate(t.spec, t.header.tensors, s);
   CHECK(r.n_ctx == 512);
-  // q8_0: one 34-byte block per cell, + 15 blocks of row padding on CUDA, to 128: 17408 + 510 -> 17920.
-  // q4_0: one 18-byte block per cell, + 15 blocks of 18 = 270: 9216 + 270 -> 9600.
-  CHECK(r.gpus[0].kv.value() == 2 * (17920 + 9600));
+  // q8_0: one 34-byte block per cell, + 15 blocks of row padding on CUDA, to 128: 17408 + 510 -> 17920;
+  // f16 V: 512 cells x 32 values x 2 bytes.
+  CHECK(r.gpus[0].kv.value() == 2 * (17920 + 32768));
 
   s.cache_type_v = "q4_0";
   s.flash_attn = false;
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
   s.cache_type_v = "q3_x";
+  s.cache_type_k = "f16";
   s.flash_attn = true;
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
   s.cache_type_v = "q4_K";  // a ggml type, but not one llama.cpp accepts for the cache
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
   s.cache_type_v = "f16";
-  s.parallel = 600;  // 512 cells over 600 sequences: llama.cpp throws "n_ctx_seq == 0"
+  s.parallel = 600;  // more than LLAMA_MAX_SEQ: "n_seq_max must be <= 256"
   CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+  s.parallel = 256;  // the most llama.cpp takes
+  CHECK(estimate(t.spec, t.header.tensors, s).n_stream == 256);
+  s.parallel = 257;
+  CHECK_THROWS_AS(estimate(t.spec, t.header.tensors, s), InputError);
+  s.parallel = 1;
 
   // --parallel 3 without a unified cache: 1000 -> 1024 cells, 3 streams of pad(341, 256) = 512.
   Settings p;
