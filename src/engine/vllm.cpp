@@ -712,6 +712,48 @@ void check_settings(const spec::ModelSpec& m, const Settings& s) {
     diags.add("--tensor-parallel-size",
               fmt::format("{} does not divide the {} attention heads", s.tensor_parallel, m.num_heads),
               "vLLM needs num_attention_heads divisible by the tensor parallel size: use a divisor, e.g. 2, 4 or 8");
+  // The splits vLLM's parallel layers assert (model_executor/layers/linear.py, utils divide):
+  // QKVParallelLinear's KV heads (split, or replicated when the GPUs are a multiple of them), the
+  // MLP's columns (MergedColumnParallelLinear), each expert's (FusedMoE's
+  // intermediate_size_per_partition), and a block-fp8 checkpoint's per-GPU widths in whole blocks
+  // (fp8.py validate_fp8_block_shape / Fp8MoEMethod: "is not divisible by weight quantization
+  // block_n"), a GPTQ/AWQ one's input rows in whole groups. MLA's latent is not split.
+  const std::uint64_t tp = s.tensor_parallel;
+  if (tp > 1 && m.num_heads != 0 && m.num_heads % tp == 0) {
+    const std::uint64_t kv = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
+    if (m.kv_lora_rank == 0 && (tp >= kv ? tp % kv != 0 : kv % tp != 0))
+      diags.add("--tensor-parallel-size",
+                fmt::format("{} GPUs and {} KV heads: vLLM splits the KV heads over the GPUs, or copies them when the "
+                            "GPUs are a multiple of them, and asserts otherwise",
+                            tp, kv),
+                "use a tensor parallel size that divides the KV heads or is a multiple of them");
+    const auto widths = [&](std::uint64_t width, const char* what) {
+      if (width == 0) return;
+      if (width % tp != 0) {
+        diags.add("--tensor-parallel-size",
+                  fmt::format("{} does not divide the {} width {}: vLLM's parallel linear layers assert it", tp, what,
+                              width),
+                  "use a tensor parallel size that divides it");
+        return;
+      }
+      const spec::Quantization* q = &s.weights.quant;  // the checkpoint's, or --quant's
+      if (q->method == spec::QuantMethod::fp8 && q->fp8_block_rows > 1 && (width / tp) % q->fp8_block_rows != 0)
+        diags.add("--tensor-parallel-size",
+                  fmt::format("the {} width {} over {} GPUs is {} a GPU, not a multiple of the checkpoint's fp8 block "
+                              "of {}: vLLM refuses it (\"is not divisible by weight quantization block_n\")",
+                              what, width, tp, width / tp, q->fp8_block_rows),
+                  "use fewer GPUs (the width over them in whole blocks), or an unquantized or per-channel fp8 checkpoint");
+      else if ((q->method == spec::QuantMethod::gptq || q->method == spec::QuantMethod::awq) && q->group_size > 0 &&
+               (width / tp) % q->group_size != 0)
+        diags.add("--tensor-parallel-size",
+                  fmt::format("the {} width {} over {} GPUs is {} a GPU, not a multiple of the checkpoint's group of {}: "
+                              "vLLM refuses it (input_size_per_partition not divisible by the group size)",
+                              what, width, tp, width / tp, q->group_size),
+                  "use fewer GPUs, so that each holds whole groups");
+    };
+    widths(m.intermediate_size, "MLP");
+    widths(m.moe.expert_intermediate, "expert");
+  }
   if (s.pipeline_parallel == 0 || s.pipeline_parallel > m.num_layers)
     diags.add("--pipeline-parallel-size", fmt::format("{} stages for {} layers", s.pipeline_parallel, m.num_layers),
               "give at most one stage per layer");

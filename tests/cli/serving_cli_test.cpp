@@ -308,6 +308,28 @@ TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
         run_cli({"estimate", "--model", "llama-3.1-8b", "--json"}).out);
 }
 
+TEST_CASE("serving: --engine vllm: tensor parallel sizes vLLM's parallel layers refuse exit 2", "[cli][serving]") {
+  const auto tp = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "vllm", "--gpu", "h100-80gb", "--max-model-len", "8192"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  // Qwen2.5-7B: 28 heads divide by 7, but not its 4 KV heads nor its MLP of 18944.
+  const CliResult seven = tp({"--model", "qwen2.5-7b", "--tensor-parallel-size", "7"});
+  CHECK(seven.code == 2);
+  CHECK(seven.err.find("--tensor-parallel-size: 7 GPUs and 4 KV heads") != std::string::npos);
+  CHECK(seven.err.find("--tensor-parallel-size: 7 does not divide the MLP width 18944") != std::string::npos);
+  CHECK(tp({"--model", "qwen2.5-7b", "--tensor-parallel-size", "4"}).code == 0);
+  // Qwen3-30B-A3B in block fp8 (Qwen's FP8 checkpoint): experts of 768 are 384 a GPU over 2, whole
+  // blocks of 128; 192 over 4, which vLLM refuses ("not divisible by weight quantization block_n").
+  CHECK(tp({"--model", "qwen3-30b-a3b", "--quant", "fp8-block", "--tensor-parallel-size", "2"}).code == 0);
+  const CliResult four = tp({"--model", "qwen3-30b-a3b", "--quant", "fp8-block", "--tensor-parallel-size", "4"});
+  CHECK(four.code == 2);
+  CHECK(four.err.find("the expert width 768 over 4 GPUs is 192 a GPU, not a multiple of the checkpoint's fp8 block of "
+                      "128") != std::string::npos);
+  CHECK(tp({"--model", "qwen3-30b-a3b", "--tensor-parallel-size", "4"}).code == 0);  // unquantized: 192 columns a GPU
+}
+
 TEST_CASE("serving: advise --engine vllm: the fixes together where none alone fits", "[cli][serving]") {
   // Flags of a "together" change, split at spaces; "(4 GPUs)" is a note, not a flag.
   const auto flags_of = [](const std::string& change) {
