@@ -685,6 +685,14 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
     st.allow_long_max_model_len = allow == "1" || allow == "true";
   }
   st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
+  // vllm/envs.py: bool(int(os.getenv(...))): "0" off, another integer on; anything else stops vLLM.
+  if (const std::string v = util::env("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"); !v.empty()) {
+    if (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9)
+      d.add("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", fmt::format("'{}' is not an integer", v),
+            "set it to 1 or 0, as vLLM reads it (int(...))");
+    else
+      st.chunked_local_hybrid = std::stoul(v) != 0;
+  }
   st.flashinfer = !s.no_flashinfer;
   if (!s.vllm_version.empty()) {
     if (const auto v = engine::vllm::parse_release(s.vllm_version); v && !v->at_least(0, 6)) {

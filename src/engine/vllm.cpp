@@ -97,6 +97,9 @@ struct ModelRow {
   /// num_kv_heads=num_local_heads), V padded with zeros to qk_head_dim): K and V of
   /// qk_nope + qk_rope per head, the heads split over tensor parallel.
   bool heads_cache = false;
+  /// Chunked local attention (Llama 4's attention_chunk_size layers): VllmConfig turns the hybrid KV
+  /// cache manager off for it by default in the releases of hybrid_manager().
+  bool chunked_local = false;
 };
 constexpr ModelRow kModelRows[] = {
     {.model_type = "gemma3", .substring = true, .positions_prescaled = true},
@@ -108,6 +111,7 @@ constexpr ModelRow kModelRows[] = {
     {.model_type = "kimi_k2", .mla = true},
     {.model_type = "longcat_flash", .mla = true},
     {.model_type = "minicpm3", .heads_cache = true},
+    {.model_type = "llama4", .substring = true, .chunked_local = true},
 };
 
 const ModelRow& model_row(std::string_view model_type) {
@@ -338,6 +342,24 @@ struct KvLayout {
 /// divide), then the uniform-page grouping as below. Without it (or one kind only): a uniform
 /// spec when the pages agree, else UniformTypeKVCacheSpecs, one group whose page is every caching
 /// layer's page summed (num_blocks = available // that sum).
+/// Whether V1's hybrid KV cache manager lays the sliding (or chunked) layers out on their own:
+/// not on V0 nor with --disable-hybrid-kv-cache-manager; for chunked local attention not by default
+/// from 0.10.1 (vllm#21761: VllmConfig disables it, "There is a latency regression when using
+/// chunked local attention with the hybrid KV cache manager", unless
+/// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1) until vllm#29627 turned the default to
+/// "1", taken here as 0.23 (vllm#46553 dates a change of Llama 4's behaviour between 0.22 and 0.23).
+bool chunked_hybrid_default_off(const Release& r) {
+  const bool from = r.at_least(0, 11) || (r.major == 0 && r.minor == 10 && r.patch >= 1);
+  return from && !r.at_least(0, 23);
+}
+
+bool hybrid_manager(const spec::ModelSpec& m, const Settings& s) {
+  if (!s.hybrid_kv || s.v0_engine) return false;
+  if (model_row(m.model_type).chunked_local)
+    return s.chunked_local_hybrid.value_or(!chunked_hybrid_default_off(s.release));
+  return true;
+}
+
 KvLayout kv_layout_per_kind(const std::pair<LayerKind, LayerKind>& kinds, const spec::ModelSpec& m, const Settings& s) {
   KvLayout k;
   k.block_size = k.sliding_block = s.block_size;
@@ -350,7 +372,7 @@ KvLayout kv_layout_per_kind(const std::pair<LayerKind, LayerKind>& kinds, const 
   };
   const LayerKind& full = kinds.first;
   const LayerKind& sliding = kinds.second;
-  const bool hybrid = s.hybrid_kv && !s.v0_engine && m.sliding_window > 0 && full.layers > 0 && sliding.layers > 0;
+  const bool hybrid = hybrid_manager(m, s) && m.sliding_window > 0 && full.layers > 0 && sliding.layers > 0;
   if (!hybrid) {
     const std::uint64_t pf = full.layers > 0 ? page(full) : 0, ps = sliding.layers > 0 ? page(sliding) : 0;
     if (pf == 0 || ps == 0 || pf == ps) {
@@ -360,7 +382,7 @@ KvLayout kv_layout_per_kind(const std::pair<LayerKind, LayerKind>& kinds, const 
       k.layer_page = checked_add(checked_mul(pf, full.layers), checked_mul(ps, sliding.layers));
       k.group_size = 1;
     }
-    if (full.layers == 0 && m.sliding_window > 0 && s.hybrid_kv && !s.v0_engine) {  // sliding layers alone
+    if (full.layers == 0 && m.sliding_window > 0 && hybrid_manager(m, s)) {  // sliding layers alone
       k.window = m.sliding_window;
       k.full_groups = 0;
       k.sliding_groups = 1;
@@ -395,7 +417,7 @@ KvLayout kv_layout(const spec::ModelSpec& m, const Settings& s) {
   const std::uint64_t layers = cdiv(m.num_layers, s.pipeline_parallel);
   k.layer_page = checked_mul(kv_bytes_per_token(m, s) / layers, s.block_size);
   k.group_size = layers;
-  const bool hybrid = s.hybrid_kv && !s.v0_engine && s.pipeline_parallel == 1 && m.kv_lora_rank == 0 &&
+  const bool hybrid = hybrid_manager(m, s) && s.pipeline_parallel == 1 && m.kv_lora_rank == 0 &&
                       m.sliding_window > 0 && m.sliding_layers > 0;
   if (!hybrid) return k;
   const std::uint64_t sliding = std::min(m.sliding_layers, m.num_layers);
@@ -1392,6 +1414,13 @@ void closing_notes(Result& r, const spec::ModelSpec& m, const Settings& s, const
         "hybrid KV cache manager: {} full-attention and {} sliding-window groups of {} layers; a sliding-window "
         "group keeps min(window - 1 + max_num_batched_tokens, max_model_len) tokens of a request",
         kv.full_groups, kv.sliding_groups, kv.group_size));
+  else if (m.sliding_window != 0 && m.sliding_layers > 0 && s.hybrid_kv && !s.v0_engine &&
+           model_row(m.model_type).chunked_local && !hybrid_manager(m, s))
+    r.notes.push_back(fmt::format(
+        "chunked local attention: vLLM {}.{}.{} turns the hybrid KV cache manager off for it by default (\"There is a "
+        "latency regression when using chunked local attention with the hybrid KV cache manager\"), so every layer "
+        "keeps a full-length cache; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 keeps only the chunks",
+        s.release.major, s.release.minor, s.release.patch));
   else if (m.sliding_window != 0 && m.sliding_layers > 0)
     r.notes.push_back("sliding-window layers keep a full-length cache here (the V0 engine, pipeline parallel or "
                       "the hybrid KV cache manager disabled)");

@@ -330,6 +330,36 @@ TEST_CASE("serving: --engine vllm: tensor parallel sizes vLLM's parallel layers 
   CHECK(tp({"--model", "qwen3-30b-a3b", "--tensor-parallel-size", "4"}).code == 0);  // unquantized: 192 columns a GPU
 }
 
+TEST_CASE("serving: --engine vllm: Llama 4's chunked layers keep a full cache where the release turns the hybrid manager "
+          "off", "[cli][serving]") {
+  const auto blocks = [](const std::string& version) {
+    const CliResult r = run_cli({"estimate", "--engine", "vllm", "--model", "llama-4-scout-17b-16e", "--gpu", "h100-80gb",
+                                 "--tensor-parallel-size", "8", "--max-model-len", "131072", "--vllm-version", version,
+                                 "--json"});
+    REQUIRE(r.code == 0);
+    return parse(r)["engine"];
+  };
+  // 0.10.0: the hybrid manager keeps the 36 chunked layers' chunks apart from the 12 full layers'
+  // whole length (4 groups of 12); 0.10.1 to 0.22 (vllm#21761): every layer full-length, a quarter
+  // of the blocks for the same cache; 0.23 on: hybrid again (vllm#29627).
+  const json before = blocks("0.10.0"), off = blocks("0.11"), on = blocks("0.27.1");
+  CHECK(off["num_gpu_blocks"].get<std::uint64_t>() * 4 < before["num_gpu_blocks"].get<std::uint64_t>() + 4);
+  CHECK(off["num_gpu_blocks"].get<std::uint64_t>() * 4 + 4 > before["num_gpu_blocks"].get<std::uint64_t>());
+  CHECK(on["num_gpu_blocks"].get<std::uint64_t>() > 3 * blocks("0.22")["num_gpu_blocks"].get<std::uint64_t>());
+  CHECK(off["max_concurrency"].get<double>() * 2.5 < before["max_concurrency"].get<double>());
+  // VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 keeps the hybrid layout on 0.11; a value
+  // vLLM's int() cannot read exits 2.
+  ::setenv("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", "1", 1);
+  const json allowed = blocks("0.11");
+  ::setenv("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", "yes", 1);
+  const CliResult bad = run_cli({"estimate", "--engine", "vllm", "--model", "llama-4-scout-17b-16e", "--gpu", "h100-80gb",
+                                 "--tensor-parallel-size", "8"});
+  ::unsetenv("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE");
+  CHECK(allowed["num_gpu_blocks"] == before["num_gpu_blocks"]);
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE: 'yes' is not an integer") != std::string::npos);
+}
+
 TEST_CASE("serving: advise --engine vllm: the fixes together where none alone fits", "[cli][serving]") {
   // Flags of a "together" change, split at spaces; "(4 GPUs)" is a note, not a flag.
   const auto flags_of = [](const std::string& change) {

@@ -63,6 +63,9 @@ struct Settings {
   /// sliding-window layers hold only their window's blocks. Off, or on the V0 engine, every
   /// layer keeps a full-length cache.
   bool hybrid_kv = true;
+  /// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as set in the environment ("1" or "0");
+  /// unset: the release's default (engine/vllm.cpp hybrid_manager).
+  std::optional<bool> chunked_local_hybrid;
   Profiler profiler = Profiler::since_snapshot;
   /// The release (--vllm-version; default the newest seen, 0.27.1): the CUDA graph capture
   /// sizes and whether the graphs' estimate comes off the KV cache (see cuda_graphs()).
