@@ -620,6 +620,7 @@ struct VllmJob {
   engine::vllm::Settings settings;
   std::optional<Cards> cards;
   bool auto_len = false;  ///< --max-model-len auto (or -1): vLLM fits the length to the cache
+  std::string block_note;  ///< the block size vLLM forces on the attention backend, when it does
 };
 
 /// `vllm serve`'s max_num_batched_tokens when none is given (vllm/engine/arg_utils.py). V1
@@ -742,6 +743,15 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
   if (j.cards) st.compute_capability = j.cards->compute_capability.front();
+  // MLA on Hopper: vLLM's default MLA backend there is FlashMLA (from 0.7.3), and the CUDA
+  // platform's check_and_update_config forces its block size ("Forcing kv cache block size to 64
+  // for FlashMLA backend."): the block count a log prints is of 64-token blocks.
+  if (s.block_size.empty() && st.compute_capability == 90 && engine::vllm::served_as_mla(j.model.spec) &&
+      (st.release.at_least(0, 8) || (st.release.major == 0 && st.release.minor == 7 && st.release.patch >= 3))) {
+    st.block_size = 64;
+    j.block_note = "MLA on Hopper: vLLM's FlashMLA backend forces the KV cache's blocks to 64 tokens (\"Forcing kv cache "
+                   "block size to 64 for FlashMLA backend.\"); --block-size sets another";
+  }
   const std::string label = j.cards ? lower(j.cards->labels.front()) : std::string();
   if (s.max_num_batched_tokens.empty()) {
     const std::uint64_t len = st.max_model_len.value_or(engine::vllm::default_max_model_len(j.model.spec, st));
@@ -1212,6 +1222,7 @@ ExitCode run_serving(std::string_view command, const EstimateFlags& f, const Ser
     rep.workload.quant = st.weights.quant;
     rep.workload.weights = st.weights.weights;
     if (!auto_note.empty()) rep.notes.push_back(auto_note);
+    if (!j.block_note.empty()) rep.notes.push_back(j.block_note);
     if (!x.error.empty()) rep.notes.push_back("vLLM would stop at start-up: " + x.error);
     if (j.cards && st.kv_cache_memory && x.budget + beyond_budget(x) > st.gpu_memory)
       rep.notes.push_back(fmt::format(

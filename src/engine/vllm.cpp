@@ -452,6 +452,8 @@ std::uint64_t largest_len(const KvLayout& kv, std::uint64_t page_bytes, std::uin
 
 }  // namespace
 
+bool served_as_mla(const spec::ModelSpec& m) { return m.kv_lora_rank > 0 && model_row(m.model_type).mla; }
+
 std::uint64_t kv_bytes_for_request(const spec::ModelSpec& m, const Settings& s, std::uint64_t tokens) {
   const KvLayout kv = kv_layout(m, s);
   return checked_mul(kv.blocks(tokens), checked_mul(kv.layer_page, kv.group_size));

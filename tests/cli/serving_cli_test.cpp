@@ -360,6 +360,26 @@ TEST_CASE("serving: --engine vllm: Llama 4's chunked layers keep a full cache wh
   CHECK(bad.err.find("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE: 'yes' is not an integer") != std::string::npos);
 }
 
+TEST_CASE("serving: --engine vllm: MLA on Hopper takes FlashMLA's 64-token blocks", "[cli][serving]") {
+  const auto engine = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"estimate", "--engine", "vllm", "--model", "deepseek-v2-lite", "--max-model-len", "32768",
+                               "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a);
+    REQUIRE(r.code == 0);
+    return parse(r);
+  };
+  // A block is 64 tokens x 27 layers x (512 + 64) x 2 bytes on an H100; 16 tokens elsewhere or as given.
+  const json h100 = engine({"--gpu", "h100-80gb"});
+  CHECK(h100["engine"]["kv_cache_bytes"] == h100["engine"]["num_gpu_blocks"].get<std::uint64_t>() * 64 * 27 * 576 * 2);
+  CHECK(h100.dump().find("Forcing kv cache block size to 64 for FlashMLA backend.") != std::string::npos);
+  const json given = engine({"--gpu", "h100-80gb", "--block-size", "16"});
+  CHECK(given["engine"]["kv_cache_bytes"] == given["engine"]["num_gpu_blocks"].get<std::uint64_t>() * 16 * 27 * 576 * 2);
+  const json a100 = engine({"--gpu", "a100-80gb"});
+  CHECK(a100["engine"]["kv_cache_bytes"] == a100["engine"]["num_gpu_blocks"].get<std::uint64_t>() * 16 * 27 * 576 * 2);
+  CHECK(a100.dump().find("FlashMLA") == std::string::npos);
+}
+
 TEST_CASE("serving: advise --engine vllm: the fixes together where none alone fits", "[cli][serving]") {
   // Flags of a "together" change, split at spaces; "(4 GPUs)" is a note, not a flag.
   const auto flags_of = [](const std::string& change) {

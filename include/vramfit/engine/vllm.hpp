@@ -170,6 +170,10 @@ struct Result {
   std::vector<std::string> notes;
 };
 
+/// Whether vLLM serves the model as MLA (is_deepseek_mla: a kv_lora_rank and a model type whose
+/// attention caches the latent).
+bool served_as_mla(const spec::ModelSpec& m);
+
 /// Bytes one token takes in the KV cache of one GPU (all its layers).
 std::uint64_t kv_bytes_per_token(const spec::ModelSpec& m, const Settings& s);
 
