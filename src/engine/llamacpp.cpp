@@ -1601,7 +1601,9 @@ KvView kv_buffers(const spec::ModelSpec& m, const std::vector<LayerAttn>& la, co
   }
   KvView v;
   v.any_swa = std::any_of(la.begin(), la.end(), [](const LayerAttn& a) { return a.swa; });
-  v.ub = std::min({s.ubatch_size, s.batch_size, r.n_ctx});
+  // llama_context: n_batch = min(n_ctx, n_batch) with n_ctx as given (-c, before its padding to
+  // 256), n_ubatch = min(n_batch, n_ubatch): -c 100 runs ubatches of 100 tokens.
+  v.ub = std::min({s.ubatch_size, s.batch_size, s.ctx_size});
   if (v.any_swa) {
     const std::uint64_t want = checked_add(checked_mul(m.sliding_window, s.kv_unified ? n_seq : 1), v.ub);
     r.kv_cells_swa = s.swa_full ? r.n_ctx_seq : pad(std::min(r.n_ctx_seq, want), kCtxPad);

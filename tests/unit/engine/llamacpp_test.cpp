@@ -245,6 +245,25 @@ TEST_CASE("llama.cpp: compute buffers shrink with flash attention and a smaller 
   CHECK(base.gpus[0].compute.value() >= 4096ULL * 512 * 4 * 4);
 }
 
+TEST_CASE("llama.cpp: a context under the ubatch sizes the ubatch", "[llamacpp]") {
+  // llama_context: n_batch = min(-c as given, n_batch), n_ubatch = min(n_batch, n_ubatch): -c 100
+  // (256 cells once padded) runs ubatches of 100 tokens, as -c 256 -ub 100 does (a Qwen2-1.5B-shaped
+  // file on the build machine's CPU: 59.13 MiB as llama.cpp logged, 151.38 with ubatches of 256).
+  const Tiny t = tiny();
+  Settings small;
+  small.ctx_size = 100;
+  Settings ub;
+  ub.ctx_size = 256;
+  ub.ubatch_size = 100;
+  const Result a = estimate(t.spec, t.header.tensors, small), b = estimate(t.spec, t.header.tensors, ub);
+  CHECK(a.n_ctx == 256);
+  CHECK(a.gpus[0].compute == b.gpus[0].compute);
+  CHECK(a.host.compute == b.host.compute);
+  Settings full;
+  full.ctx_size = 256;
+  CHECK(estimate(t.spec, t.header.tensors, full).gpus[0].compute > a.gpus[0].compute);
+}
+
 TEST_CASE("llama.cpp: without flash attention ggml-cuda's pool holds cuBLAS's f16 copy of the scores", "[llamacpp]") {
   const Tiny t = tiny();
   Settings s;
