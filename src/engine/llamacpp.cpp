@@ -266,6 +266,13 @@ struct Hparams {
   bool qkv_bias = false;  // Q, K and V have biases (qwen2): one add each, in place
   bool fused_up = false;  // gate and up in one [n_embd, 2 n_ff] weight (phi3's, glm4's gate_up_proj)
   bool fused_qkv = false; // Q, K and V in one [n_embd, n_embd + 2 n_embd_gqa] weight (phi3's attn_qkv)
+  /// LayerNorm (LLM_NORM: gpt2, gptneox, starcoder2): ggml_norm is not one of ggml-alloc's in-place
+  /// ops (ggml_op_can_inplace lists RMS_NORM, not NORM), so its output is a new tensor beside its
+  /// input; the weight's mul and the bias's add then run in place.
+  bool layer_norm = false;
+  /// RoPE on Q and K; gpt2's learned position table instead (pos_embd: get_rows of the positions,
+  /// added to the token embeddings in place), with Q, K and V plain views of the fused product.
+  bool rope = true;
   // MLA's absorbed attention (deepseek2 files with attn_k_b / attn_v_b): its widths.
   bool mla = false;
   std::uint64_t kv_lora = 0, q_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;
@@ -343,6 +350,8 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
           l.out_features == checked_add(checked_mul(m.num_heads, m.head_dim), h.n_embd_k + h.n_embd_v))
         h.fused_qkv = true;
     }
+  h.layer_norm = m.norm == spec::Norm::layer;
+  h.rope = !m.learned_positions;
   h.n_expert_used = m.moe.experts_per_token;
   h.n_ff_exp = m.moe.expert_intermediate;
   h.n_ff_shexp = m.moe.shared_intermediate;
@@ -875,9 +884,10 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     for (Cache& c : caches)
       if (c.cells > 0) make_inputs(c);  // a cache only the GPUs' layers attend over
     inp = g.node(act, {tokens});  // get_rows of the token embeddings
+    if (!h.rope && pos >= 0) inp = g.node(act, {inp, g.node(act, {pos})}, true);  // + get_rows of the positions
   } else {
     inp = input(act);  // the hidden state: the host's embeddings or the previous GPU's output
-    if (!plan.empty() && first_gpu_item == 0) pos = input(checked_mul(ub, 4));
+    if (!plan.empty() && first_gpu_item == 0 && h.rope) pos = input(checked_mul(ub, 4));
     if (first_gpu_item == 0) inputs_for(0, next_host(0) + 1);
   }
   // A host layer's weight, copied in at the start of the split its op begins, freed after it.
@@ -916,10 +926,10 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const HostLayer& lw = off ? (*d.host_layer)[static_cast<std::size_t>(il)] : gpu_layer;
     Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
-    int cur = g.node(act, {g.node(act, {inp}, true), wcopy(lw.attn_norm)}, true);  // rms_norm, x weight
+    int cur = g.node(act, {g.node(act, {inp}, !h.layer_norm), wcopy(lw.attn_norm)}, true);  // norm, x weight
     const auto proj = [&](std::uint64_t size, std::uint64_t weight) {
       const int wc = wcopy(weight);
-      if (pos < 0) pos = input(checked_mul(ub, 4));  // the split's second input, after the weight
+      if (pos < 0 && h.rope) pos = input(checked_mul(ub, 4));  // the split's second input, after the weight
       int t = g.node(size, {cur, wc});
       if (h.qkv_bias) t = g.node(size, {t}, true);
       return t;
@@ -976,8 +986,13 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         // 150.002 simulated; 144.002 with views (Q and K copies gone: 2 x 3 MiB).
         const int qkv = proj(checked_add(qs, checked_add(ks, vs)), lw.qkv);
         const bool copy_qk = d.fused_qkv == FusedQkv::copies;
-        q = g.node(qs, {copy_qk ? g.view(g.node(qs, {g.view(qkv)})) : g.view(qkv), pos}, true);
-        k = g.node(ks, {copy_qk ? g.view(g.node(ks, {g.view(qkv)})) : g.view(qkv), pos}, true);
+        if (h.rope) {
+          q = g.node(qs, {copy_qk ? g.view(g.node(qs, {g.view(qkv)})) : g.view(qkv), pos}, true);
+          k = g.node(ks, {copy_qk ? g.view(g.node(ks, {g.view(qkv)})) : g.view(qkv), pos}, true);
+        } else {  // gpt2: no RoPE, Q and K views of the product (build_qkv)
+          q = g.view(qkv);
+          k = g.view(qkv);
+        }
         v = d.fused_qkv == FusedQkv::views ? g.view(qkv) : g.view(g.node(vs, {g.view(qkv)}));
         if (d.rot_k > 0) {
           if (off) make_rot(cache);
@@ -987,12 +1002,13 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         // V rotated: a strided view is made contiguous first (ggml_mul_mat_aux's ggml_cont_2d).
         if (d.rot_v > 0) v = g.node(vs, {d.fused_qkv == FusedQkv::views ? g.node(vs, {v}) : v, cache.rot_v});
       } else {
-        q = g.node(qs, {g.view(proj(qs, lw.q)), pos}, true);  // reshape, RoPE (a new tensor: its parent is a view)
+        q = h.rope ? g.node(qs, {g.view(proj(qs, lw.q)), pos}, true)  // reshape, RoPE (a new tensor: its parent is a view)
+                   : g.view(proj(qs, lw.q));
         if (d.rot_k > 0) {  // Q rotated: mul_mat of the matrix and Q's reshape, a new tensor
           if (off) make_rot(cache);
           q = g.node(qs, {g.view(q), cache.rot_k});
         }
-        k = g.node(ks, {g.view(proj(ks, lw.k)), pos}, true);
+        k = h.rope ? g.node(ks, {g.view(proj(ks, lw.k)), pos}, true) : g.view(proj(ks, lw.k));
         if (d.rot_k > 0) k = g.node(ks, {g.view(k), cache.rot_k});
         v = g.view(proj(vs, lw.v));
         if (d.rot_v > 0) v = g.node(vs, {v, cache.rot_v});
@@ -1030,7 +1046,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       sa = g.node(act, {sa, out_ids});
     }
     const int ffn_inp = g.node(act, {cur, sa}, true);
-    cur = g.node(act, {g.node(act, {ffn_inp}, true), wcopy(lw.ffn_norm)}, true);
+    cur = g.node(act, {g.node(act, {ffn_inp}, !h.layer_norm), wcopy(lw.ffn_norm)}, true);
     if (!is_moe(il)) {
       inp = g.node(act, {dense_ffn(cur, h.n_ff, lw, pi), ffn_inp}, true);  // down, residual
       continue;
@@ -1092,7 +1108,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   }
   if (d.output) {
     if (d.output_copy > 0) g.node(d.output_copy, {});  // freed with the graph: the split's input
-    const int e = g.node(act, {g.node(act, {inp}, true)}, true);
+    const int e = g.node(act, {g.node(act, {inp}, !h.layer_norm)}, true);  // the output norm, x weight
     g.node(checked_mul(checked_mul(h.n_vocab, ub), f32), {e});
   } else {
     g.use(inp);  // copied to the next device
