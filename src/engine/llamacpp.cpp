@@ -273,6 +273,10 @@ struct Hparams {
   /// RoPE on Q and K; gpt2's learned position table instead (pos_embd: get_rows of the positions,
   /// added to the token embeddings in place), with Q, K and V plain views of the fused product.
   bool rope = true;
+  /// A plain MLP (LLM_FFN_SEQ: gpt2, gptneox, starcoder2): up, its bias and GELU in place, down.
+  bool gated = true;
+  /// gptneox's parallel residual (use_par_res): x + attn(ln1(x)) + ffn(ln2(x)).
+  bool parallel_residual = false;
   // MLA's absorbed attention (deepseek2 files with attn_k_b / attn_v_b): its widths.
   bool mla = false;
   std::uint64_t kv_lora = 0, q_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;
@@ -352,6 +356,8 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
     }
   h.layer_norm = m.norm == spec::Norm::layer;
   h.rope = !m.learned_positions;
+  h.gated = m.gated_mlp;
+  h.parallel_residual = m.parallel_residual;
   h.n_expert_used = m.moe.experts_per_token;
   h.n_ff_exp = m.moe.expert_intermediate;
   h.n_ff_shexp = m.moe.shared_intermediate;
@@ -898,7 +904,9 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   const auto dense_ffn = [&](int cur, std::uint64_t rows, const HostLayer& w, std::size_t pi) {
     const std::uint64_t fsz = checked_mul(checked_mul(rows, ub), f32);
     int y = -1;
-    if (h.fused_up) {  // one up of 2 n_ff (phi3, glm4): swiglu on its halves
+    if (!h.gated) {  // up (its bias and GELU in place)
+      y = g.node(fsz, {cur, wcopy(w.up)});
+    } else if (h.fused_up) {  // one up of 2 n_ff (phi3, glm4): swiglu on its halves
       const int up = g.node(checked_mul(fsz, 2), {cur, wcopy(w.up)});
       if (d.glu_op) {
         y = g.node(fsz, {up});
@@ -1039,6 +1047,18 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         o = g.node(os, {g.view(g.node(os, {kq, vc}))});                                   // KQV, permute, cont
       }
       if (d.rot_v > 0) o = g.node(os, {g.view(o), cache.rot_v});  // the output rotated back
+    }
+    if (h.parallel_residual && !is_moe(il)) {
+      // gptneox: x + attn(ln1(x)) + ffn(ln2(x)). build_attn expanded the graph up to the attention
+      // core; the final add's first source, the FFN on x (x's output rows first in the last layer),
+      // comes next in ggml's order, the output projection (and its rows) after it.
+      if (last && d.last_layer) sa = g.node(act, {sa, out_ids});
+      const int n2 = g.node(act, {g.node(act, {sa}, !h.layer_norm), wcopy(lw.ffn_norm)}, true);
+      const int f = g.node(act, {dense_ffn(n2, h.n_ff, lw, pi), sa}, true);  // down, + x
+      cur = g.node(act, {o, wcopy(lw.o)});
+      if (last && d.last_layer) cur = g.node(act, {cur, out_ids});
+      inp = g.node(act, {f, cur}, true);
+      continue;
     }
     cur = g.node(act, {o, wcopy(lw.o)});  // the output projection
     if (last && d.last_layer) {
