@@ -262,7 +262,7 @@ void add_serving_flags(CLI::App* e, Options& o) {
   const std::string g = "Serving engine (--engine)";
   add(e, o, "--engine", s.engine, "NAME",
       "transformers (default), llama.cpp, ollama or vllm: whose memory to model", g);
-  add(e, o, "--gpu-layers", s.gpu_layers, "N", "llama.cpp -ngl: layers on the GPU (default all)", g);
+  add(e, o, "--gpu-layers", s.gpu_layers, "N", "llama.cpp -ngl: layers on the GPU, a number or all (default all; auto: see fit --solve gpu-layers)", g);
   add(e, o, "--n-cpu-moe", s.n_cpu_moe, "N", "llama.cpp: routed experts of the first N blocks stay on the CPU", g);
   add(e, o, "--tensor-split", s.tensor_split, "A,B", "llama.cpp: share of each GPU of --gpu a,b (default by memory)", g);
   add(e, o, "--split-mode", s.split_mode, "MODE", "llama.cpp: layer (default), row or none", g);

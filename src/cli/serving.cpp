@@ -355,7 +355,16 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
   Diagnostics d;
   auto& st = j.settings;
   if (e == Engine::ollama) st = engine::llamacpp::ollama_settings();
-  if (!s.gpu_layers.empty()) st.gpu_layers = count_of(s.gpu_layers, "--gpu-layers", d, true);
+  // common/arg.cpp -ngl: a number, "all" (-2: every layer) or "auto" (-1: --fit picks them).
+  if (s.gpu_layers == "all" || s.gpu_layers == "-2")
+    st.gpu_layers = 999;
+  else if (s.gpu_layers == "auto" || s.gpu_layers == "-1")
+    d.add("--gpu-layers", fmt::format("'{}' leaves the layers to llama.cpp's --fit, which moves them to the CPU until "
+                                      "the model fits",
+                                      s.gpu_layers),
+          "run 'vramfit fit --solve gpu-layers' with the same flags for the most that fit, or give a number or all");
+  else if (!s.gpu_layers.empty())
+    st.gpu_layers = count_of(s.gpu_layers, "--gpu-layers", d, true);
   if (!s.n_cpu_moe.empty()) st.n_cpu_moe = count_of(s.n_cpu_moe, "--n-cpu-moe", d, true);
   // --ctx-size 0 is llama.cpp's -c 0 (the model's trained context, kept whole); --ctx-size fit is
   // llama-server without -c (the trained context, cut by --fit to what fits). Both settled below.

@@ -269,6 +269,18 @@ TEST_CASE("serving: --engine flags: every misuse is named", "[cli][serving]") {
   require_usage_error(run_cli({"estimate", "--engine", "xyz", "--model", "llama-3.1-8b"}),
                       "vramfit: error: --engine: unknown engine 'xyz' (one of transformers, llama.cpp, ollama, "
                       "vllm)\n");
+  // -ngl's words: all (every layer, as the default), auto (--fit's choice: refused, pointing at fit).
+  const auto ngl = [](const char* v) {
+    return run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--gpu-layers", v, "--json"});
+  };
+  CHECK(ngl("all").out == run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--json"}).out);
+  CHECK(ngl("-2").code == 0);
+  for (const char* v : {"auto", "-1"}) {
+    const CliResult a = ngl(v);
+    CHECK(a.code == 2);
+    CHECK(a.err.find("leaves the layers to llama.cpp's --fit") != std::string::npos);
+    CHECK(a.err.find("vramfit fit --solve gpu-layers") != std::string::npos);
+  }
   const CliResult v = run_cli({"estimate", "--engine", "llama.cpp", "--model", "llama-3.1-8b", "--cache-type-v", "q4_0"});
   CHECK(v.code == 2);
   CHECK(v.err.find("--cache-type-v: a quantized V cache (q4_0) needs flash attention") != std::string::npos);
