@@ -72,6 +72,8 @@ constexpr GgmlType kTypes[] = {
     {"TQ1_0", 34, QK_K, 2 + 4 * 13},  // 54
     {"TQ2_0", 35, QK_K, 2 + 64},      // 66
     {"MXFP4", 39, 32, 1 + 16},        // e (E8M0), 32 E2M1 nibbles: gpt-oss's experts
+    {"NVFP4", 40, 64, 4 + 32},        // four UE4M3 scales (one a 16), 64 E2M1 nibbles (ggml-common.h block_nvfp4)
+    {"Q1_0", 41, 128, 2 + 16},        // d, 128 bits (block_q1_0)
 };
 
 // One row per llama_ftype: {name, value, llama_ftype_get_default_type, rules implemented}.
@@ -88,6 +90,7 @@ constexpr GgufFileType kFileTypes[] = {
     {"IQ3_M", 27, "IQ3_S", false},   {"IQ2_S", 28, "IQ2_XS", false},    {"IQ2_M", 29, "IQ2_S", false},
     {"IQ4_XS", 30, "IQ4_XS", false}, {"IQ1_M", 31, "IQ1_M", false},     {"BF16", 32, "BF16", true},
     {"TQ1_0", 36, "TQ1_0", false},   {"TQ2_0", 37, "TQ2_0", false},     {"MXFP4_MOE", 38, "MXFP4", false},
+    {"NVFP4", 39, "NVFP4", false},   {"Q1_0", 40, "Q1_0", false},
 };
 
 const GgmlType& type(std::string_view name) {

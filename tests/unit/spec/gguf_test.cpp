@@ -75,6 +75,7 @@ TEST_CASE("gguf: the ggml type table", "[gguf]") {
       {"IQ2_S", 22, 256, 82},   {"IQ4_XS", 23, 256, 136}, {"I8", 24, 1, 1},         {"I16", 25, 1, 2},
       {"I32", 26, 1, 4},        {"I64", 27, 1, 8},        {"F64", 28, 1, 8},        {"IQ1_M", 29, 256, 56},
       {"BF16", 30, 1, 2},       {"TQ1_0", 34, 256, 54},   {"TQ2_0", 35, 256, 66},   {"MXFP4", 39, 32, 17},
+      {"NVFP4", 40, 64, 36},    {"Q1_0", 41, 128, 18},  // the June 2026 build's newest
   };
   CHECK(ggml_types().size() == std::size(rows));
   for (const Row& r : rows) {
