@@ -131,7 +131,7 @@ std::string llamacpp_text(const LlamaCppAnswer& a) {
                               st.cache_type_k, st.cache_type_v, st.flash_attn ? ", flash attention" : "");
   s += fmt::format("  {:<8} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device", "layers", "model MiB", "KV MiB",
                    "compute MiB", "total MiB", "memory MiB");
-  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+  for (std::size_t i = 0; i < r.gpus.size() && !st.no_gpu; ++i) {  // --device none: no GPU backend, no row
     const auto& g = r.gpus[i];
     s += fmt::format("  {:<8} {:>7} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12}\n", g.name, g.layers,
                      mib(g.model.value()), mib(g.kv.value()), mib(g.compute.value()),
@@ -146,7 +146,9 @@ std::string llamacpp_text(const LlamaCppAnswer& a) {
   if (r.host.repack.value() > 0)
     s += fmt::format("  the CPU's total includes {:.2f} MiB of CPU_REPACK (its weights repacked for the CPU's kernels)\n",
                      mib(r.host.repack.value()));
-  if (st.gpu_kernels.value() > 0)
+  if (st.no_gpu)
+    s += "  no GPU backend (--device none): every layer, the cache and the graph on the CPU\n";
+  else if (st.gpu_kernels.value() > 0)
     s += fmt::format("  each GPU's total includes its bare CUDA context ({:.0f} MiB: 2 KiB a resident thread) and, where it "
                      "runs part of the graph, {:.0f} MiB of llama.cpp's kernels (+{:.0f} where cuBLAS runs)\n",
                      mib(st.gpu_reserve.value()), mib(st.gpu_kernels.value()), mib(st.gpu_cublas.value()));
