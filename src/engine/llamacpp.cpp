@@ -149,8 +149,12 @@ struct ArchRow {
   /// list: gemma3, gemma4, glm4moelite, gptoss, lfm2, lfm2moe, mistral3, olmo3, qwen3, qwen3moe,
   /// qwen35, qwen35moe, qwen3next, qwen3vl, qwen3vlmoe, nemotron_h, bert), by its Hugging Face name.
   bool ollama_fa = false;
+  /// The FFN's residual add takes the residual first (phi3.cpp: ggml_add(ctx0, residual, cur)):
+  /// ggml-alloc runs it in place over the residual, not over the FFN's output.
+  bool residual_first = false;
 };
 constexpr ArchRow kArchRows[] = {
+    {.model_type = "phi3", .residual_first = true},
     {.model_type = "gemma2", .swa = true},
     {.model_type = "gemma3", .swa = true, .ollama_fa = true},
     {.model_type = "gemma3_text", .swa = true, .ollama_fa = true},
@@ -277,6 +281,7 @@ struct Hparams {
   bool gated = true;
   /// gptneox's parallel residual (use_par_res): x + attn(ln1(x)) + ffn(ln2(x)).
   bool parallel_residual = false;
+  bool residual_first = false;  // ArchRow::residual_first
   // MLA's absorbed attention (deepseek2 files with attn_k_b / attn_v_b): its widths.
   bool mla = false;
   std::uint64_t kv_lora = 0, q_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;
@@ -358,6 +363,7 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
   h.rope = !m.learned_positions;
   h.gated = m.gated_mlp;
   h.parallel_residual = m.parallel_residual;
+  h.residual_first = arch_row(m.model_type).residual_first;
   h.n_expert_used = m.moe.experts_per_token;
   h.n_ff_exp = m.moe.expert_intermediate;
   h.n_ff_shexp = m.moe.shared_intermediate;
@@ -1068,7 +1074,8 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const int ffn_inp = g.node(act, {cur, sa}, true);
     cur = g.node(act, {g.node(act, {ffn_inp}, !h.layer_norm), wcopy(lw.ffn_norm)}, true);
     if (!is_moe(il)) {
-      inp = g.node(act, {dense_ffn(cur, h.n_ff, lw, pi), ffn_inp}, true);  // down, residual
+      const int down = dense_ffn(cur, h.n_ff, lw, pi);
+      inp = h.residual_first ? g.node(act, {ffn_inp, down}, true) : g.node(act, {down, ffn_inp}, true);  // + residual
       continue;
     }
     // build_moe_ffn
