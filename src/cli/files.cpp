@@ -197,17 +197,63 @@ std::vector<fs::path> gguf_files(const fs::path& dir) {
   return out;
 }
 
-/// A spec from a GGUF file: only its header is read (at most spec::kGgufMaxHeader bytes).
+/// A spec from a GGUF file (or a split GGUF's files): only headers are read (at most
+/// spec::kGgufMaxHeader bytes each).
 spec::ModelSpec load_gguf(const fs::path& file, std::string_view field) {
   const std::string origin = file.string();
-  const std::uint64_t size = file_size(file, field);
-  const std::string prefix = read_prefix(file, spec::kGgufMaxHeader, field);
-  spec::ModelSpec spec = spec::spec_from_gguf(spec::parse_gguf_header(prefix, size, origin), origin);
+  spec::ModelSpec spec = spec::spec_from_gguf(read_gguf(file, field), origin);
   spec.name = origin;
   return spec;
 }
 
 }  // namespace
+
+spec::GgufHeader read_gguf(const fs::path& file, std::string_view field) {
+  const auto header_of = [&](const fs::path& f) {
+    return spec::parse_gguf_header(read_prefix(f, spec::kGgufMaxHeader, field), file_size(f, field), f.string());
+  };
+  spec::GgufHeader first = header_of(file);
+  const spec::GgufValue* count = first.find("split.count");
+  const std::optional<std::uint64_t> n = count != nullptr ? count->as_uint() : std::nullopt;
+  if (!n || *n <= 1) return first;
+  // llama.cpp's llama_split_path: "%s-%05d-of-%05d.gguf", 1-based.
+  constexpr std::uint64_t kMaxSplits = 9999;
+  const std::string name = file.filename().string();
+  const std::string tail = fmt::format("-of-{:05d}.gguf", *n);
+  if (*n > kMaxSplits || name.size() < tail.size() + 6 || name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    throw InputError(std::string(field),
+                     fmt::format("{} is one of {} files of a split GGUF (split.count), but its name is not gguf-split's "
+                                 "<prefix>-0000k-of-{:05d}.gguf",
+                                 quote(file), *n, *n),
+                     "keep the files' names as gguf-split wrote them, in one folder");
+  const std::string prefix = name.substr(0, name.size() - tail.size() - 6);
+  spec::GgufHeader merged;
+  for (std::uint64_t k = 1; k <= *n; ++k) {
+    const fs::path part = file.parent_path() / fmt::format("{}-{:05d}-of-{:05d}.gguf", prefix, k, *n);
+    std::error_code ec;
+    if (!fs::exists(part, ec))
+      throw InputError(std::string(field),
+                       fmt::format("the split GGUF has {} files and {} is missing", *n, quote(part)),
+                       "download every file of the split into one folder");
+    spec::GgufHeader h = part == file ? first : header_of(part);
+    const spec::GgufValue* no = h.find("split.no");
+    if (no == nullptr || no->as_uint() != std::optional<std::uint64_t>(k - 1))
+      throw InputError(std::string(field), fmt::format("{} is not file {} of the split (its split.no)", quote(part), k),
+                       "download the split again");
+    if (k == 1) merged = std::move(h);  // the first file holds the model's metadata
+    else
+      for (spec::GgufTensor& t : h.tensors) {
+        t.file = static_cast<std::uint32_t>(k - 1);
+        merged.tensors.push_back(std::move(t));
+      }
+  }
+  std::set<std::string_view> names;  // a name in two files
+  for (const spec::GgufTensor& t : merged.tensors)
+    if (!names.insert(t.name).second)
+      throw InputError(std::string(field), fmt::format("tensor '{}' is in two files of the split", t.name),
+                       "download the split again");
+  return merged;
+}
 
 std::string read_file(const fs::path& path, std::string_view field, std::uint64_t max_bytes) {
   const OpenFile f = open_regular(path, field);
@@ -318,6 +364,11 @@ spec::ModelSpec load_config(const fs::path& path, std::string_view field) {
     // A llama.cpp download: one .gguf file and no config.json.
     const std::vector<fs::path> ggufs = gguf_files(path);
     if (ggufs.size() == 1) return load_gguf(ggufs.front(), field);
+    // A split GGUF alone (gguf-split's -00001-of-0000n.gguf files, sorted: the first holds the
+    // metadata): read whole.
+    if (ggufs.size() > 1 && ggufs.front().filename().string().find(fmt::format("-00001-of-{:05d}.gguf", ggufs.size())) !=
+                                std::string::npos)
+      return load_gguf(ggufs.front(), field);
     if (ggufs.size() > 1)
       throw InputError(std::string(field),
                        fmt::format("folder {} has no config.json and {} .gguf files", quote(path), ggufs.size()),

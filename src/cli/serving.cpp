@@ -166,10 +166,7 @@ Model load_model(const EstimateFlags& f, CatalogSource& catalog) {
         if (e.path().extension() == ".gguf" && !spec::is_mmproj_name(e.path())) path = e.path();
     }
     if (path.extension() == ".gguf") {
-      const std::uint64_t size = fs::file_size(path, ec);
-      if (ec) throw InputError("--config", fmt::format("cannot read the size of {}", path.string()), "check the path");
-      const std::string prefix = read_prefix(path, spec::kGgufMaxHeader, "--config");
-      const spec::GgufHeader h = spec::parse_gguf_header(prefix, size, path.string());
+      const spec::GgufHeader h = read_gguf(path, "--config");  // a split GGUF's files together
       m.spec = spec::spec_from_gguf(h, path.string());
       m.tensors = h.tensors;
     } else {

@@ -23,6 +23,7 @@
 #include "vramfit/engine/llamacpp.hpp"
 
 #include <algorithm>
+#include <map>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -1442,7 +1443,9 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
                          const Placement& p, const std::vector<double>& fs, const std::vector<bool>& rope_layer,
                          Result& r) {
   const std::uint64_t n_layer = rope_layer.size();
-  std::uint64_t map_lo = std::numeric_limits<std::uint64_t>::max(), map_hi = 0;
+  // Each file's mapped range of host tensors (a split GGUF's files are mapped one by one: one
+  // CPU_Mapped buffer a file).
+  std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> mapped;
   std::vector<std::uint64_t> gpu_model(r.gpus.size(), 0);
   std::uint64_t host_read = 0;
   HostWeight largest;  // the largest weight left on the host
@@ -1510,8 +1513,11 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
       repacked = checked_add(repacked, pad(t.bytes, kCpuAlignment));
       return;
     }
-    map_lo = std::min(map_lo, t.offset);
-    map_hi = std::max(map_hi, checked_add(t.offset, t.bytes));
+    auto [it, fresh] = mapped.try_emplace(t.file, t.offset, checked_add(t.offset, t.bytes));
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, t.offset);
+      it->second.second = std::max(it->second.second, checked_add(t.offset, t.bytes));
+    }
     host_read = checked_add(host_read, pad(t.bytes, kCpuAlignment));
   };
   const auto on_gpu = [&](std::size_t d, std::uint64_t alloc) {
@@ -1609,7 +1615,11 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
     else if (!s.mmap) host_read = checked_add(host_read, pad(token_embd->bytes, kCpuAlignment));
   }
   for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].model = Bytes{gpu_model[d]};
-  if (s.mmap) r.host.model = Bytes{map_hi > map_lo ? map_hi - map_lo : 0};
+  if (s.mmap) {
+    std::uint64_t range = 0;
+    for (const auto& [file, lohi] : mapped) range = checked_add(range, lohi.second - lohi.first);
+    r.host.model = Bytes{range};
+  }
   else r.host.model = Bytes{host_read};
   r.host.repack = Bytes{repacked};
   return largest;

@@ -1,6 +1,8 @@
 // `--config model.gguf`: a GGUF file (or a folder holding one) through the whole CLI.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "../unit/spec/gguf_writer.hpp"
@@ -42,6 +44,57 @@ TEST_CASE("estimate --config model.gguf", "[gguf][cli]") {
   const auto f = estimate({"--config", dir.str(), "--mode", "inference", "--json"});
   REQUIRE(f.code == 0);
   CHECK(nlohmann::json::parse(f.out)["model"]["params"] == 106816);
+}
+
+TEST_CASE("estimate --config model-00001-of-00002.gguf: a split GGUF read whole", "[gguf][cli]") {
+  // gguf-split's files: the first holds the metadata, each holds split.no (u16), split.count (u16)
+  // and split.tensors.count (i32); llama.cpp maps each file on its own (one CPU_Mapped buffer a file).
+  const GgufWriter whole = vramfit::test::tiny_llama_gguf();
+  const auto tensors = whole.tensor_list();
+  const auto u16 = [](unsigned v) { return std::string{static_cast<char>(v & 0xff), static_cast<char>(v >> 8)}; };
+  const auto shard = [&](unsigned no, unsigned first, unsigned last, bool metadata) {
+    GgufWriter w = metadata ? vramfit::test::tiny_llama_gguf(false) : GgufWriter{};
+    w.kv_raw("split.no", 2, u16(no));
+    w.kv_raw("split.count", 2, u16(2));
+    w.kv_i32("split.tensors.count", static_cast<std::int32_t>(tensors.size()));
+    for (unsigned i = first; i < last; ++i)
+      w.tensor(tensors[i].first, tensors[i].second, tensors[i].first.find("norm") != std::string::npos ? 0 : 8);
+    return w.header() + std::string(w.data_size(), '\0');
+  };
+  const TempDir dir;
+  const std::string one = dir.write("whole/m.gguf", whole.header() + std::string(whole.data_size(), '\0'));
+  const std::string a = dir.write("split/m-00001-of-00002.gguf", shard(0, 0, 11, true));
+  const std::string b = dir.write("split/m-00002-of-00002.gguf", shard(1, 11, static_cast<unsigned>(tensors.size()), false));
+  const auto run = [](const std::string& path) {
+    return estimate({"--config", path, "--engine", "llama.cpp", "--device", "none", "--ctx-size", "512", "--json"});
+  };
+  const auto w = run(one);
+  REQUIRE(w.code == 0);
+  const auto jw = nlohmann::json::parse(w.out);
+  for (const std::string& given : {a, b, dir.str() + "/split"}) {  // either file, or their folder
+    INFO(given);
+    const auto r = run(given);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["model"]["params"] == 106816);
+    // Every tensor is a multiple of 32 bytes: the two files' mapped ranges add up to the one file's.
+    CHECK(j["engine"]["host"]["model_buffer_bytes"] == jw["engine"]["host"]["model_buffer_bytes"]);
+    CHECK(j["engine"]["host"]["compute_buffer_bytes"] == jw["engine"]["host"]["compute_buffer_bytes"]);
+  }
+  // The transformers engine reads it whole too.
+  const auto t = estimate({"--config", a, "--json"});
+  REQUIRE(t.code == 0);
+  CHECK(nlohmann::json::parse(t.out)["model"]["params"] == 106816);
+  // A file missing, or one of another split: exit 2.
+  std::filesystem::remove(b);
+  const auto missing = run(a);
+  CHECK(missing.code == 2);
+  CHECK(missing.err.find("the split GGUF has 2 files and") != std::string::npos);
+  dir.write("split/m-00002-of-00002.gguf", shard(0, 11, static_cast<unsigned>(tensors.size()), false));
+  const auto wrong = run(a);
+  CHECK(wrong.code == 2);
+  CHECK(wrong.err.find("is not file 2 of the split (its split.no)") != std::string::npos);
 }
 
 TEST_CASE("estimate --config with bad GGUF files", "[gguf][cli]") {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vramfit/spec/gguf.hpp"
 #include "vramfit/spec/model_spec.hpp"
 
 namespace vramfit::cli {
@@ -65,6 +66,12 @@ struct SafetensorsHead {
 spec::ModelSpec spec_from_checkpoint(std::string_view config_text, const std::string& config_origin,
                                      const std::vector<SafetensorsHead>& heads, std::string_view field,
                                      const std::string& where);
+
+/// A GGUF file's header, or a split GGUF's (llama.cpp's gguf-split: split.count files named
+/// <prefix>-0000k-of-0000n.gguf, any of which may be given): the first file's metadata with every
+/// file's tensors, each marked with its file (GgufTensor::file). `origin` is the path given.
+/// Throws InputError naming `field` when a file is missing, unreadable or not of the same split.
+spec::GgufHeader read_gguf(const std::filesystem::path& file, std::string_view field);
 
 /// Builds a spec from `--config PATH`: a config.json (any file name), or a folder holding
 /// config.json. In a folder, safetensors headers (model.safetensors, the shards listed in

@@ -136,8 +136,11 @@ struct GgufTensor {
   std::string name;
   std::vector<std::uint64_t> ne;  ///< ggml dims, ne[0] first (the reverse of PyTorch's shape)
   const GgmlType* type = nullptr;
-  std::uint64_t offset = 0;  ///< from the start of the data section
+  std::uint64_t offset = 0;  ///< from the start of the data section (of its file)
   std::uint64_t bytes = 0;
+  /// The file of a split GGUF holding it (gguf-split's <prefix>-0000k-of-0000n.gguf, k - 1), 0 for
+  /// one file: llama.cpp maps each file on its own, one CPU_Mapped buffer a file.
+  std::uint32_t file = 0;
   [[nodiscard]] std::uint64_t elements() const;
 };
 
