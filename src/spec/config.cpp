@@ -440,13 +440,16 @@ struct Ctx {
 };
 
 /// The config keys of `obj` that announce a structure a Llama-like decoder lacks, quoted.
-std::string structure_keys_of(const json& obj) {
+/// Which of `keys` the config sets (not null, not false), quoted and comma-separated.
+std::string keys_set(const json& obj, std::span<const std::string_view> keys) {
   std::string out;
-  for (std::string_view k : structure_keys())
+  for (std::string_view k : keys)
     if (const auto it = obj.find(k); it != obj.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
       out += fmt::format("{}\"{}\"", out.empty() ? "" : ", ", k);
   return out;
 }
+
+std::string structure_keys_of(const json& obj) { return keys_set(obj, structure_keys()); }
 
 // --- the language model's keys, the type and its row ---------------------------------------
 
@@ -522,11 +525,7 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
   // An unknown type's keys first: its refusal names model_type, as it does without them. A row's
   // config class reads none of these keys (transformers ignores them too).
   if (!known) {
-    std::string keys;
-    for (std::string_view k : layer_kind_keys())
-      if (const auto it = obj.find(k); it != obj.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
-        keys += fmt::format("{}\"{}\"", keys.empty() ? "" : ", ", k);
-    if (!keys.empty()) {
+    if (const std::string keys = keys_set(obj, layer_kind_keys()); !keys.empty()) {
       diags.add(org + ": model_type",
                 fmt::format("{} is not one vramfit knows, and its {} announce layers that are not attention "
                             "(state-space, linear-attention, convolution or recurrent layers): their state caches and "
@@ -540,11 +539,7 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
   // that are not attention is refused for those first).
   const auto unknown_cache = [&] {
     if (known) return;
-    std::string cache;
-    for (std::string_view k : cache_layout_keys())
-      if (const auto it = obj.find(k); it != obj.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
-        cache += fmt::format("{}\"{}\"", cache.empty() ? "" : ", ", k);
-    if (!cache.empty()) {
+    if (const std::string cache = keys_set(obj, cache_layout_keys()); !cache.empty()) {
       diags.add(org + ": model_type",
                 fmt::format("{} is not one vramfit knows, and its {} announce an attention cache that is not every "
                             "layer's keys and values (a compressed latent, an indexer's cache, layers sharing a "
