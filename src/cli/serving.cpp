@@ -692,14 +692,6 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
     st.allow_long_max_model_len = allow == "1" || allow == "true";
   }
   st.hybrid_kv = !s.disable_hybrid_kv_cache_manager;
-  // vllm/envs.py: bool(int(os.getenv(...))): "0" off, another integer on; anything else stops vLLM.
-  if (const std::string v = util::env("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"); !v.empty()) {
-    if (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9)
-      d.add("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", fmt::format("'{}' is not an integer", v),
-            "set it to 1 or 0, as vLLM reads it (int(...))");
-    else
-      st.chunked_local_hybrid = std::stoul(v) != 0;
-  }
   st.flashinfer = !s.no_flashinfer;
   if (!s.vllm_version.empty()) {
     if (const auto v = engine::vllm::parse_release(s.vllm_version); v && !v->at_least(0, 6)) {
@@ -749,6 +741,15 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   st.gpu_memory = j.cards ? j.cards->memory.front() : GiB(80);
   if (j.cards) st.gpu_memory = Bytes::saturating_sub(st.gpu_memory, j.cards->headroom);
   if (j.cards) st.compute_capability = j.cards->compute_capability.front();
+  // vllm/envs.py: bool(int(os.getenv(...))), read by VllmConfig only for a model with chunked local
+  // attention: "0" off, another integer on; anything else stops vLLM there.
+  if (const std::string v = util::env("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE");
+      !v.empty() && engine::vllm::chunked_local(j.model.spec)) {
+    if (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9)
+      throw InputError("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", fmt::format("'{}' is not an integer", v),
+                       "set it to 1 or 0, as vLLM reads it (int(...))");
+    st.chunked_local_hybrid = std::stoul(v) != 0;
+  }
   // MLA on Hopper: vLLM's default MLA backend there is FlashMLA (from 0.7.3), and the CUDA
   // platform's check_and_update_config forces its block size ("Forcing kv cache block size to 64
   // for FlashMLA backend."): the block count a log prints is of 64-token blocks.

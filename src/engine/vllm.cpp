@@ -452,6 +452,8 @@ std::uint64_t largest_len(const KvLayout& kv, std::uint64_t page_bytes, std::uin
 
 }  // namespace
 
+bool chunked_local(const spec::ModelSpec& m) { return model_row(m.model_type).chunked_local && m.sliding_layers > 0; }
+
 bool served_as_mla(const spec::ModelSpec& m) { return m.kv_lora_rank > 0 && model_row(m.model_type).mla; }
 
 std::uint64_t kv_bytes_for_request(const spec::ModelSpec& m, const Settings& s, std::uint64_t tokens) {

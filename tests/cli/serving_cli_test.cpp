@@ -366,7 +366,10 @@ TEST_CASE("serving: --engine vllm: Llama 4's chunked layers keep a full cache wh
   ::setenv("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", "yes", 1);
   const CliResult bad = run_cli({"estimate", "--engine", "vllm", "--model", "llama-4-scout-17b-16e", "--gpu", "h100-80gb",
                                  "--tensor-parallel-size", "8"});
+  // vLLM reads it only for a model with chunked layers: another model is estimated whatever it says.
+  const CliResult other = run_cli({"estimate", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "h100-80gb"});
   ::unsetenv("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE");
+  CHECK(other.code == 0);
   CHECK(allowed["num_gpu_blocks"] == before["num_gpu_blocks"]);
   CHECK(bad.code == 2);
   CHECK(bad.err.find("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE: 'yes' is not an integer") != std::string::npos);

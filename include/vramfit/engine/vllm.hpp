@@ -170,6 +170,10 @@ struct Result {
   std::vector<std::string> notes;
 };
 
+/// Whether the model has chunked local attention layers (Llama 4's attention_chunk_size), which
+/// VllmConfig treats on their own (the hybrid manager's default, hybrid_manager in vllm.cpp).
+bool chunked_local(const spec::ModelSpec& m);
+
 /// Whether vLLM serves the model as MLA (is_deepseek_mla: a kv_lora_rank and a model type whose
 /// attention caches the latent).
 bool served_as_mla(const spec::ModelSpec& m);
