@@ -906,6 +906,12 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   // A host layer's weight, copied in at the start of the split its op begins, freed after it.
   const HostLayer gpu_layer{};
   const auto wcopy = [&](std::uint64_t bytes) { return bytes > 0 ? g.node(bytes, {}) : -1; };
+  // build_norm: the norm (RMS_NORM in place; LayerNorm's NORM a new tensor, see Hparams::layer_norm),
+  // then the weight (a host layer's copied in after it) and its bias in place.
+  const auto norm = [&](int x, std::uint64_t weight) {
+    const int n = g.node(act, {x}, !h.layer_norm);
+    return g.node(act, {n, wcopy(weight)}, true);
+  };
   // A dense gated FFN of `rows` (build_ffn: gate, up, silu and product, or a fused up of 2 rows),
   // with a host layer's weights (`w`) copied in; plan item `pi`.
   const auto dense_ffn = [&](int cur, std::uint64_t rows, const HostLayer& w, std::size_t pi) {
@@ -941,7 +947,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const HostLayer& lw = off ? (*d.host_layer)[static_cast<std::size_t>(il)] : gpu_layer;
     Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
-    int cur = g.node(act, {g.node(act, {inp}, !h.layer_norm), wcopy(lw.attn_norm)}, true);  // norm, x weight
+    int cur = norm(inp, lw.attn_norm);
     const auto proj = [&](std::uint64_t size, std::uint64_t weight) {
       const int wc = wcopy(weight);
       if (pos < 0 && h.rope) pos = input(checked_mul(ub, 4));  // the split's second input, after the weight
@@ -1060,8 +1066,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       // core; the final add's first source, the FFN on x (x's output rows first in the last layer),
       // comes next in ggml's order, the output projection (and its rows) after it.
       if (last && d.last_layer) sa = g.node(act, {sa, out_ids});
-      const int n2 = g.node(act, {g.node(act, {sa}, !h.layer_norm), wcopy(lw.ffn_norm)}, true);
-      const int f = g.node(act, {dense_ffn(n2, h.n_ff, lw, pi), sa}, true);  // down, + x
+      const int f = g.node(act, {dense_ffn(norm(sa, lw.ffn_norm), h.n_ff, lw, pi), sa}, true);  // down, + x
       cur = g.node(act, {o, wcopy(lw.o)});
       if (last && d.last_layer) cur = g.node(act, {cur, out_ids});
       inp = g.node(act, {f, cur}, true);
@@ -1073,7 +1078,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       sa = g.node(act, {sa, out_ids});
     }
     const int ffn_inp = g.node(act, {cur, sa}, true);
-    cur = g.node(act, {g.node(act, {ffn_inp}, !h.layer_norm), wcopy(lw.ffn_norm)}, true);
+    cur = norm(ffn_inp, lw.ffn_norm);
     if (!is_moe(il)) {
       const int down = dense_ffn(cur, h.n_ff, lw, pi);
       inp = h.residual_first ? g.node(act, {ffn_inp, down}, true) : g.node(act, {down, ffn_inp}, true);  // + residual
@@ -1136,7 +1141,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
   }
   if (d.output) {
     if (d.output_copy > 0) g.node(d.output_copy, {});  // freed with the graph: the split's input
-    const int e = g.node(act, {g.node(act, {inp}, !h.layer_norm)}, true);  // the output norm, x weight
+    const int e = norm(inp, 0);  // the output norm (its weight never copied in)
     g.node(checked_mul(checked_mul(h.n_vocab, ub), f32), {e});
   } else {
     g.use(inp);  // copied to the next device
