@@ -804,6 +804,18 @@ namespace {
 
 constexpr std::string_view kFixMissing = "the file was not written by llama.cpp's converter, or is damaged";
 
+/// A block tensor's layer and role: "blk.12.ffn_gate_inp.weight" -> {12, "ffn_gate_inp.weight"}.
+struct BlockTensor {
+  std::uint64_t layer = 0;
+  std::string role;
+};
+std::optional<BlockTensor> block_tensor(const std::string& name) {
+  unsigned long long i = 0;
+  char rest[64] = {};
+  if (std::sscanf(name.c_str(), "blk.%llu.%63s", &i, rest) != 2) return std::nullopt;
+  return BlockTensor{i, rest};
+}
+
 /// The row of the file's general.architecture; throws naming the supported ones.
 const ArchRow& arch_row(const GgufHeader& h, const std::string& org) {
   const GgufValue* archv = h.find("general.architecture");
@@ -943,13 +955,8 @@ void add_experts(const ArchKeys& a, const std::string& model_type, std::uint64_t
     nlohmann::json dense = nlohmann::json::array();
     const std::uint64_t L = cfg["num_hidden_layers"].get<std::uint64_t>();
     std::set<std::uint64_t> routed;
-    for (const GgufTensor& t : a.h.tensors) {
-      unsigned long long i = 0;
-      char rest[64] = {};
-      if (std::sscanf(t.name.c_str(), "blk.%llu.%63s", &i, rest) == 2 &&
-          std::string_view(rest) == "ffn_gate_inp.weight")
-        routed.insert(i);
-    }
+    for (const GgufTensor& t : a.h.tensors)
+      if (const auto b = block_tensor(t.name); b && b->role == "ffn_gate_inp.weight") routed.insert(b->layer);
     if (!routed.empty() && L <= kMaxLayers)
       for (std::uint64_t i = 0; i < L; ++i)
         if (routed.count(i) == 0) dense.push_back(i);
@@ -999,19 +1006,17 @@ void check_tensors_match(const ArchKeys& a, const nlohmann::json& cfg) {
   std::vector<bool> seen(static_cast<std::size_t>(n_layer), false);
   bool exps = false, router = false;
   for (const GgufTensor& t : a.h.tensors) {
-    unsigned long long i = 0;
-    char rest[64] = {};
-    if (std::sscanf(t.name.c_str(), "blk.%llu.%63s", &i, rest) != 2) continue;
-    if (i >= n_layer) {
+    const auto b = block_tensor(t.name);
+    if (!b) continue;
+    if (b->layer >= n_layer) {
       a.diags.add(a.org + ": " + a.key("block_count"),
-                  fmt::format("{} layers, but the file holds tensor '{}' of layer {}", n_layer, shown(t.name), i),
+                  fmt::format("{} layers, but the file holds tensor '{}' of layer {}", n_layer, shown(t.name), b->layer),
                   std::string(fix));
       return;
     }
-    seen[static_cast<std::size_t>(i)] = true;
-    const std::string_view r = rest;
-    exps = exps || r.find("_exps.") != std::string_view::npos;
-    router = router || r == "ffn_gate_inp.weight";
+    seen[static_cast<std::size_t>(b->layer)] = true;
+    exps = exps || b->role.find("_exps.") != std::string::npos;
+    router = router || b->role == "ffn_gate_inp.weight";
   }
   for (std::size_t i = 0; i < seen.size(); ++i)
     if (!seen[i]) {
@@ -1066,12 +1071,16 @@ void check_tensors_match(const ArchKeys& a, const nlohmann::json& cfg) {
   if (const GgufValue* tokens = a.h.find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->type == GgufType::array)
     n_vocab = tokens->array_length;
   if (!check("token_embd.weight", n_embd, n_vocab, "embedding_length x the vocabulary")) return;
+  // Products of the metadata's sizes, which a damaged file can make overflow: refused then.
+  const std::string sizes = a.org + ": attention sizes";
+  const std::uint64_t q = checked_mul(n_head, hk, sizes), k = checked_mul(n_kv, hk, sizes),
+                      v = checked_mul(n_kv, hv, sizes), qkv = checked_add(q, checked_add(k, v, sizes), sizes);
   for (std::uint64_t il = 0; il < n_layer; ++il) {
     const std::string b = fmt::format("blk.{}.", il);
-    if (!check(b + "attn_q.weight", n_embd, n_head * hk, "embedding_length x head_count x key_length") ||
-        !check(b + "attn_k.weight", n_embd, n_kv * hk, "embedding_length x head_count_kv x key_length") ||
-        !check(b + "attn_v.weight", n_embd, n_kv * hv, "embedding_length x head_count_kv x value_length") ||
-        !check(b + "attn_qkv.weight", n_embd, n_head * hk + n_kv * (hk + hv),
+    if (!check(b + "attn_q.weight", n_embd, q, "embedding_length x head_count x key_length") ||
+        !check(b + "attn_k.weight", n_embd, k, "embedding_length x head_count_kv x key_length") ||
+        !check(b + "attn_v.weight", n_embd, v, "embedding_length x head_count_kv x value_length") ||
+        !check(b + "attn_qkv.weight", n_embd, qkv,
                "embedding_length x (head_count + head_count_kv) x key_length + head_count_kv x value_length"))
       return;
   }
