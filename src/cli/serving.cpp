@@ -533,14 +533,13 @@ LlamaJob llama_job(Engine e, const EstimateFlags& f, const ServingFlags& s, Cata
                              st.ctx_size, j.model.spec.max_positions);
   // With no GPU backend (--device none) the CPU's flash attention takes every head size and cache
   // type, and llama_context's auto check finds FLASH_ATTN_EXT on the layers' device: on.
-  if (e == Engine::llamacpp && (s.flash_attn.empty() || s.flash_attn == "auto") && st.no_gpu) {
-    st.flash_attn = st.flash_attn_auto = true;
-    j.fa_note = "--flash-attn auto (llama.cpp's default since August 2025): on, the CPU's flash attention takes every "
-                "head size; --flash-attn off for an older build's default";
-  } else if (e == Engine::llamacpp && (s.flash_attn.empty() || s.flash_attn == "auto")) {
+  if (e == Engine::llamacpp && (s.flash_attn.empty() || s.flash_attn == "auto")) {
     st.flash_attn_auto = true;
-    st.flash_attn = engine::llamacpp::flash_attn_auto(j.model.spec, j.tensors, st.cache_type_k, st.cache_type_v);
-    j.fa_note = st.flash_attn
+    st.flash_attn =
+        st.no_gpu || engine::llamacpp::flash_attn_auto(j.model.spec, j.tensors, st.cache_type_k, st.cache_type_v);
+    j.fa_note = st.no_gpu ? "--flash-attn auto (llama.cpp's default since August 2025): on, the CPU's flash attention "
+                            "takes every head size; --flash-attn off for an older build's default"
+              : st.flash_attn
                     ? "--flash-attn auto (llama.cpp's default since August 2025): on, every layer's heads run CUDA's "
                       "flash attention; --flash-attn off for an older build's default"
                     : "--flash-attn auto (llama.cpp's default since August 2025): off, a head size or cache type "

@@ -1418,8 +1418,7 @@ void closing_notes(Result& r, const spec::ModelSpec& m, const Settings& s, const
         "hybrid KV cache manager: {} full-attention and {} sliding-window groups of {} layers; a sliding-window "
         "group keeps min(window - 1 + max_num_batched_tokens, max_model_len) tokens of a request",
         kv.full_groups, kv.sliding_groups, kv.group_size));
-  else if (m.sliding_window != 0 && m.sliding_layers > 0 && s.hybrid_kv && !s.v0_engine &&
-           model_row(m.model_type).chunked_local && !hybrid_manager(m, s))
+  else if (m.sliding_window != 0 && chunked_local(m) && s.hybrid_kv && !s.v0_engine && !hybrid_manager(m, s))
     r.notes.push_back(fmt::format(
         "chunked local attention: vLLM {}.{}.{} turns the hybrid KV cache manager off for it by default (\"There is a "
         "latency regression when using chunked local attention with the hybrid KV cache manager\"), so every layer "
