@@ -110,6 +110,16 @@ TEST_CASE("checkpoints: a GGUF whose tensors contradict its metadata is refused,
           w.kv_u32("llama.expert_count", 4);
           w.kv_u32("llama.expert_used_count", 2);
         }) == "m.gguf: llama.expert_count: experts announced, but the file holds no expert tensor (*_exps)" + fix);
+  // Sizes whose products pass 2^64 (4 x 2^32 - 1 heads and head widths): refused, not wrapped.
+  const std::string wrapped = tiny([&](GgufWriter& w) {
+    w.kv_u32("llama.context_length", 512);
+    w.kv_u32("llama.embedding_length", 64);
+    w.kv_u32("llama.block_count", 2);
+    for (const char* k : {"head_count", "head_count_kv", "key_length", "value_length"})
+      w.kv_u32(std::string("llama.attention.") + k, 0xFFFFFFFFU);
+  });
+  INFO(wrapped);
+  CHECK(wrapped.rfind("m.gguf: attention sizes: ", 0) == 0);
   // A size stored as i32, or the context length missing: llama.cpp's get_key refuses the file.
   CHECK(tiny([&](GgufWriter& w) {
           w.kv_u32("llama.context_length", 512);
