@@ -263,10 +263,7 @@ std::optional<spec::Mmproj> mmproj_of(const EstimateFlags& f, const ServingFlags
   } else {
     return std::nullopt;
   }
-  const std::string prefix = read_prefix(path, spec::kGgufMaxHeader, field);
-  const std::uint64_t size = fs::file_size(path, ec);
-  if (ec) throw InputError(field, fmt::format("cannot read the size of {}", path.string()), "check the path");
-  return spec::mmproj_from_gguf(spec::parse_gguf_header(prefix, size, path.string()), path.string(), field);
+  return spec::mmproj_from_gguf(read_gguf_header(path, field), path.string(), field);
 }
 
 render::LlamaCppAnswer llama_answer(const engine::llamacpp::Result& r, const engine::llamacpp::Settings& st,

@@ -219,10 +219,11 @@ class Cursor {
       fail(fmt::format("{} at byte {} needs {} bytes, past the end of the file ({} bytes)", what, pos_, n,
                        file_size_),
            std::string(kFixDamaged));
-    fail(fmt::format(
-             "the header goes past the first {} bytes, the most vramfit reads: {} at byte {} needs {} bytes",
-             data_.size(), what, pos_, n),
-         "a GGUF header this large is unusual: check the file, or give the model's config.json instead");
+    throw GgufPrefixShort(
+        origin_,
+        fmt::format("the header goes past the first {} bytes, the most vramfit reads: {} at byte {} needs {} bytes",
+                    data_.size(), what, pos_, n),
+        "a GGUF header this large is unusual: check the file, or give the model's config.json instead", pos_ + n);
   }
 
   std::uint64_t uint(unsigned bytes, std::string_view what) {

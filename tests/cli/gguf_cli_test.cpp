@@ -124,6 +124,28 @@ TEST_CASE("estimate --config with bad GGUF files", "[gguf][cli]") {
                           two.str() + "/a.gguf')\n");
 }
 
+TEST_CASE("estimate --config: a GGUF header past the first MiB read on, up to 64 MiB", "[gguf][cli]") {
+  // The CLI reads a header's first MiB, then more while it runs on (read_gguf_header); a 3 MiB
+  // description puts the tokenizer and the tensor infos past the first read.
+  const TempDir dir;
+  vramfit::test::GgufWriter big = vramfit::test::tiny_llama_gguf();
+  big.kv_str("general.description", std::string(3U << 20, 'x'));
+  const std::string path = dir.write("big.gguf", gguf_file(big));
+  const auto r = estimate({"--config", path, "--mode", "inference", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["model"]["params"] == 106816);
+
+  // Past 64 MiB: refused, naming the limit and where the header still needed bytes.
+  vramfit::test::GgufWriter huge = vramfit::test::tiny_llama_gguf();
+  huge.kv_str("general.description", std::string(65U << 20, 'x'));
+  const std::string huge_path = dir.write("huge.gguf", gguf_file(huge));
+  const auto h = estimate({"--config", huge_path});
+  CHECK(h.code == 2);
+  CHECK(h.err.find(huge_path + ": the header goes past the first 67108864 bytes, the most vramfit reads") !=
+        std::string::npos);
+}
+
 TEST_CASE("estimate --config gpt-oss.gguf: llama.cpp's openai-moe read as gpt_oss", "[gguf][cli]") {
   // A small file of gpt-oss's tensor set (openai-moe.cpp: biased Q/K/V/O, sinks, a biased router,
   // biased MXFP4 experts, post_attention_norm as the FFN's norm) and its keys.

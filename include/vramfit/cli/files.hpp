@@ -67,6 +67,11 @@ spec::ModelSpec spec_from_checkpoint(std::string_view config_text, const std::st
                                      const std::vector<SafetensorsHead>& heads, std::string_view field,
                                      const std::string& where);
 
+/// One GGUF file's header, read as far as it goes: its first MiB, then more while the header
+/// runs on (a tokenizer's vocabulary), spec::kGgufMaxHeader at most. Throws InputError naming
+/// `field` or the file, as parse_gguf_header.
+spec::GgufHeader read_gguf_header(const std::filesystem::path& file, std::string_view field);
+
 /// A GGUF file's header, or a split GGUF's (llama.cpp's gguf-split: split.count files named
 /// <prefix>-0000k-of-0000n.gguf, any of which may be given): the first file's metadata with every
 /// file's tensors, each marked with its file (GgufTensor::file). `origin` is the path given.
@@ -78,7 +83,7 @@ spec::GgufHeader read_gguf(const std::filesystem::path& file, std::string_view f
 /// model.safetensors.index.json, or any *.safetensors) give the exact parameter count and
 /// checkpoint dtype; only their first 8 + header-length bytes are read. A `.gguf` file, or a
 /// folder holding exactly one `.gguf` file and no config.json, gives a spec from the GGUF
-/// header (its first spec::kGgufMaxHeader = 64 MiB at most are read).
+/// header (read_gguf_header: its first spec::kGgufMaxHeader = 64 MiB at most are read).
 /// Throws InputError naming `field` (or the file) on every problem.
 spec::ModelSpec load_config(const std::filesystem::path& path, std::string_view field = "--config");
 

@@ -9,8 +9,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "vramfit/core/error.hpp"
 #include "vramfit/spec/model_spec.hpp"
 
 namespace vramfit::spec {
@@ -160,10 +162,20 @@ struct GgufHeader {
 /// (a 256k-token vocabulary with merges takes ~10 MB), so 64 MiB leaves a wide margin.
 constexpr std::uint64_t kGgufMaxHeader = 64ULL << 20;
 
+/// Thrown by parse_gguf_header when the header runs past the `prefix` it was given but not past
+/// the file: `needed` is the prefix length the field at hand needs. Callers that read the file
+/// step by step read more and parse again; to others it is an InputError like any.
+class GgufPrefixShort : public InputError {
+ public:
+  GgufPrefixShort(std::string field, std::string problem, std::string fix, std::uint64_t needed_bytes)
+      : InputError(std::move(field), std::move(problem), std::move(fix)), needed(needed_bytes) {}
+  std::uint64_t needed;
+};
+
 /// Parses the header of a GGUF file (v2 or v3, little-endian) from its first bytes
 /// `prefix`; `file_size` is the whole file's size (tensors must lie inside it). Every
 /// count and length is checked against the bytes present. Throws InputError naming
-/// `origin` when the prefix is too short for the header or the header is malformed.
+/// `origin` when the header is malformed, GgufPrefixShort when the prefix is too short for it.
 GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, std::string_view origin);
 
 /// The llama.cpp architectures spec_from_gguf understands (general.architecture values).
