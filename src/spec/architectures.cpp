@@ -703,6 +703,31 @@ const Architecture* find_architecture(std::string_view model_type) noexcept {
   return it == std::end(kArchitectures) ? nullptr : &*it;
 }
 
+const Architecture* find_architecture_by_class(std::string_view hf_class) noexcept {
+  constexpr std::string_view kCausalLm = "ForCausalLM", kText = "_text";
+  if (hf_class.size() <= kCausalLm.size() || !hf_class.ends_with(kCausalLm)) return nullptr;
+  const std::string_view name = hf_class.substr(0, hf_class.size() - kCausalLm.size());
+  const auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
+  for (const Architecture& a : kArchitectures) {
+    std::string_view type = a.model_type;
+    if (type.ends_with(kText)) type.remove_suffix(kText.size());
+    std::size_t i = 0;  // walks `name` while both are read without their underscores
+    bool same = true;
+    for (const char ch : type) {
+      if (ch == '_') continue;
+      while (i < name.size() && name[i] == '_') ++i;
+      if (i == name.size() || lower(name[i]) != ch) {
+        same = false;
+        break;
+      }
+      ++i;
+    }
+    while (same && i < name.size() && name[i] == '_') ++i;
+    if (same && i == name.size()) return &a;
+  }
+  return nullptr;
+}
+
 std::optional<NotDecoder> not_decoder(std::string_view model_type) noexcept {
   for (const auto& [type, kind] : kNotDecoders)
     if (type == model_type) return kind;

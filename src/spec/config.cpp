@@ -546,9 +546,9 @@ void refuse_other_layers(const json& obj, const std::string& org, const std::str
                             "cache): its KV cache cannot be approximated as a Llama-like decoder's, not even beside "
                             "the checkpoint's exact weights",
                             type, cache),
-                "where the model is another's architecture under a new name (Kimi-K2's kimi_k2 is DeepSeek-V3's "
-                "DeepseekV3ForCausalLM), give a copy of config.json with that model_type (deepseek_v3); see the "
-                "README's list of supported model types");
+                "where the model is a known one under a new name, give a copy of config.json with that model_type "
+                "(a config whose architectures names a known model's class, as Kimi-K2's DeepseekV3ForCausalLM, is "
+                "read as that model); see the README's list of supported model types");
       diags.throw_if_any();
     }
   };
@@ -620,6 +620,33 @@ const Architecture& unknown_row(const json& config, const json& root, const std:
       "approximated as a Llama-like decoder's{}",
       what, keys.empty() ? "" : fmt::format(" (its {} are not modelled)", keys)));
   return generic_architecture();
+}
+
+/// An unknown model_type that ships its own code (`auto_map`, which transformers and vLLM load
+/// with trust_remote_code; without it neither loads an unknown type) and names a known row's class
+/// in `architectures` (Kimi-K2's kimi_k2 with DeepseekV3ForCausalLM): that row, as vLLM's registry
+/// picks the implementation by the class; transformers runs the repository's code, taken to be that
+/// class's. The spec's model_type becomes the row's (the engines look rows up by it), a note says so.
+/// Only a top-level language model: a composite's class names the whole model.
+const Architecture* row_of_class(const json& config, Root& root, ModelSpec& spec) {
+  const auto it = config.find("architectures");
+  const auto code = config.find("auto_map");
+  if (root.obj != &config || it == config.end() || !it->is_array() || code == config.end() || !code->is_object())
+    return nullptr;
+  for (const json& c : *it) {
+    if (!c.is_string()) continue;
+    const Architecture* row = find_architecture_by_class(c.get_ref<const std::string&>());
+    if (row == nullptr) continue;
+    spec.notes.push_back(fmt::format(
+        "model_type '{}' is not one vramfit knows; read as {}, the model of the class its config's architectures "
+        "names ({}): vLLM picks its implementation by that class, transformers runs the repository's code "
+        "(auto_map, trust_remote_code), taken to be that class's",
+        text_excerpt(root.model_type), row->model_type, text_excerpt(c.get_ref<const std::string&>())));
+    root.model_type = std::string(row->model_type);
+    spec.model_type = root.model_type;
+    return row;
+  }
+  return nullptr;
 }
 
 // --- reading the config ------------------------------------------------------------------
@@ -1631,6 +1658,7 @@ ModelSpec build(const nlohmann::json& config, std::string_view origin, UnknownTy
   spec.model_type = root.model_type;
   refuse_not_decoders(config, org, root.model_type, diags);
   const Architecture* found = find_architecture(root.model_type);
+  if (found == nullptr && !root.model_type.empty()) found = row_of_class(config, root, spec);
   // A row with a LinearMixer lays out its "linear_attention" layers (spec/hybrid.cpp checks its layer_types).
   if (found == nullptr || found->linear_mixer == LinearMixer::none)
     refuse_other_layers(*root.obj, org, root.prefix, root.model_type, found != nullptr, diags);

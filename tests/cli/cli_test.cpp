@@ -332,6 +332,53 @@ TEST_CASE("a config file of any name, and a checkpoint folder", "[cli]") {
   CHECK(r.err.find("model.safetensors") != std::string::npos);
 }
 
+TEST_CASE("unknown model_type whose architectures names a known class: read as that model", "[cli][config]") {
+  // Kimi-K2's config says model_type kimi_k2, architectures DeepseekV3ForCausalLM and ships its code
+  // (auto_map): vLLM picks its implementation by the class, so it is read as deepseek_v3, to the byte.
+  const TempDir dir;
+  const nlohmann::json base =
+      nlohmann::json::parse(vramfit::test::source_file("data/models/deepseek-v3.json"))["config"];
+  nlohmann::json kimi = base;
+  kimi["model_type"] = "kimi_k2";
+  kimi["architectures"] = {"DeepseekV3ForCausalLM"};
+  kimi["auto_map"] = {{"AutoConfig", "configuration_deepseek.DeepseekV3Config"},
+                      {"AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM"}};
+  const std::string as_v3 = dir.write("v3.json", base.dump()), as_kimi = dir.write("kimi.json", kimi.dump());
+  const std::vector<std::vector<std::string>> jobs = {
+      {"--mode", "inference", "--gpu", "h200", "--gpus", "8", "--sharding", "tp"},
+      {"--engine", "vllm", "--gpu", "h200,h200,h200,h200,h200,h200,h200,h200", "--tensor-parallel-size", "8",
+       "--max-model-len", "8192"}};
+  for (const auto& job : jobs) {
+    // The built-in catalog (its GPUs), not the fixture's.
+    std::vector<std::string> a = {"estimate", "--config", as_v3, "--json"},
+                             b = {"estimate", "--config", as_kimi, "--json"};
+    a.insert(a.end(), job.begin(), job.end());
+    b.insert(b.end(), job.begin(), job.end());
+    const CliResult r3 = run_cli(a), rk = run_cli(b);
+    INFO(job[1] << ": " << r3.err << rk.err);
+    REQUIRE(rk.code == r3.code);
+    REQUIRE(r3.out.size() > 0);
+    const auto j3 = nlohmann::json::parse(r3.out), jk = nlohmann::json::parse(rk.out);
+    CHECK(jk["model"]["model_type"] == "deepseek_v3");
+    CHECK(jk.dump().find("model_type 'kimi_k2' is not one vramfit knows; read as deepseek_v3, the model of the "
+                         "class its config's architectures names (DeepseekV3ForCausalLM)") != std::string::npos);
+    CHECK(jk["model"]["params"] == j3["model"]["params"]);
+    CHECK(jk["device_total_bytes"] == j3["device_total_bytes"]);
+    if (job[1] == "vllm") CHECK(jk["engine"]["num_gpu_blocks"] == j3["engine"]["num_gpu_blocks"]);
+  }
+  // A class no row has (DeepSeek-V3.2's), or no code of its own (neither engine loads an unknown type
+  // without auto_map: a misspelt type is a mistake): refused for the latent cache.
+  kimi["architectures"] = {"DeepseekV32ForCausalLM"};
+  CliResult r = estimate({"--config", dir.write("v32.json", kimi.dump())});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("model_type: model_type 'kimi_k2' is not one vramfit knows") != std::string::npos);
+  kimi["architectures"] = {"DeepseekV3ForCausalLM"};
+  kimi.erase("auto_map");
+  r = estimate({"--config", dir.write("no-code.json", kimi.dump())});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("model_type: model_type 'kimi_k2' is not one vramfit knows") != std::string::npos);
+}
+
 TEST_CASE("budgets: fits is exit 0, does not fit is exit 1, JSON either way", "[cli]") {
   auto fits = estimate({"--model", "smollm2-135m", "--budget", "80GB"});
   CHECK(fits.code == 0);

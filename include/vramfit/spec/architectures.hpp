@@ -405,6 +405,12 @@ std::span<const Architecture> architectures() noexcept;
 /// The row of `model_type`, or nullptr when vramfit has none.
 const Architecture* find_architecture(std::string_view model_type) noexcept;
 
+/// The row whose model is the transformers class `hf_class` of a config's `architectures`
+/// ("DeepseekV3ForCausalLM": deepseek_v3), or nullptr. Only `<Name>ForCausalLM` classes, `<Name>`
+/// being a row's model_type without its underscores and `_text` suffix, any case. vLLM picks a
+/// model's implementation by this class, whatever its model_type (Kimi-K2's kimi_k2).
+const Architecture* find_architecture_by_class(std::string_view hf_class) noexcept;
+
 /// The row an unknown model_type is laid out with (Llama's, family "generic"), when the
 /// checkpoint's headers give its exact weights.
 const Architecture& generic_architecture() noexcept;

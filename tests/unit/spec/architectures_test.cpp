@@ -123,6 +123,40 @@ TEST_CASE("architectures: encoders and encoder-decoders are known as such", "[sp
   CHECK(find_architecture("my_llm") == nullptr);
 }
 
+TEST_CASE("architectures: a config's architectures class names its row", "[spec][arch]") {
+  // vLLM's registry picks the implementation by the class: <model_type without underscores>ForCausalLM.
+  const auto type_of = [](std::string_view c) {
+    const Architecture* a = find_architecture_by_class(c);
+    return a == nullptr ? std::string_view("none") : a->model_type;
+  };
+  CHECK(type_of("DeepseekV3ForCausalLM") == "deepseek_v3");
+  CHECK(type_of("GptOssForCausalLM") == "gpt_oss");
+  CHECK(type_of("GPTNeoXForCausalLM") == "gpt_neox");
+  CHECK(type_of("Qwen3MoeForCausalLM") == "qwen3_moe");
+  CHECK(type_of("Llama4ForCausalLM") == "llama4_text");
+  CHECK(type_of("Qwen3_5MoeForCausalLM") == "qwen3_5_moe_text");
+  CHECK(type_of("MiniMaxM2ForCausalLM") == "minimax_m2");
+  // Not a causal LM class, a prefix of one, an unknown or empty name: none.
+  CHECK(type_of("Gemma3ForConditionalGeneration") == "none");
+  CHECK(type_of("GPT2LMHeadModel") == "none");
+  CHECK(type_of("DeepseekV32ForCausalLM") == "none");
+  CHECK(type_of("DeepseekForCausalLM") == "none");
+  CHECK(type_of("ForCausalLM") == "none");
+  CHECK(type_of("") == "none");
+  // Each class names one row at most: no two rows' types read alike.
+  for (const Architecture& a : architectures())
+    for (const Architecture& b : architectures()) {
+      if (&a == &b) continue;
+      std::string x, y;
+      for (const char ch : a.model_type.ends_with("_text") ? a.model_type.substr(0, a.model_type.size() - 5) : a.model_type)
+        if (ch != '_') x += ch;
+      for (const char ch : b.model_type.ends_with("_text") ? b.model_type.substr(0, b.model_type.size() - 5) : b.model_type)
+        if (ch != '_') y += ch;
+      INFO(a.model_type << " and " << b.model_type);
+      CHECK(x != y);
+    }
+}
+
 TEST_CASE("architectures: a scaled logits head is a property of the row", "[spec][arch]") {
   // CohereForCausalLM: `logits = logits * self.logit_scale` after lm_head.
   REQUIRE(find_architecture("cohere") != nullptr);
