@@ -652,7 +652,16 @@ VllmJob vllm_job(const EstimateFlags& f, const ServingFlags& s, CatalogSource& c
   if (!s.max_num_seqs.empty()) st.max_num_seqs = count_of(s.max_num_seqs, "--max-num-seqs", d, false, "256");
   if (!s.max_num_batched_tokens.empty())
     st.max_num_batched_tokens = count_of(s.max_num_batched_tokens, "--max-num-batched-tokens", d);
-  if (!s.block_size.empty()) st.block_size = count_of(s.block_size, "--block-size", d, false, "16");
+  if (!s.block_size.empty()) {
+    st.block_size = count_of(s.block_size, "--block-size", d, false, "16");
+    // vllm/config/cache.py's BlockSize, the argument's choices: Literal[1, 8, 16, 32, 64, 128, 256]
+    // (256 since 0.10); argparse refuses any other value.
+    constexpr std::uint64_t kSizes[] = {1, 8, 16, 32, 64, 128, 256};
+    if (st.block_size != 0 && std::find(std::begin(kSizes), std::end(kSizes), st.block_size) == std::end(kSizes))
+      d.add("--block-size", fmt::format("{} is not one of vLLM's block sizes (1, 8, 16, 32, 64, 128, 256)",
+                                        st.block_size),
+            "give one of them, e.g. --block-size 16 (vLLM's default), or leave it out");
+  }
   if (!s.kv_cache_memory_bytes.empty()) {
     try {
       st.kv_cache_memory = spec::parse_size(s.kv_cache_memory_bytes, "--kv-cache-memory-bytes");

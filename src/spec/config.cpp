@@ -1015,6 +1015,12 @@ void plan_layers(Ctx& c) {
   if (periodic(c) && c.s.L > 100000)
     c.diags.add(c.r.field("num_hidden_layers"), fmt::format("{} layers is far more than any real model has", c.s.L),
                 std::string(kConfigFix));
+  // PretrainedConfig's layer_type_validation: "`num_hidden_layers` (L) must be equal to the number of
+  // layer types" (a ValueError); the sliding and chunked layers are counted from the list.
+  if (const json* lt = c.r.find("layer_types"); lt != nullptr && lt->is_array() && lt->size() != c.s.L)
+    c.diags.add(c.r.field("layer_types"), fmt::format("{} entries for num_hidden_layers {}", lt->size(), c.s.L),
+                "give one entry per layer (\"full_attention\", \"sliding_attention\", ...), as the model's "
+                "config.json has them");
   // transformers indexes mlp_layer_types by layer (an IndexError when it is short).
   if (c.mk.mlp_types_size && *c.mk.mlp_types_size != c.s.L)
     c.diags.add(c.r.field("mlp_layer_types"),

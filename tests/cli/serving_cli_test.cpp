@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "../unit/spec/gguf_writer.hpp"
@@ -393,6 +394,17 @@ TEST_CASE("serving: --engine vllm: MLA on Hopper takes FlashMLA's 64-token block
   const json a100 = engine({"--gpu", "a100-80gb"});
   CHECK(a100["engine"]["kv_cache_bytes"] == a100["engine"]["num_gpu_blocks"].get<std::uint64_t>() * 16 * 27 * 576 * 2);
   CHECK(a100.dump().find("FlashMLA") == std::string::npos);
+  // vLLM's argument takes its BlockSize choices only (1, 8, ..., 256): 24 or 512 is refused naming the flag.
+  for (const char* odd : {"24", "512", "2"}) {
+    const CliResult r = run_cli({"estimate", "--engine", "vllm", "--model", "deepseek-v2-lite", "--gpu", "a100-80gb",
+                                 "--block-size", odd});
+    CHECK(r.code == 2);
+    CHECK(r.err == fmt::format("vramfit: error: --block-size: {} is not one of vLLM's block sizes (1, 8, 16, 32, 64, "
+                               "128, 256) (give one of them, e.g. --block-size 16 (vLLM's default), or leave it out)\n",
+                               odd));
+  }
+  const json b256 = engine({"--gpu", "a100-80gb", "--block-size", "256"});
+  CHECK(b256["engine"]["kv_cache_bytes"] == b256["engine"]["num_gpu_blocks"].get<std::uint64_t>() * 256 * 27 * 576 * 2);
 }
 
 TEST_CASE("serving: advise --engine vllm: the fixes together where none alone fits", "[cli][serving]") {

@@ -1023,3 +1023,21 @@ TEST_CASE("config: not an object, malformed, truncated and empty files", "[spec]
   CHECK(diags_of(" \n\t ").size() == 1);
   CHECK_THROWS_AS(from_config(nlohmann::json(42), "x.json"), InputError);
 }
+
+TEST_CASE("config: layer_types must list every layer (transformers' layer_type_validation)", "[spec]") {
+  // gpt-oss-20b's 24 layers alternate sliding and full; a list of 10 or 50 was counted as given
+  // (5 or 25 sliding layers) with exit 0, where transformers raises a ValueError.
+  nlohmann::json c = nlohmann::json::parse(vramfit::test::source_file("data/models/gpt-oss-20b.json"))["config"];
+  REQUIRE(c["layer_types"].size() == 24);
+  CHECK(from_config(c, "config.json").sliding_layers == 12);
+  const nlohmann::json whole = c["layer_types"];
+  for (const std::size_t n : {std::size_t{10}, std::size_t{50}}) {
+    nlohmann::json lt = nlohmann::json::array();
+    for (std::size_t i = 0; i < n; ++i) lt.push_back(whole[i % 24]);
+    c["layer_types"] = lt;
+    const auto d = diags_of(c.dump());
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].field == "config.json: layer_types");
+    CHECK(d[0].problem == std::to_string(n) + " entries for num_hidden_layers 24");
+  }
+}
