@@ -1067,10 +1067,32 @@ void check_tensors_match(const ArchKeys& a, const nlohmann::json& cfg) {
                 std::string(fix));
     return false;
   };
-  // The vocabulary llama.cpp sizes token_embd by: the tokenizer's list where the file has one.
-  std::uint64_t n_vocab = get("vocab_size");
-  if (const GgufValue* tokens = a.h.find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->type == GgufType::array)
+  // The vocabulary llama.cpp sizes token_embd by (llama_vocab::impl::load): tokenizer.ggml.model is
+  // required ("key not found"); "no_vocab" or "none" takes <arch>.vocab_size dummy tokens (0 without
+  // it); any other tokenizer needs its list ("cannot find tokenizer vocab in model file").
+  if (!a.diags.empty()) return;
+  constexpr std::string_view kNoTokenizer =
+      "the file holds no tokenizer: convert the model again with its tokenizer (convert_hf_to_gguf.py)";
+  const GgufValue* model = a.h.find("tokenizer.ggml.model");
+  if (model == nullptr || model->type != GgufType::string) {
+    a.diags.add(a.org + ": tokenizer.ggml.model",
+                model == nullptr ? "missing: llama.cpp refuses the file (key not found in model)"
+                                 : "not a string: llama.cpp refuses the file",
+                std::string(kNoTokenizer));
+    return;
+  }
+  std::uint64_t n_vocab = 0;
+  if (model->str == "no_vocab" || model->str == "none") {
+    n_vocab = a.uint_of(a.key("vocab_size")).value_or(0);
+  } else if (const GgufValue* tokens = a.h.find("tokenizer.ggml.tokens");
+             tokens != nullptr && tokens->type == GgufType::array) {
     n_vocab = tokens->array_length;
+  } else {
+    a.diags.add(a.org + ": tokenizer.ggml.tokens",
+                "missing: llama.cpp refuses the file (cannot find tokenizer vocab in model file)",
+                std::string(kNoTokenizer));
+    return;
+  }
   if (!check("token_embd.weight", n_embd, n_vocab, "embedding_length x the vocabulary")) return;
   // Products of the metadata's sizes, which a damaged file can make overflow: refused then.
   const std::string sizes = a.org + ": attention sizes";

@@ -35,37 +35,11 @@ namespace {
 /// Llama-3.3-70B's shapes in Q4_K (Q6_K output), with a 128256-token vocabulary in the header,
 /// as a sparse file: the header, then the data section's size in zeros the disk does not hold.
 std::string write_llama70b_gguf(const std::filesystem::path& path) {
-  vramfit::test::GgufWriter w;
-  w.kv_str("general.architecture", "llama");
-  w.kv_u32("general.file_type", 15);
-  w.kv_u32("llama.context_length", 131072);
-  w.kv_u32("llama.embedding_length", 8192);
-  w.kv_u32("llama.block_count", 80);
-  w.kv_u32("llama.feed_forward_length", 28672);
-  w.kv_u32("llama.attention.head_count", 64);
-  w.kv_u32("llama.attention.head_count_kv", 8);
-  w.kv_u32("llama.rope.dimension_count", 128);
-  w.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.kv_str("tokenizer.ggml.model", "gpt2");
-  std::vector<std::string> tokens(128256);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = "token" + std::to_string(i);
-  w.kv_strings("tokenizer.ggml.tokens", tokens);
-  constexpr std::uint32_t F32 = 0, Q4_K = 12, Q6_K = 14;
-  w.tensor("token_embd.weight", {8192, 128256}, Q4_K);
-  for (int i = 0; i < 80; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    w.tensor(b + "attn_norm.weight", {8192}, F32);
-    w.tensor(b + "attn_q.weight", {8192, 8192}, Q4_K);
-    w.tensor(b + "attn_k.weight", {8192, 1024}, Q4_K);
-    w.tensor(b + "attn_v.weight", {8192, 1024}, Q6_K);
-    w.tensor(b + "attn_output.weight", {8192, 8192}, Q4_K);
-    w.tensor(b + "ffn_norm.weight", {8192}, F32);
-    w.tensor(b + "ffn_gate.weight", {8192, 28672}, Q4_K);
-    w.tensor(b + "ffn_up.weight", {8192, 28672}, Q4_K);
-    w.tensor(b + "ffn_down.weight", {28672, 8192}, Q6_K);
-  }
-  w.tensor("output_norm.weight", {8192}, F32);
-  w.tensor("output.weight", {8192, 128256}, Q6_K);
+  vramfit::test::LlamaGguf g;
+  g.hidden = 8192, g.layers = 80, g.ff = 28672, g.heads = 64, g.kv_heads = 8, g.vocab = 128256, g.rope_dims = 128;
+  g.ctx = 131072, g.file_type = 15, g.name = "", g.tokenizer = "gpt2";
+  g.type = 12, g.attn_v = g.ffn_down = g.output = 14;  // Q4_K, Q6_K
+  const vramfit::test::GgufWriter w = vramfit::test::llama_gguf(g);
   const std::string header = w.header();
   {
     std::ofstream out(path, std::ios::binary);

@@ -62,6 +62,35 @@ TEST_CASE("checkpoints: a GGUF without tensors, or with an empty one, is refused
   CHECK(gguf_error(ok, ok.data_size()) == "no error");
 }
 
+TEST_CASE("checkpoints: a GGUF without the tokenizer llama.cpp sizes the embeddings by is refused", "[checkpoint]") {
+  // llama_vocab::impl::load: tokenizer.ggml.model is required; "no_vocab"/"none" takes <arch>.vocab_size
+  // dummy tokens (0 without it, then token_embd has the wrong shape); any other needs its token list.
+  const auto error_of = [](const std::string& tokenizer, bool tokens, bool vocab_size = false) {
+    vramfit::test::LlamaGguf g;
+    g.tokenizer = tokenizer;
+    g.tokens = tokens;
+    GgufWriter w = vramfit::test::llama_gguf(g, false);
+    if (vocab_size) w.kv_u32("llama.vocab_size", 256);
+    for (const auto& t : tiny_llama_gguf().tensor_list())
+      w.tensor(t.first, t.second, t.first.find("norm") != std::string::npos ? 0 : 8);
+    return gguf_error(w, w.data_size());
+  };
+  const std::string no_tokenizer =
+      " (the file holds no tokenizer: convert the model again with its tokenizer (convert_hf_to_gguf.py))";
+  CHECK(error_of("llama", true) == "no error");
+  CHECK(error_of("", true) ==
+        "m.gguf: tokenizer.ggml.model: missing: llama.cpp refuses the file (key not found in model)" + no_tokenizer);
+  CHECK(error_of("gpt2", false) ==
+        "m.gguf: tokenizer.ggml.tokens: missing: llama.cpp refuses the file (cannot find tokenizer vocab in model "
+        "file)" + no_tokenizer);
+  CHECK(error_of("no_vocab", false) ==
+        "m.gguf: token_embd.weight: shape [64, 256], but the metadata makes it [64, 0] (embedding_length x the "
+        "vocabulary): llama.cpp refuses the file (tensor has wrong shape) (the file's metadata and its tensors "
+        "disagree: llama.cpp refuses to load it; convert the model again (convert_hf_to_gguf.py))");
+  CHECK(error_of("no_vocab", false, true) == "no error");
+  CHECK(error_of("none", false, true) == "no error");
+}
+
 TEST_CASE("checkpoints: a GGUF whose tensors contradict its metadata is refused, as llama.cpp's loader refuses it",
           "[checkpoint]") {
   // The tiny llama (2 blocks, 64 wide, 4 heads of 16, 2 KV heads) with one key or one tensor changed.
@@ -71,6 +100,7 @@ TEST_CASE("checkpoints: a GGUF whose tensors contradict its metadata is refused,
     w.kv_str("general.architecture", "llama");
     w.kv_u32("general.file_type", 7);
     keys(w);
+    w.kv_str("tokenizer.ggml.model", "llama");
     w.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(256, "tok"));
     const GgufWriter full = tiny_llama_gguf();
     for (const auto& t : full.tensor_list())

@@ -590,6 +590,7 @@ TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
   w.kv_u32("qwen3moe.expert_feed_forward_length", 32);
   w.kv_u32("qwen3moe.vocab_size", 100);
   w.kv_u32("qwen3moe.context_length", 4096);
+  w.kv_str("tokenizer.ggml.model", "no_vocab");  // vocab_size dummy tokens, as llama.cpp reads it
   w.tensor("token_embd.weight", {64, 100}, 1);
   w.tensor("blk.0.ffn_gate_inp.weight", {64, 4}, 0);
   w.tensor("blk.0.ffn_up_exps.weight", {64, 32, 4}, 1);
@@ -627,6 +628,7 @@ TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
   x.kv_u32("llama.expert_count", 8);
   x.kv_u32("llama.expert_used_count", 2);
   x.kv_u32("llama.context_length", 4096);
+  x.kv_str("tokenizer.ggml.model", "llama");
   x.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(300, "t"));
   x.tensor("token_embd.weight", {256, 300}, 12);
   x.tensor("output.weight", {256, 300}, 14);

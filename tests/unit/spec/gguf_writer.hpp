@@ -139,41 +139,61 @@ class GgufWriter {
   std::vector<T> tensors_;
 };
 
-/// A two-layer llama in Q8_0 (general.file_type 7): hidden 64, 4 heads, 2 kv heads, MLP 128,
-/// 256 tokens, untied. 106816 parameters; 114432 bytes of tensors.
-inline GgufWriter tiny_llama_gguf(bool with_tensors = true) {
+/// A llama GGUF's shape and tensor types (ggml type ids), for llama_gguf.
+struct LlamaGguf {
+  std::uint64_t hidden = 64, layers = 2, ff = 128, heads = 4, kv_heads = 2, vocab = 256, rope_dims = 16, ctx = 512;
+  std::uint32_t file_type = 7;
+  std::string name = "tiny";  ///< general.name; none when empty
+  std::string tokenizer = "llama";  ///< tokenizer.ggml.model; none when empty
+  bool tokens = true;               ///< tokenizer.ggml.tokens, `vocab` of them
+  std::uint32_t type = 8, attn_v = 8, ffn_down = 8, output = 8;  ///< Q8_0 throughout
+};
+
+/// A llama GGUF of shape `g`: the metadata llama.cpp needs, `g.vocab` tokens, and (`with_tensors`)
+/// every tensor, untied.
+inline GgufWriter llama_gguf(const LlamaGguf& g, bool with_tensors = true) {
   GgufWriter w;
   w.kv_str("general.architecture", "llama");
-  w.kv_str("general.name", "tiny");
-  w.kv_u32("general.file_type", 7);
-  w.kv_u32("llama.context_length", 512);
-  w.kv_u32("llama.embedding_length", 64);
-  w.kv_u32("llama.block_count", 2);
-  w.kv_u32("llama.feed_forward_length", 128);
-  w.kv_u32("llama.attention.head_count", 4);
-  w.kv_u32("llama.attention.head_count_kv", 2);
-  w.kv_u32("llama.rope.dimension_count", 16);
+  if (!g.name.empty()) w.kv_str("general.name", g.name);
+  w.kv_u32("general.file_type", g.file_type);
+  w.kv_u32("llama.context_length", static_cast<std::uint32_t>(g.ctx));
+  w.kv_u32("llama.embedding_length", static_cast<std::uint32_t>(g.hidden));
+  w.kv_u32("llama.block_count", static_cast<std::uint32_t>(g.layers));
+  w.kv_u32("llama.feed_forward_length", static_cast<std::uint32_t>(g.ff));
+  w.kv_u32("llama.attention.head_count", static_cast<std::uint32_t>(g.heads));
+  w.kv_u32("llama.attention.head_count_kv", static_cast<std::uint32_t>(g.kv_heads));
+  w.kv_u32("llama.rope.dimension_count", static_cast<std::uint32_t>(g.rope_dims));
   w.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.kv_str("tokenizer.ggml.model", "llama");
-  w.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(256, "tok"));
-  if (!with_tensors) return w;
-  constexpr std::uint32_t F32 = 0, Q8_0 = 8;
-  w.tensor("token_embd.weight", {64, 256}, Q8_0);
-  for (int i = 0; i < 2; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    w.tensor(b + "attn_norm.weight", {64}, F32);
-    w.tensor(b + "attn_q.weight", {64, 64}, Q8_0);
-    w.tensor(b + "attn_k.weight", {64, 32}, Q8_0);
-    w.tensor(b + "attn_v.weight", {64, 32}, Q8_0);
-    w.tensor(b + "attn_output.weight", {64, 64}, Q8_0);
-    w.tensor(b + "ffn_norm.weight", {64}, F32);
-    w.tensor(b + "ffn_gate.weight", {64, 128}, Q8_0);
-    w.tensor(b + "ffn_up.weight", {64, 128}, Q8_0);
-    w.tensor(b + "ffn_down.weight", {128, 64}, Q8_0);
+  if (!g.tokenizer.empty()) w.kv_str("tokenizer.ggml.model", g.tokenizer);
+  if (g.tokens) {
+    std::vector<std::string> tokens(g.vocab, "tok");
+    if (g.vocab > 256)  // a real vocabulary's strings differ
+      for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = "token" + std::to_string(i);
+    w.kv_strings("tokenizer.ggml.tokens", tokens);
   }
-  w.tensor("output_norm.weight", {64}, F32);
-  w.tensor("output.weight", {64, 256}, Q8_0);
+  if (!with_tensors) return w;
+  constexpr std::uint32_t F32 = 0;
+  const std::uint64_t kv = g.hidden / g.heads * g.kv_heads;
+  w.tensor("token_embd.weight", {g.hidden, g.vocab}, g.type);
+  for (std::uint64_t i = 0; i < g.layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    w.tensor(b + "attn_norm.weight", {g.hidden}, F32);
+    w.tensor(b + "attn_q.weight", {g.hidden, g.hidden}, g.type);
+    w.tensor(b + "attn_k.weight", {g.hidden, kv}, g.type);
+    w.tensor(b + "attn_v.weight", {g.hidden, kv}, g.attn_v);
+    w.tensor(b + "attn_output.weight", {g.hidden, g.hidden}, g.type);
+    w.tensor(b + "ffn_norm.weight", {g.hidden}, F32);
+    w.tensor(b + "ffn_gate.weight", {g.hidden, g.ff}, g.type);
+    w.tensor(b + "ffn_up.weight", {g.hidden, g.ff}, g.type);
+    w.tensor(b + "ffn_down.weight", {g.ff, g.hidden}, g.ffn_down);
+  }
+  w.tensor("output_norm.weight", {g.hidden}, F32);
+  w.tensor("output.weight", {g.hidden, g.vocab}, g.output);
   return w;
 }
+
+/// A two-layer llama in Q8_0 (general.file_type 7): hidden 64, 4 heads, 2 kv heads, MLP 128,
+/// 256 tokens, untied. 106816 parameters; 114432 bytes of tensors.
+inline GgufWriter tiny_llama_gguf(bool with_tensors = true) { return llama_gguf(LlamaGguf{}, with_tensors); }
 
 }  // namespace vramfit::test
