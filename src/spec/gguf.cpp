@@ -332,18 +332,119 @@ std::string shown(std::string_view s) {
 // ---------------------------------------------------------------------------------------
 // spec_from_gguf.
 
-/// general.architecture -> transformers model_type.
+/// One row per general.architecture: the transformers model_type it reads as, and every tensor
+/// llama.cpp's loader may create for it, required or optional (TENSOR_NOT_REQUIRED): `globals` by
+/// name, `blocks` by role in 'blk.N.<role>', each a list of words. `qkv`: the row calls
+/// create_tensor_qkv (llama-model.cpp), which takes a fused attn_qkv or attn_q/k/v, each with an
+/// optional bias (kQkvRoles). load_tensors' generic pass adds the optional NVFP4 '.scale' and
+/// '.input_scale' of the matrices (kScaledRoles, output). A file holding any other tensor is refused
+/// by llama_model_loader::done_getting_tensors ("wrong number of tensors"): check_tensor_names.
+/// Sources: src/models/<file>.cpp, load_arch_tensors, in llama.cpp of June 2026.
 struct ArchRow {
   std::string_view arch;
   std::string_view model_type;
+  bool qkv;
+  std::string_view globals;
+  std::string_view blocks;
 };
 constexpr ArchRow kArchs[] = {
-    {"llama", "llama"},  // mistral converts to llama too; with experts: mixtral
-    {"qwen2", "qwen2"}, {"qwen2moe", "qwen2_moe"}, {"qwen3", "qwen3"},           {"qwen3moe", "qwen3_moe"},
-    {"gemma", "gemma"}, {"gemma2", "gemma2"},      {"gemma3", "gemma3_text"},    {"phi3", "phi3"},
-    {"gpt2", "gpt2"},   {"gptneox", "gpt_neox"},   {"starcoder2", "starcoder2"}, {"olmoe", "olmoe"},
-    {"gpt-oss", "gpt_oss"},  // llama.cpp's openai-moe
+    // llama.cpp (mistral converts to llama too; with experts: mixtral): optional biases, the experts
+    // (ffn_gate_exps optional; the shared expert for Granite MoE), rope_freqs or LongRoPE's factors
+    // (created for every layer, TENSOR_DUPLICATED: one tensor in the file).
+    {"llama", "llama", true,
+     "token_embd.weight output_norm.weight output.weight rope_freqs.weight rope_factors_long.weight "
+     "rope_factors_short.weight",
+     "attn_norm.weight attn_output.weight attn_output.bias ffn_norm.weight ffn_gate.weight ffn_gate.bias "
+     "ffn_down.weight ffn_down.bias ffn_up.weight ffn_up.bias ffn_gate_inp.weight ffn_gate_exps.weight "
+     "ffn_down_exps.weight ffn_up_exps.weight ffn_gate_shexp.weight ffn_up_shexp.weight "
+     "ffn_down_shexp.weight"},
+    // qwen2.cpp: the lm_head may carry a bias.
+    {"qwen2", "qwen2", true, "token_embd.weight output_norm.weight output.weight output.bias",
+     "attn_norm.weight attn_output.weight ffn_norm.weight ffn_gate.weight ffn_down.weight ffn_up.weight"},
+    // qwen2moe.cpp: a router in every block, the experts, the shared expert and its gate.
+    {"qwen2moe", "qwen2_moe", true, "token_embd.weight output_norm.weight output.weight",
+     "attn_norm.weight attn_output.weight ffn_norm.weight ffn_gate_inp.weight ffn_gate_exps.weight "
+     "ffn_down_exps.weight ffn_up_exps.weight ffn_gate_inp_shexp.weight ffn_gate_shexp.weight "
+     "ffn_down_shexp.weight ffn_up_shexp.weight"},
+    // qwen3.cpp: q/k norms; a reranker's cls.output.
+    {"qwen3", "qwen3", true, "token_embd.weight output_norm.weight output.weight cls.output.weight",
+     "attn_norm.weight attn_output.weight attn_k_norm.weight attn_q_norm.weight ffn_norm.weight "
+     "ffn_gate.weight ffn_down.weight ffn_up.weight"},
+    // qwen3moe.cpp.
+    {"qwen3moe", "qwen3_moe", true, "token_embd.weight output_norm.weight output.weight",
+     "attn_norm.weight attn_output.weight attn_k_norm.weight attn_q_norm.weight ffn_norm.weight "
+     "ffn_gate_inp.weight ffn_gate_exps.weight ffn_down_exps.weight ffn_up_exps.weight"},
+    // gemma.cpp: the output is always the embedding (no output.weight).
+    {"gemma", "gemma", true, "token_embd.weight output_norm.weight",
+     "attn_norm.weight attn_output.weight ffn_norm.weight ffn_gate.weight ffn_up.weight ffn_down.weight"},
+    // gemma2.cpp: post norms; the output is always the embedding.
+    {"gemma2", "gemma2", true, "token_embd.weight output_norm.weight",
+     "attn_norm.weight attn_output.weight post_attention_norm.weight ffn_norm.weight ffn_gate.weight "
+     "ffn_up.weight ffn_down.weight post_ffw_norm.weight"},
+    // gemma3.cpp: post norms, q/k norms; EmbeddingGemma's dense_2 and dense_3.
+    {"gemma3", "gemma3_text", true,
+     "token_embd.weight output_norm.weight output.weight dense_2.weight dense_3.weight",
+     "attn_norm.weight attn_output.weight post_attention_norm.weight attn_k_norm.weight attn_q_norm.weight "
+     "ffn_norm.weight ffn_gate.weight ffn_up.weight ffn_down.weight post_ffw_norm.weight"},
+    // phi3.cpp: ffn_up holds gate and up; LongRoPE's factors once for every layer.
+    {"phi3", "phi3", true,
+     "token_embd.weight output_norm.weight output.weight rope_factors_long.weight rope_factors_short.weight",
+     "attn_norm.weight attn_output.weight ffn_norm.weight ffn_down.weight ffn_up.weight"},
+    // gpt2.cpp: learned positions, layer norms and linears with biases, attn_qkv only.
+    {"gpt2", "gpt2", false,
+     "token_embd.weight position_embd.weight output_norm.weight output_norm.bias output.weight",
+     "attn_norm.weight attn_norm.bias attn_qkv.weight attn_qkv.bias attn_output.weight attn_output.bias "
+     "ffn_norm.weight ffn_norm.bias ffn_down.weight ffn_down.bias ffn_up.weight ffn_up.bias"},
+    // gptneox.cpp: as gpt2, without learned positions.
+    {"gptneox", "gpt_neox", false, "token_embd.weight output_norm.weight output_norm.bias output.weight",
+     "attn_norm.weight attn_norm.bias attn_qkv.weight attn_qkv.bias attn_output.weight attn_output.bias "
+     "ffn_norm.weight ffn_norm.bias ffn_down.weight ffn_down.bias ffn_up.weight ffn_up.bias"},
+    // starcoder2.cpp.
+    {"starcoder2", "starcoder2", true, "token_embd.weight output_norm.weight output_norm.bias output.weight",
+     "attn_norm.weight attn_norm.bias attn_output.weight attn_output.bias ffn_norm.weight ffn_norm.bias "
+     "ffn_down.weight ffn_up.weight ffn_down.bias ffn_up.bias"},
+    // olmoe.cpp: q/k norms over the whole width.
+    {"olmoe", "olmoe", true, "token_embd.weight output_norm.weight output.weight",
+     "attn_norm.weight attn_output.weight attn_q_norm.weight attn_k_norm.weight ffn_norm.weight "
+     "ffn_gate_inp.weight ffn_gate_exps.weight ffn_down_exps.weight ffn_up_exps.weight"},
+    // openai-moe.cpp (llama.cpp's openai-moe): sinks, biased router and experts, no ffn_norm.
+    {"gpt-oss", "gpt_oss", true, "token_embd.weight output_norm.weight output.weight",
+     "attn_norm.weight post_attention_norm.weight attn_output.weight attn_output.bias attn_sinks.weight "
+     "ffn_gate_inp.weight ffn_gate_inp.bias ffn_gate_exps.weight ffn_gate_exps.bias ffn_down_exps.weight "
+     "ffn_down_exps.bias ffn_up_exps.weight ffn_up_exps.bias"},
 };
+/// create_tensor_qkv: attn_qkv with its bias, or attn_q/k/v with theirs (each bias optional).
+constexpr std::string_view kQkvRoles =
+    "attn_qkv.weight attn_qkv.bias attn_q.weight attn_q.bias attn_k.weight attn_k.bias attn_v.weight "
+    "attn_v.bias";
+/// load_tensors' generic pass (llama-model.cpp): the optional NVFP4 '<role>.scale' and
+/// '<role>.input_scale' of these matrices, where the row has '<role>.weight'; output's likewise.
+constexpr std::string_view kScaledRoles =
+    "attn_q attn_k attn_v attn_output attn_qkv ffn_gate ffn_down ffn_up ffn_gate_shexp ffn_down_shexp "
+    "ffn_up_shexp ffn_gate_exps ffn_down_exps ffn_up_exps";
+
+/// The words of one of kArchs' lists, added to `out`.
+void add_words(std::string_view words, std::set<std::string>& out) {
+  while (!words.empty()) {
+    const auto space = words.find(' ');
+    if (space != 0) out.emplace(words.substr(0, space));
+    words = space == std::string_view::npos ? std::string_view() : words.substr(space + 1);
+  }
+}
+
+/// kArchs' row as two sets: the names without a block, the roles of 'blk.N.<role>'.
+std::pair<std::set<std::string>, std::set<std::string>> arch_tensor_sets(const ArchRow& row) {
+  std::set<std::string> globals, blocks, scaled;
+  add_words(row.globals, globals);
+  add_words(row.blocks, blocks);
+  if (row.qkv) add_words(kQkvRoles, blocks);
+  add_words(kScaledRoles, scaled);
+  for (const std::string& m : scaled)
+    if (blocks.count(m + ".weight") > 0) blocks.insert({m + ".scale", m + ".input_scale"});
+  if (globals.count("output.weight") > 0) globals.insert({"output.scale", "output.input_scale"});
+  return {std::move(globals), std::move(blocks)};
+}
+
 constexpr std::array<std::string_view, std::size(kArchs)> kArchNames = [] {
   std::array<std::string_view, std::size(kArchs)> a{};
   for (std::size_t i = 0; i < std::size(kArchs); ++i) a[i] = kArchs[i].arch;
@@ -801,6 +902,15 @@ GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, s
 
 std::span<const std::string_view> gguf_architectures() noexcept { return kArchNames; }
 
+GgufArchTensors gguf_arch_tensors(std::string_view arch) {
+  for (const ArchRow& r : kArchs)
+    if (r.arch == arch) {
+      auto [globals, blocks] = arch_tensor_sets(r);
+      return {{globals.begin(), globals.end()}, {blocks.begin(), blocks.end()}};
+    }
+  return {};
+}
+
 namespace {
 
 constexpr std::string_view kFixMissing = "the file was not written by llama.cpp's converter, or is damaged";
@@ -1115,6 +1225,37 @@ void check_tensors_match(const ArchKeys& a, const nlohmann::json& cfg) {
                 std::string(fix));
 }
 
+/// Every tensor is one llama.cpp creates for the architecture (kArchs' row): llama_model_loader
+/// counts the tensors load_tensors creates, and done_getting_tensors refuses a file holding more
+/// ("wrong number of tensors; expected %d, got %d"). An unknown tensor ('bogus.weight',
+/// 'blk.0.foo.weight', or 'blk.01.attn_q.weight', a name llama.cpp never asks for) would otherwise
+/// count as weights of a file that does not load.
+void check_tensor_names(const ArchRow& row, const GgufHeader& h, const std::string& org, Diagnostics& diags) {
+  const auto sets = arch_tensor_sets(row);
+  const std::set<std::string>& globals = sets.first;
+  const std::set<std::string>& blocks = sets.second;
+  const auto known = [&](const std::string& name) {
+    if (const auto b = block_tensor(name))  // 'blk.<layer>.<role>', as llama.cpp's tn() spells it
+      return blocks.count(b->role) > 0 && name == fmt::format("blk.{}.{}", b->layer, b->role);
+    return globals.count(name) > 0;
+  };
+  const GgufTensor* first = nullptr;
+  std::uint64_t unknown = 0;
+  for (const GgufTensor& t : h.tensors)
+    if (!known(t.name)) {
+      if (first == nullptr) first = &t;
+      ++unknown;
+    }
+  if (first == nullptr) return;
+  diags.add(org,
+            fmt::format("tensor '{}'{} llama.cpp never creates for architecture '{}': its loader refuses the file "
+                        "(wrong number of tensors)",
+                        shown(first->name),
+                        unknown == 1 ? std::string(" is one") : fmt::format(" and {} more are tensors", unknown - 1),
+                        row.arch),
+            "the file is damaged, or was made for another architecture or by another llama.cpp build");
+}
+
 /// A file of metadata alone (llama.cpp's vocab-only GGUFs) has no weights to estimate; an empty
 /// tensor holds no data. Either would silently count as 0 parameters: both are refused.
 void check_has_weights(const GgufHeader& h, const std::string& org) {
@@ -1163,6 +1304,7 @@ ModelSpec spec_from_gguf(const GgufHeader& h, std::string_view origin) {
   // --- the weights: the tensors' count, over the config's --------------------------------
   check_has_weights(h, org);
   check_tensors_match(a, cfg);
+  if (diags.empty()) check_tensor_names(row, h, org, diags);
   diags.throw_if_any();
   ModelSpec spec = from_config(cfg, origin, UnknownType::generic);  // the tensors give the weights
   const auto [elements, bytes] = tensor_totals(h, org);

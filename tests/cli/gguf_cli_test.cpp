@@ -122,6 +122,16 @@ TEST_CASE("estimate --config with bad GGUF files", "[gguf][cli]") {
                           "' has no config.json and 2 .gguf files (give one "
                           "of them, e.g. '" +
                           two.str() + "/a.gguf')\n");
+
+  // A tensor llama.cpp never creates for the architecture: its loader refuses the file.
+  vramfit::test::GgufWriter extra = vramfit::test::tiny_llama_gguf();
+  extra.tensor("blk.0.foo.weight", {64}, 0);
+  const std::string extra_path = dir.write("extra.gguf", gguf_file(extra));
+  require_usage_error(estimate({"--config", extra_path, "--engine", "llama.cpp"}),
+                      "vramfit: error: " + extra_path +
+                          ": tensor 'blk.0.foo.weight' is one llama.cpp never creates for architecture 'llama': its "
+                          "loader refuses the file (wrong number of tensors) (the file is damaged, or was made for "
+                          "another architecture or by another llama.cpp build)\n");
 }
 
 TEST_CASE("estimate --config: a GGUF header past the first MiB read on, up to 64 MiB", "[gguf][cli]") {

@@ -184,9 +184,10 @@ TEST_CASE("checkpoints: GGUF tensors must follow each other as llama.cpp's loade
 
 TEST_CASE("checkpoints: a sparse GGUF past 10^15 parameters is refused", "[checkpoint]") {
   // One F32 vector of 2^50 elements (4 PiB of data a sparse file can claim) beside the 106816 of
-  // the tiny llama: 1.1e15 parameters.
+  // the tiny llama: 1.1e15 parameters. Named as a tensor llama.cpp creates for llama (rope_freqs),
+  // so that the limit is what stops it.
   GgufWriter w = tiny_llama_gguf();
-  w.tensor("huge.weight", {std::uint64_t{1} << 50}, 0);
+  w.tensor("rope_freqs.weight", {std::uint64_t{1} << 50}, 0);
   CHECK(gguf_error(w, w.data_size()) ==
         "m.gguf: the file's tensors hold 1125899906949440 parameters, more than the 10^15 vramfit accepts" +
             kDamaged);

@@ -181,6 +181,17 @@ GgufHeader parse_gguf_header(std::string_view prefix, std::uint64_t file_size, s
 /// The llama.cpp architectures spec_from_gguf understands (general.architecture values).
 std::span<const std::string_view> gguf_architectures() noexcept;
 
+/// The tensors llama.cpp's loader may create for a general.architecture, required or optional:
+/// `globals` by name ("token_embd.weight"), `block_roles` as the <role> of "blk.N.<role>"
+/// ("attn_q.bias"), each sorted. A file holding any other tensor does not load in llama.cpp
+/// ("wrong number of tensors"), and spec_from_gguf refuses it. Both empty for an architecture
+/// not in gguf_architectures().
+struct GgufArchTensors {
+  std::vector<std::string> globals;
+  std::vector<std::string> block_roles;
+};
+GgufArchTensors gguf_arch_tensors(std::string_view arch);
+
 /// Builds a spec from a GGUF header: the architecture's hyper-parameters become the
 /// config.json of the matching transformers model_type, then from_config; params, the
 /// quantization (file type) and packed_weight_bytes come from the tensors themselves.

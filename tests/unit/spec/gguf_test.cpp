@@ -2,6 +2,7 @@
 // published file sizes, the header parser on files written here, and spec_from_gguf.
 #include "vramfit/spec/gguf.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -647,4 +648,167 @@ TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
   CHECK(mx.notes[1] ==
         "general.file_type is absent or unknown: the file type is taken as Q4_K_M, from the type "
         "most tensors have");
+}
+
+namespace {
+
+/// The problems spec_from_gguf reports for `w` (its data present), one rendered line each; none
+/// when it reads.
+std::vector<std::string> spec_errors(const GgufWriter& w) {
+  const std::string bytes = w.header();
+  std::vector<std::string> out;
+  try {
+    (void)spec_from_gguf(parse_gguf_header(bytes, bytes.size() + w.data_size(), "m.gguf"), "m.gguf");
+  } catch (const InputError& e) {
+    for (const Diagnostic& d : e.diagnostics()) out.push_back(d.str());
+  }
+  return out;
+}
+
+/// The refusal of a tensor llama.cpp never creates (and of `more` others) for `arch`.
+std::vector<std::string> unknown_tensor(const std::string& name, const std::string& arch, int more = 0) {
+  return {"m.gguf: tensor '" + name + "'" +
+          (more == 0 ? std::string(" is one") : " and " + std::to_string(more) + " more are tensors") +
+          " llama.cpp never creates for architecture '" + arch +
+          "': its loader refuses the file (wrong number of tensors) (the file is damaged, or was made for "
+          "another architecture or by another llama.cpp build)"};
+}
+
+/// A one-block Qwen3-MoE header, as llama.cpp's qwen3moe.cpp creates its tensors: 4 experts of 32.
+GgufWriter tiny_qwen3moe() {
+  GgufWriter w;
+  w.kv_str("general.architecture", "qwen3moe");
+  w.kv_u32("general.file_type", 1);
+  w.kv_u32("qwen3moe.embedding_length", 64);
+  w.kv_u32("qwen3moe.block_count", 1);
+  w.kv_u32("qwen3moe.attention.head_count", 4);
+  w.kv_u32("qwen3moe.attention.head_count_kv", 2);
+  w.kv_u32("qwen3moe.attention.key_length", 16);
+  w.kv_u32("qwen3moe.expert_count", 4);
+  w.kv_u32("qwen3moe.expert_used_count", 2);
+  w.kv_u32("qwen3moe.expert_feed_forward_length", 32);
+  w.kv_u32("qwen3moe.vocab_size", 100);
+  w.kv_u32("qwen3moe.context_length", 4096);
+  w.kv_str("tokenizer.ggml.model", "no_vocab");
+  w.tensor("token_embd.weight", {64, 100}, 1);
+  w.tensor("blk.0.attn_norm.weight", {64}, 0);
+  w.tensor("blk.0.attn_q.weight", {64, 64}, 1);
+  w.tensor("blk.0.attn_k.weight", {64, 32}, 1);
+  w.tensor("blk.0.attn_v.weight", {64, 32}, 1);
+  w.tensor("blk.0.attn_output.weight", {64, 64}, 1);
+  w.tensor("blk.0.attn_q_norm.weight", {16}, 0);
+  w.tensor("blk.0.attn_k_norm.weight", {16}, 0);
+  w.tensor("blk.0.ffn_norm.weight", {64}, 0);
+  w.tensor("blk.0.ffn_gate_inp.weight", {64, 4}, 0);
+  w.tensor("blk.0.ffn_gate_exps.weight", {64, 32, 4}, 1);
+  w.tensor("blk.0.ffn_up_exps.weight", {64, 32, 4}, 1);
+  w.tensor("blk.0.ffn_down_exps.weight", {32, 64, 4}, 1);
+  w.tensor("output_norm.weight", {64}, 0);
+  w.tensor("output.weight", {64, 100}, 1);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("gguf: a tensor llama.cpp never creates is refused, as its loader refuses the file", "[gguf]") {
+  // llama_model_loader::done_getting_tensors: "wrong number of tensors; expected %d, got %d" when
+  // the file holds a tensor load_tensors does not create. Its bytes are not counted as weights.
+  GgufWriter global = vramfit::test::tiny_llama_gguf();
+  global.tensor("bogus.weight", {64}, 0);
+  CHECK(spec_errors(global) == unknown_tensor("bogus.weight", "llama"));
+  GgufWriter block = vramfit::test::tiny_llama_gguf();
+  block.tensor("blk.0.foo.weight", {64}, 0);
+  CHECK(spec_errors(block) == unknown_tensor("blk.0.foo.weight", "llama"));
+  // Another architecture's role (qwen3's q norm), a block number llama.cpp does not spell so, a
+  // tensor without a block given one: the first is named, the others counted.
+  GgufWriter several = vramfit::test::tiny_llama_gguf();
+  several.tensor("blk.1.attn_q_norm.weight", {16}, 0);
+  several.tensor("blk.01.attn_q.weight", {64, 64}, 8);
+  several.tensor("blk.0.rope_freqs.weight", {8}, 0);
+  CHECK(spec_errors(several) == unknown_tensor("blk.1.attn_q_norm.weight", "llama", 2));
+
+  // MoE: qwen2's lm_head bias and qwen2moe's shared-expert gate are not qwen3moe's.
+  CHECK(spec_errors(tiny_qwen3moe()).empty());
+  GgufWriter moe_global = tiny_qwen3moe();
+  moe_global.tensor("output.bias", {100}, 0);
+  CHECK(spec_errors(moe_global) == unknown_tensor("output.bias", "qwen3moe"));
+  GgufWriter moe_block = tiny_qwen3moe();
+  moe_block.tensor("blk.0.ffn_gate_inp_shexp.weight", {64}, 0);
+  CHECK(spec_errors(moe_block) == unknown_tensor("blk.0.ffn_gate_inp_shexp.weight", "qwen3moe"));
+  // gemma's output is its embedding: an output.weight is one tensor too many.
+  GgufWriter g;
+  g.kv_str("general.architecture", "gemma");
+  g.kv_u32("gemma.context_length", 512);
+  g.kv_u32("gemma.embedding_length", 64);
+  g.kv_u32("gemma.block_count", 2);
+  g.kv_u32("gemma.feed_forward_length", 128);
+  g.kv_u32("gemma.attention.head_count", 4);
+  g.kv_u32("gemma.attention.head_count_kv", 2);
+  g.kv_str("tokenizer.ggml.model", "llama");
+  g.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(256, "tok"));
+  for (const auto& [name, ne] : vramfit::test::tiny_llama_gguf().tensor_list())
+    g.tensor(name, ne, ne.size() == 1 ? 0 : 8);
+  CHECK(spec_errors(g) == unknown_tensor("output.weight", "gemma"));
+}
+
+TEST_CASE("gguf: every tensor llama.cpp may create for an architecture is accepted", "[gguf]") {
+  // Llama 3.1's rope_freqs (one tensor, which llama.cpp creates for every layer), every optional
+  // bias, and NVFP4's per-tensor scales.
+  GgufWriter llama = vramfit::test::tiny_llama_gguf();
+  llama.tensor("rope_freqs.weight", {8}, 0);
+  for (int i = 0; i < 2; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    for (const auto& [role, n] : std::vector<std::pair<const char*, std::uint64_t>>{
+             {"attn_q.bias", 64}, {"attn_k.bias", 32}, {"attn_v.bias", 32}, {"attn_output.bias", 64},
+             {"ffn_gate.bias", 128}, {"ffn_up.bias", 128}, {"ffn_down.bias", 64}})
+      llama.tensor(b + role, {n}, 0);
+    llama.tensor(b + "attn_q.scale", {1}, 0);
+    llama.tensor(b + "ffn_down.input_scale", {1}, 0);
+  }
+  llama.tensor("output.scale", {1}, 0);
+  CHECK(spec_errors(llama).empty());
+
+  // Each architecture: a file holding every tensor of its row of the table reads; one more does not.
+  for (const std::string_view arch : gguf_architectures()) {
+    const std::string a(arch);
+    INFO(a);
+    const GgufArchTensors names = gguf_arch_tensors(arch);
+    REQUIRE(std::find(names.globals.begin(), names.globals.end(), "token_embd.weight") != names.globals.end());
+    REQUIRE(std::find(names.block_roles.begin(), names.block_roles.end(), "attn_norm.weight") !=
+            names.block_roles.end());
+    bool moe = false;
+    for (const std::string& r : names.block_roles) moe = moe || r.find("_exps.") != std::string::npos;
+    GgufWriter w;
+    w.kv_str("general.architecture", a);
+    w.kv_u32("general.file_type", 1);
+    w.kv_u32(a + ".context_length", 512);
+    w.kv_u32(a + ".embedding_length", 64);
+    w.kv_u32(a + ".block_count", 2);
+    w.kv_u32(a + ".feed_forward_length", 128);
+    w.kv_u32(a + ".attention.head_count", 4);
+    w.kv_u32(a + ".attention.head_count_kv", 4);
+    w.kv_u32(a + ".rope.dimension_count", 16);
+    if (moe) {
+      w.kv_u32(a + ".expert_count", 4);
+      w.kv_u32(a + ".expert_used_count", 2);
+      w.kv_u32(a + ".expert_feed_forward_length", 32);
+    }
+    w.kv_str("tokenizer.ggml.model", "llama");
+    w.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(256, "tok"));
+    // The shapes llama.cpp checks (check_tensors_match); the others are vectors.
+    const auto shape = [](const std::string& n) -> std::vector<std::uint64_t> {
+      if (n == "token_embd.weight" || n == "output.weight") return {64, 256};
+      if (n == "attn_q.weight" || n == "attn_k.weight" || n == "attn_v.weight") return {64, 64};
+      if (n == "attn_qkv.weight") return {64, 192};
+      return {64};
+    };
+    for (const std::string& g : names.globals) w.tensor(g, shape(g), 0);
+    for (int i = 0; i < 2; ++i)
+      for (const std::string& r : names.block_roles) w.tensor("blk." + std::to_string(i) + "." + r, shape(r), 0);
+    CHECK(spec_errors(w).empty());
+    w.tensor("blk.1.bogus.weight", {64}, 0);
+    CHECK(spec_errors(w) == unknown_tensor("blk.1.bogus.weight", a));
+  }
+  CHECK(gguf_arch_tensors("mamba").globals.empty());
+  CHECK(gguf_arch_tensors("mamba").block_roles.empty());
 }
