@@ -382,8 +382,8 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
   // (the FFN before the output projection), plain GELU MLPs, Phi-3's FFN residual in place over
   // the residual (its first source): all to the digit (StarCoder2's 114.00 MiB was 108.00, GPT-2's
   // 188.01 was 180.51, Phi-3's 90.64 was 96.64).
-  CHECK(host == 103);
-  CHECK(host_exact == 101);
+  CHECK(host == 111);
+  CHECK(host_exact == 109);
 }
 
 TEST_CASE("llama.cpp runs filling the cache: ggml-cuda's pool is what the GPU held beyond the buffers", "[accuracy][serving]") {
@@ -393,7 +393,9 @@ TEST_CASE("llama.cpp runs filling the cache: ggml-cuda's pool is what the GPU he
   // f16 copy of the scores makes the rest grow with the cells: 925.66 MiB at 8192 and 1181.66 at
   // 16384 (Llama 3.1 8B's shapes, Q8_0), 926.87 for Qwen3-30B-A3B's, 926.00 for a Q4_K file; less the
   // pool (262 and 518 MiB) 663.66 to 664.87: the context, cuBLAS (loaded only without flash
-  // attention: +54.5 MiB) and the kernels, a constant.
+  // attention: +54.5 MiB) and the kernels, a constant. Stop 39's runs of two more architectures
+  // agree: gpt-oss-20b's shapes 1180.86 (518 MiB of pool: its full layers' 64 heads), Gemma 3 12B's
+  // 796.87 (134 MiB: 1 layer in 6 holds the whole cache's scores): 662.86 and 662.87 less the pool.
   std::vector<double> fa, nofa;
   for (const Item& i : llamacpp_items()) {
     if (i.item != "outside_less_pool") continue;
@@ -402,14 +404,14 @@ TEST_CASE("llama.cpp runs filling the cache: ggml-cuda's pool is what the GPU he
       CHECK(i.ours == i.log);  // no pool with flash attention
       fa.push_back(i.ours);
     } else if (i.log_id.find("ub1024") == std::string::npos) {
-      CHECK(i.log - i.ours >= 260);  // a pool of a full cache's scores
+      CHECK(i.log - i.ours >= 130);  // a pool of a full cache's scores
       nofa.push_back(i.ours);
     }
   }
   REQUIRE(fa.size() == 3);
-  REQUIRE(nofa.size() == 4);
+  REQUIRE(nofa.size() == 6);
   CHECK(*std::max_element(fa.begin(), fa.end()) - *std::min_element(fa.begin(), fa.end()) <= 0.5);
-  CHECK(*std::max_element(nofa.begin(), nofa.end()) - *std::min_element(nofa.begin(), nofa.end()) <= 1.5);
+  CHECK(*std::max_element(nofa.begin(), nofa.end()) - *std::min_element(nofa.begin(), nofa.end()) <= 2.1);
   CHECK(*std::min_element(nofa.begin(), nofa.end()) - *std::max_element(fa.begin(), fa.end()) > 50);
 }
 
@@ -436,9 +438,13 @@ TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-a
   }
   // Stop 37's H100 runs: -ngl 1 (593.00) and -ngl 0 (669.48: the output layer's copy and logits)
   // as logged; reported, not bounded here: Qwen3-30B-A3B's shapes -ngl 30 with flash attention
-  // (-3.6%), Qwen3 8B's -ngl 10 (-2.0%), Gemma 3 12B's -ngl 30 without (+0.36%).
-  CHECK(all == 68);
-  CHECK(exact == 66);
+  // (-3.6%), Qwen3 8B's -ngl 10 (-2.0%), Gemma 3 12B's -ngl 30 without (+0.36%). Stop 39's H100
+  // runs: gpt-oss-20b's shapes on the GPU with and without flash attention, -ngl 12 with it, and
+  // Qwen3-30B-A3B's -ngl 0 with it, all to the digit (6 items); reported: gpt-oss-20b's -ngl 12
+  // without flash attention (4168.89 logged, 2140.83 here: a second score tensor) and Llama 3.1 8B's
+  // -ngl 0 at 8192 cells without it (891.31, 790.81).
+  CHECK(all == 74);
+  CHECK(exact == 72);
 }
 
 TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {
