@@ -153,6 +153,9 @@ struct ArchRow {
   /// The FFN's residual add takes the residual first (phi3.cpp: ggml_add(ctx0, residual, cur)):
   /// ggml-alloc runs it in place over the residual, not over the FFN's output.
   bool residual_first = false;
+  /// Attention sinks (openai-moe.cpp: ggml_soft_max_add_sinks / ggml_flash_attn_ext_add_sinks with
+  /// the layer's attn_sinks weight): a host layer's soft_max reads a host weight, which starts a split.
+  bool sinks = false;
 };
 constexpr ArchRow kArchRows[] = {
     {.model_type = "phi3", .residual_first = true},
@@ -160,7 +163,7 @@ constexpr ArchRow kArchRows[] = {
     {.model_type = "gemma3", .swa = true, .ollama_fa = true},
     {.model_type = "gemma3_text", .swa = true, .ollama_fa = true},
     {.model_type = "cohere2", .swa = true},
-    {.model_type = "gpt_oss", .swa = true, .gating = Gating::softmax_weight, .ollama_fa = true},
+    {.model_type = "gpt_oss", .swa = true, .gating = Gating::softmax_weight, .ollama_fa = true, .sinks = true},
     // build_moe_ffn(..., norm_w = true): llm_build_llama (mixtral), llm_build_qwen3moe, and the
     // models whose GGUF sets expert_weights_norm (deepseek2 for V3, glm4moe, ernie4_5-moe).
     {.model_type = "mixtral", .gating = Gating::softmax_norm},
@@ -292,6 +295,7 @@ struct Hparams {
   bool expert_bias = false;         // gpt-oss: ffn_{gate,up,down}_exps.bias (ggml_add_id, in place)
   bool softmax_weight = false;      // gpt-oss: LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT (soft_max of the top-k weights)
   bool norm_w = false;              // the top-k weights normalised (sum_rows, div): norm_topk_prob
+  bool sinks = false;               // gpt-oss: attn_sinks, a weight the soft_max reads (ggml_soft_max_add_sinks)
   std::vector<bool> moe_layer;      // per layer: the FFN is the MoE one
 };
 
@@ -381,6 +385,7 @@ Hparams hparams_of(const spec::ModelSpec& m, bool mla) {
   const Gating gating = arch_row(m.model_type).gating;
   h.softmax_weight = gating == Gating::softmax_weight;
   h.norm_w = gating == Gating::softmax_norm;
+  h.sinks = arch_row(m.model_type).sinks;
   return h;
 }
 
@@ -704,6 +709,9 @@ struct HostLayer {
   std::uint64_t router = 0;                               // ffn_gate_inp (MoE)
   std::uint64_t gate_shexp = 0, up_shexp = 0, down_shexp = 0;  // the shared expert (MoE)
   std::uint64_t k_view = 0, v_view = 0;
+  std::uint64_t sinks = 0;  // attn_sinks (gpt-oss): its soft_max's weight, copied in
+  // biases, each copied in after its product's weight (a split of their own: a host weight)
+  std::uint64_t q_b = 0, k_b = 0, v_b = 0, qkv_b = 0, o_b = 0, router_b = 0;
   HostExperts experts;  // the routed experts (MoE), copied in one weight at a time
 };
 
@@ -948,11 +956,11 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
     int cur = norm(inp, lw.attn_norm);
-    const auto proj = [&](std::uint64_t size, std::uint64_t weight) {
+    const auto proj = [&](std::uint64_t size, std::uint64_t weight, std::uint64_t bias) {
       const int wc = wcopy(weight);
       if (pos < 0 && h.rope) pos = input(checked_mul(ub, 4));  // the split's second input, after the weight
       int t = g.node(size, {cur, wc});
-      if (h.qkv_bias) t = g.node(size, {t}, true);
+      if (h.qkv_bias) t = g.node(size, {t, wcopy(bias)}, true);
       return t;
     };
     int o = -1;
@@ -1005,7 +1013,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         // RoPE of a reshape of a copy; the product lives until its last view is consumed.
         // Phi-3 mini at ub 256 without flash attention, July 2025 (copies): 150.00 MiB logged,
         // 150.002 simulated; 144.002 with views (Q and K copies gone: 2 x 3 MiB).
-        const int qkv = proj(checked_add(qs, checked_add(ks, vs)), lw.qkv);
+        const int qkv = proj(checked_add(qs, checked_add(ks, vs)), lw.qkv, lw.qkv_b);
         const bool copy_qk = d.fused_qkv == FusedQkv::copies;
         if (h.rope) {
           q = g.node(qs, {copy_qk ? g.view(g.node(qs, {g.view(qkv)})) : g.view(qkv), pos}, true);
@@ -1023,15 +1031,15 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         // V rotated: a strided view is made contiguous first (ggml_mul_mat_aux's ggml_cont_2d).
         if (d.rot_v > 0) v = g.node(vs, {d.fused_qkv == FusedQkv::views ? g.node(vs, {v}) : v, cache.rot_v});
       } else {
-        q = h.rope ? g.node(qs, {g.view(proj(qs, lw.q)), pos}, true)  // reshape, RoPE (a new tensor: its parent is a view)
-                   : g.view(proj(qs, lw.q));
+        q = h.rope ? g.node(qs, {g.view(proj(qs, lw.q, lw.q_b)), pos}, true)  // reshape, RoPE (a new tensor: its parent is a view)
+                   : g.view(proj(qs, lw.q, lw.q_b));
         if (d.rot_k > 0) {  // Q rotated: mul_mat of the matrix and Q's reshape, a new tensor
           if (off) make_rot(cache);
           q = g.node(qs, {g.view(q), cache.rot_k});
         }
-        k = h.rope ? g.node(ks, {g.view(proj(ks, lw.k)), pos}, true) : g.view(proj(ks, lw.k));
+        k = h.rope ? g.node(ks, {g.view(proj(ks, lw.k, lw.k_b)), pos}, true) : g.view(proj(ks, lw.k, lw.k_b));
         if (d.rot_k > 0) k = g.node(ks, {g.view(k), cache.rot_k});
-        v = g.view(proj(vs, lw.v));
+        v = g.view(proj(vs, lw.v, lw.v_b));
         if (d.rot_v > 0) v = g.node(vs, {v, cache.rot_v});
       }
       if (d.kv_idxs && !off) {  // ggml_set_rows into the cache views (a host layer's: on the host)
@@ -1045,19 +1053,32 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       // A host layer's attention: its split's inputs, the host cache's K view, the mask the first
       // time and the V view, copied in at its start.
       int kc = -1, vc = -1;
+      // gpt-oss's soft_max reads a host weight (attn_sinks): without flash attention it starts a
+      // new split, whose inputs (the mask the first time, the sinks, the V view) are copied in
+      // after KQ: a full cache's mask then lands above a host layer's live KQ and stays there, so
+      // the GPU layers' KQ goes above it. gpt-oss-20b's shapes at -ngl 12 without flash attention,
+      // an H100: 4168.89 MiB as logged (2140.83 with the mask before KQ), the trace's placements.
+      const bool sinks_split = off && !d.flash_attn && lw.sinks > 0;
       if (off) {  // in the order of their ops' sources: FA(q, k, v, mask), or KQ(k, q), soft_max(kq, mask), KQV(v, kq)
         kc = wcopy(lw.k_view);
-        if (!d.flash_attn) make_mask(cache);
-        vc = wcopy(lw.v_view);
-        make_mask(cache);
+        if (!d.flash_attn && !sinks_split) make_mask(cache);
+        if (!sinks_split) vc = wcopy(lw.v_view);
+        if (!sinks_split) make_mask(cache);
       }
       if (d.flash_attn) {
         if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, mask_rows(ub, d.kq_mask)), 2), {cache.mask});
         o = g.view(g.node(os, {qp, kc, vc, cache.cnv}));
       } else {
         const std::uint64_t kq_size = checked_mul(checked_mul(checked_mul(cache.cells, ub), h.n_head), f32);
-        const int kq = g.node(kq_size, {g.node(kq_size, {qp, kc}), cache.mask}, true);  // KQ, soft_max in place
-        o = g.node(os, {g.view(g.node(os, {kq, vc}))});                                   // KQV, permute, cont
+        int kq = g.node(kq_size, {qp, kc});  // KQ
+        int sk = -1;
+        if (sinks_split) {  // the soft_max's split: mask, sinks, V view
+          make_mask(cache);
+          sk = wcopy(lw.sinks);
+          vc = wcopy(lw.v_view);
+        }
+        kq = g.node(kq_size, {kq, cache.mask, sk}, true);  // soft_max in place
+        o = g.node(os, {g.view(g.node(os, {kq, vc}))});    // KQV, permute, cont
       }
       if (d.rot_v > 0) o = g.node(os, {g.view(o), cache.rot_v});  // the output rotated back
     }
@@ -1068,11 +1089,13 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       if (last && d.last_layer) sa = g.node(act, {sa, out_ids});
       const int f = g.node(act, {dense_ffn(norm(sa, lw.ffn_norm), h.n_ff, lw, pi), sa}, true);  // down, + x
       cur = g.node(act, {o, wcopy(lw.o)});
+      if (lw.o_b > 0) cur = g.node(act, {cur, wcopy(lw.o_b)}, true);  // a host layer's bias, copied in
       if (last && d.last_layer) cur = g.node(act, {cur, out_ids});
       inp = g.node(act, {f, cur}, true);
       continue;
     }
     cur = g.node(act, {o, wcopy(lw.o)});  // the output projection
+    if (lw.o_b > 0) cur = g.node(act, {cur, wcopy(lw.o_b)}, true);  // a host layer's bias, copied in
     if (last && d.last_layer) {
       cur = g.node(act, {cur, out_ids});
       sa = g.node(act, {sa, out_ids});
@@ -1089,7 +1112,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const std::uint64_t nu = h.n_expert_used;
     const std::uint64_t rsz = checked_mul(checked_mul(h.n_expert, ub), f32);
     int logits = g.node(rsz, {cur, wcopy(lw.router)});
-    if (h.router_bias) logits = g.node(rsz, {logits}, true);
+    if (h.router_bias) logits = g.node(rsz, {logits, wcopy(lw.router_b)}, true);
     const int probs = h.softmax_weight ? logits : g.node(rsz, {logits}, true);  // soft_max in place
     const int sel = g.view(g.node(checked_mul(checked_mul(h.n_expert, ub), 4), {probs}));  // argsort, top-k view
     const std::uint64_t wsz = checked_mul(checked_mul(nu, ub), f32);
@@ -1479,6 +1502,13 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
                                          std::pair{"ffn_norm.weight", &l.ffn_norm}, std::pair{"ffn_gate.weight", &l.gate},
                                          std::pair{"ffn_up.weight", &l.up}, std::pair{"ffn_down.weight", &l.down},
                                          std::pair{"ffn_gate_inp.weight", &l.router},
+                                         // openai-moe.cpp's FFN norm (attn_post_norm)
+                                         std::pair{"post_attention_norm.weight", &l.ffn_norm},
+                                         std::pair{"attn_sinks.weight", &l.sinks},
+                                         std::pair{"attn_q.bias", &l.q_b}, std::pair{"attn_k.bias", &l.k_b},
+                                         std::pair{"attn_v.bias", &l.v_b}, std::pair{"attn_qkv.bias", &l.qkv_b},
+                                         std::pair{"attn_output.bias", &l.o_b},
+                                         std::pair{"ffn_gate_inp.bias", &l.router_b},
                                          std::pair{"ffn_gate_shexp.weight", &l.gate_shexp},
                                          std::pair{"ffn_up_shexp.weight", &l.up_shexp},
                                          std::pair{"ffn_down_shexp.weight", &l.down_shexp},
@@ -1819,6 +1849,8 @@ bool compute_buffers(const spec::ModelSpec& m, const Hparams& h, const std::vect
       if (!a.has_kv) offload_layers = false;  // a KV-shared layer attends over another's cache: not simulated
       l.k_view = checked_mul(row_size(types.k, a.k), cells);
       l.v_view = checked_mul(row_size(types.v, a.v), cells);
+      // attn_sinks: the file's tensor, or (a layout from a config) one f32 logit a head, padded
+      if (h.sinks && l.sinks == 0) l.sinks = pad(checked_mul(h.n_head, 4), 128);
     }
   }
   bool attention_before = r.host.layers > 0 && !offload_layers;  // the host runs the first layers (partial offload)

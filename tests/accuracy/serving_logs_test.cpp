@@ -432,7 +432,8 @@ TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-a
     INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
     CHECK(std::abs(i.error()) <= 0.05);
     ++all;
-    const bool known_gap = i.log_id == "qwen2.5-3b-q8-fa-ub4096" || i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096";
+    const bool known_gap = i.log_id == "qwen2.5-3b-q8-fa-ub4096" || i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096" ||
+                           i.log_id == "gpt-oss-20b-shape-s39-goss-ngl12-c16384-nofa";
     if (!known_gap) CHECK(std::abs(i.ours - i.log) <= 0.01);  // printed to 0.01 MiB
     if (std::abs(i.ours - i.log) <= 0.01) ++exact;
   }
@@ -440,10 +441,11 @@ TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-a
   // as logged; reported, not bounded here: Qwen3-30B-A3B's shapes -ngl 30 with flash attention
   // (-3.6%), Qwen3 8B's -ngl 10 (-2.0%), Gemma 3 12B's -ngl 30 without (+0.36%). Stop 39's H100
   // runs: gpt-oss-20b's shapes on the GPU with and without flash attention, -ngl 12 with it, and
-  // Qwen3-30B-A3B's -ngl 0 with it, all to the digit (6 items); reported: gpt-oss-20b's -ngl 12
-  // without flash attention (4168.89 logged, 2140.83 here: a second score tensor) and Llama 3.1 8B's
-  // -ngl 0 at 8192 cells without it (891.31, 790.81).
-  CHECK(all == 74);
+  // Qwen3-30B-A3B's -ngl 0 with it, all to the digit (6 items); gpt-oss-20b's -ngl 12 without flash
+  // attention 4159.21 for 4168.89 (-0.23%; 2140.83 before a host layer's soft_max started its own
+  // split for its attn_sinks, its mask copied in above KQ); reported: Llama 3.1 8B's -ngl 0 at 8192
+  // cells without it (891.31, 790.81: the output weight's copy placed above the last layer's result).
+  CHECK(all == 75);
   CHECK(exact == 72);
 }
 
