@@ -952,6 +952,9 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const std::uint64_t il = plan[pi];
     const bool last = pi + 1 == plan.size();
     const bool off = host_item(il);  // a host layer run here by op offload
+    // The model's last layer runs here: its own (last_layer), or the host's run here by op
+    // offload (-ngl 0): its get_rows of the output tokens then run here too.
+    const bool rows_here = last && (d.last_layer || (off && d.host_layers >= h.moe_layer.size()));
     const HostLayer& lw = off ? (*d.host_layer)[static_cast<std::size_t>(il)] : gpu_layer;
     Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
@@ -1086,17 +1089,23 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       // gptneox: x + attn(ln1(x)) + ffn(ln2(x)). build_attn expanded the graph up to the attention
       // core; the final add's first source, the FFN on x (x's output rows first in the last layer),
       // comes next in ggml's order, the output projection (and its rows) after it.
-      if (last && d.last_layer) sa = g.node(act, {sa, out_ids});
+      if (rows_here) sa = g.node(act, {sa, out_ids});
       const int f = g.node(act, {dense_ffn(norm(sa, lw.ffn_norm), h.n_ff, lw, pi), sa}, true);  // down, + x
       cur = g.node(act, {o, wcopy(lw.o)});
       if (lw.o_b > 0) cur = g.node(act, {cur, wcopy(lw.o_b)}, true);  // a host layer's bias, copied in
-      if (last && d.last_layer) cur = g.node(act, {cur, out_ids});
+      if (rows_here) cur = g.node(act, {cur, out_ids});
       inp = g.node(act, {f, cur}, true);
       continue;
     }
-    cur = g.node(act, {o, wcopy(lw.o)});  // the output projection
+    const int o_copy = wcopy(lw.o);
+    // The last layer a host layer run here: the output ids come in with its output projection's
+    // split (the get_rows after it share the split), after the weight. Llama 3.1 8B's shapes at
+    // -ngl 0 without flash attention: 891.31 MiB as logged (790.81 without the get_rows and their
+    // ids: the output weight's copy then sat below the last result, 100.5 MiB lower).
+    if (off && rows_here && out_ids < 0) out_ids = input(checked_mul(ub, 4));
+    cur = g.node(act, {o, o_copy});  // the output projection
     if (lw.o_b > 0) cur = g.node(act, {cur, wcopy(lw.o_b)}, true);  // a host layer's bias, copied in
-    if (last && d.last_layer) {
+    if (rows_here) {
       cur = g.node(act, {cur, out_ids});
       sa = g.node(act, {sa, out_ids});
     }
