@@ -576,8 +576,11 @@ TEST_CASE("gguf: architectures and missing keys", "[gguf]") {
   CHECK(gguf_architectures().size() == 14);
 }
 
-TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
-  // A Qwen3-MoE-like header: experts, expert width, tied embeddings (no output.weight).
+namespace {
+
+/// A one-block Qwen3-MoE's metadata: hidden 64, 4 heads of 16, 2 KV heads, 4 experts of 32 (2 a
+/// token), vocab_size 100 with no_vocab's dummy tokens, as llama.cpp reads them.
+GgufWriter qwen3moe_keys() {
   GgufWriter w;
   w.kv_str("general.architecture", "qwen3moe");
   w.kv_u32("general.file_type", 1);
@@ -591,7 +594,15 @@ TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
   w.kv_u32("qwen3moe.expert_feed_forward_length", 32);
   w.kv_u32("qwen3moe.vocab_size", 100);
   w.kv_u32("qwen3moe.context_length", 4096);
-  w.kv_str("tokenizer.ggml.model", "no_vocab");  // vocab_size dummy tokens, as llama.cpp reads it
+  w.kv_str("tokenizer.ggml.model", "no_vocab");
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("gguf: MoE and tied models from headers", "[gguf]") {
+  // A Qwen3-MoE-like header: experts, expert width, tied embeddings (no output.weight).
+  GgufWriter w = qwen3moe_keys();
   w.tensor("token_embd.weight", {64, 100}, 1);
   w.tensor("blk.0.ffn_gate_inp.weight", {64, 4}, 0);
   w.tensor("blk.0.ffn_up_exps.weight", {64, 32, 4}, 1);
@@ -676,20 +687,7 @@ std::vector<std::string> unknown_tensor(const std::string& name, const std::stri
 
 /// A one-block Qwen3-MoE header, as llama.cpp's qwen3moe.cpp creates its tensors: 4 experts of 32.
 GgufWriter tiny_qwen3moe() {
-  GgufWriter w;
-  w.kv_str("general.architecture", "qwen3moe");
-  w.kv_u32("general.file_type", 1);
-  w.kv_u32("qwen3moe.embedding_length", 64);
-  w.kv_u32("qwen3moe.block_count", 1);
-  w.kv_u32("qwen3moe.attention.head_count", 4);
-  w.kv_u32("qwen3moe.attention.head_count_kv", 2);
-  w.kv_u32("qwen3moe.attention.key_length", 16);
-  w.kv_u32("qwen3moe.expert_count", 4);
-  w.kv_u32("qwen3moe.expert_used_count", 2);
-  w.kv_u32("qwen3moe.expert_feed_forward_length", 32);
-  w.kv_u32("qwen3moe.vocab_size", 100);
-  w.kv_u32("qwen3moe.context_length", 4096);
-  w.kv_str("tokenizer.ggml.model", "no_vocab");
+  GgufWriter w = qwen3moe_keys();
   w.tensor("token_embd.weight", {64, 100}, 1);
   w.tensor("blk.0.attn_norm.weight", {64}, 0);
   w.tensor("blk.0.attn_q.weight", {64, 64}, 1);
