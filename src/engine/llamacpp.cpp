@@ -156,6 +156,9 @@ struct ArchRow {
   /// Attention sinks (openai-moe.cpp: ggml_soft_max_add_sinks / ggml_flash_attn_ext_add_sinks with
   /// the layer's attn_sinks weight): a host layer's soft_max reads a host weight, which starts a split.
   bool sinks = false;
+  /// attn_q_norm and attn_k_norm of one head's width (qwen3.cpp, qwen3moe.cpp): a layout from a
+  /// config writes them as their own tensors, which a host layer's run copies in one at a time.
+  bool qk_norm_head = false;
 };
 constexpr ArchRow kArchRows[] = {
     {.model_type = "phi3", .residual_first = true},
@@ -167,7 +170,7 @@ constexpr ArchRow kArchRows[] = {
     // build_moe_ffn(..., norm_w = true): llm_build_llama (mixtral), llm_build_qwen3moe, and the
     // models whose GGUF sets expert_weights_norm (deepseek2 for V3, glm4moe, ernie4_5-moe).
     {.model_type = "mixtral", .gating = Gating::softmax_norm},
-    {.model_type = "qwen3_moe", .gating = Gating::softmax_norm, .ollama_fa = true},
+    {.model_type = "qwen3_moe", .gating = Gating::softmax_norm, .ollama_fa = true, .qk_norm_head = true},
     {.model_type = "deepseek_v3", .gating = Gating::softmax_norm, .mla = true},
     {.model_type = "deepseek_v2", .mla = true},
     {.model_type = "glm4_moe_lite", .mla = true, .ollama_fa = true},
@@ -176,7 +179,7 @@ constexpr ArchRow kArchRows[] = {
     {.model_type = "minicpm3", .heads_cache = true},
     // llama_model_gemma4's build_moe_ffn(..., LLM_FFN_GELU, norm_w = true, ..., SOFTMAX, ...).
     {.model_type = "gemma4_text", .swa = true, .gating = Gating::softmax_norm, .per_layer = true, .ollama_fa = true},
-    {.model_type = "qwen3", .ollama_fa = true},
+    {.model_type = "qwen3", .ollama_fa = true, .qk_norm_head = true},
     {.model_type = "qwen3_next", .ollama_fa = true},
     {.model_type = "qwen3_5", .ollama_fa = true},
     {.model_type = "qwen3_5_moe", .ollama_fa = true},
@@ -712,6 +715,7 @@ struct HostLayer {
   std::uint64_t sinks = 0;  // attn_sinks (gpt-oss): its soft_max's weight, copied in
   // biases, each copied in after its product's weight (a split of their own: a host weight)
   std::uint64_t q_b = 0, k_b = 0, v_b = 0, qkv_b = 0, o_b = 0, router_b = 0;
+  std::uint64_t q_norm = 0, k_norm = 0;  // attn_q_norm / attn_k_norm (qwen3's per-head norms)
   HostExperts experts;  // the routed experts (MoE), copied in one weight at a time
 };
 
@@ -959,11 +963,18 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
     int cur = norm(inp, lw.attn_norm);
-    const auto proj = [&](std::uint64_t size, std::uint64_t weight, std::uint64_t bias) {
+    const auto proj = [&](std::uint64_t size, std::uint64_t weight, std::uint64_t bias, bool take_pos = true) {
       const int wc = wcopy(weight);
-      if (pos < 0 && h.rope) pos = input(checked_mul(ub, 4));  // the split's second input, after the weight
+      // The positions: the split's second input, after the weight; a host layer's biased Q has its
+      // bias's split take them in, after the product and the bias (gpt-oss's trace: [attn_q.bias, pos]).
+      const bool bias_split = h.qkv_bias && bias > 0;
+      if (pos < 0 && h.rope && !bias_split && take_pos) pos = input(checked_mul(ub, 4));
       int t = g.node(size, {cur, wc});
-      if (h.qkv_bias) t = g.node(size, {t, wcopy(bias)}, true);
+      if (h.qkv_bias) {
+        const int bc = wcopy(bias);
+        if (pos < 0 && h.rope && take_pos) pos = input(checked_mul(ub, 4));
+        t = g.node(size, {t, bc}, true);
+      }
       return t;
     };
     int o = -1;
@@ -1034,16 +1045,44 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
         // V rotated: a strided view is made contiguous first (ggml_mul_mat_aux's ggml_cont_2d).
         if (d.rot_v > 0) v = g.node(vs, {d.fused_qkv == FusedQkv::views ? g.node(vs, {v}) : v, cache.rot_v});
       } else {
-        q = h.rope ? g.node(qs, {g.view(proj(qs, lw.q, lw.q_b)), pos}, true)  // reshape, RoPE (a new tensor: its parent is a view)
-                   : g.view(proj(qs, lw.q, lw.q_b));
+        // A host layer's per-head norm (qwen3): RMS_NORM of the reshape (a new tensor), its weight
+        // copied in (with the positions, in Q's case: the split's second input), x weight and RoPE
+        // in place. On a GPU the same memory as RoPE of the reshape, so only a host layer's is laid out.
+        const auto normed = [&](std::uint64_t size, int mm, std::uint64_t weight) {
+          int n = g.node(size, {g.view(mm)});
+          const int wc = wcopy(weight);
+          if (pos < 0 && h.rope) pos = input(checked_mul(ub, 4));
+          n = g.node(size, {n, wc}, true);
+          return h.rope ? g.node(size, {n, pos}, true) : n;
+        };
+        if (lw.q_norm > 0) q = normed(qs, proj(qs, lw.q, lw.q_b, false), lw.q_norm);
+        else
+          q = h.rope ? g.node(qs, {g.view(proj(qs, lw.q, lw.q_b)), pos}, true)  // reshape, RoPE (a new tensor: its parent is a view)
+                     : g.view(proj(qs, lw.q, lw.q_b));
         if (d.rot_k > 0) {  // Q rotated: mul_mat of the matrix and Q's reshape, a new tensor
           if (off) make_rot(cache);
           q = g.node(qs, {g.view(q), cache.rot_k});
         }
-        k = h.rope ? g.node(ks, {g.view(proj(ks, lw.k, lw.k_b)), pos}, true) : g.view(proj(ks, lw.k, lw.k_b));
-        if (d.rot_k > 0) k = g.node(ks, {g.view(k), cache.rot_k});
-        v = g.view(proj(vs, lw.v, lw.v_b));
-        if (d.rot_v > 0) v = g.node(vs, {v, cache.rot_v});
+        const auto make_k = [&] {
+          if (lw.k_norm > 0) k = normed(ks, proj(ks, lw.k, lw.k_b, false), lw.k_norm);
+          else k = h.rope ? g.node(ks, {g.view(proj(ks, lw.k, lw.k_b)), pos}, true) : g.view(proj(ks, lw.k, lw.k_b));
+          if (d.rot_k > 0) k = g.node(ks, {g.view(k), cache.rot_k});
+        };
+        const auto make_v = [&] {
+          v = g.view(proj(vs, lw.v, lw.v_b));
+          if (d.rot_v > 0) v = g.node(vs, {v, cache.rot_v});
+        };
+        // build_attn's expand order: Q, V, K with one cache ("expand k later to enable rope fusion"),
+        // Q, K, V with an SWA cache beside it (the iswa overload). Where weights are copied in (a
+        // host layer run here) the order moves them: Qwen3 8B's shapes at -ngl 0 without flash
+        // attention, 1018.34 MiB as logged (935.34 in Q, K, V order).
+        if (d.n_kv_swa > 0) {  // an SWA cache: llama_kv_cache_iswa
+          make_k();
+          make_v();
+        } else {
+          make_v();
+          make_k();
+        }
       }
       if (d.kv_idxs && !off) {  // ggml_set_rows into the cache views (a host layer's: on the host)
         g.use_all({k, cache.k_idxs});
@@ -1352,7 +1391,13 @@ std::vector<GgufTensor> tensors_of(const spec::ModelSpec& m, std::string_view fi
         add(blk + gguf_name(l, role) + ".weight", typed(role, l.in_features), ne);
         if (l.bias) add(blk + gguf_name(l, role) + ".bias", f32, {checked_mul(l.out_features, l.copies)});
       }
-      if (g.norm_params + g.other_params > 0) add(blk + "norm.weight", f32, {g.norm_params + g.other_params});
+      std::uint64_t norms = checked_add(g.norm_params, g.other_params);
+      if (m.qk_norm && arch_row(m.model_type).qk_norm_head && m.head_dim > 0 && norms >= 2 * m.head_dim) {
+        add(blk + "attn_q_norm.weight", f32, {m.head_dim});
+        add(blk + "attn_k_norm.weight", f32, {m.head_dim});
+        norms -= 2 * m.head_dim;
+      }
+      if (norms > 0) add(blk + "norm.weight", f32, {norms});
       // gemma4's layer_scalar buffer, converted as layer_output_scale [1] f32 (layer.out_scale; Gemma 4
       // 31B's load log in llama.cpp#21760 lists blk.N.layer_output_scale.weight): 4 bytes, 128 on CUDA.
       if (per_layer) add(blk + "layer_output_scale.weight", f32, {1});
@@ -1518,6 +1563,8 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
                                          std::pair{"attn_v.bias", &l.v_b}, std::pair{"attn_qkv.bias", &l.qkv_b},
                                          std::pair{"attn_output.bias", &l.o_b},
                                          std::pair{"ffn_gate_inp.bias", &l.router_b},
+                                         std::pair{"attn_q_norm.weight", &l.q_norm},
+                                         std::pair{"attn_k_norm.weight", &l.k_norm},
                                          std::pair{"ffn_gate_shexp.weight", &l.gate_shexp},
                                          std::pair{"ffn_up_shexp.weight", &l.up_shexp},
                                          std::pair{"ffn_down_shexp.weight", &l.down_shexp},
@@ -1655,8 +1702,25 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   // (TENSOR_DUPLICATED), on the output layer's device.
   if (!has_output && token_embd != nullptr) {
     const int d = p.layer_dev.back();
-    if (d != kCpu) on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(*token_embd));
-    else if (!s.mmap) host_read = checked_add(host_read, pad(token_embd->bytes, kCpuAlignment));
+    if (d != kCpu) {
+      on_gpu(static_cast<std::size_t>(d), cuda_alloc_size(*token_embd));
+    } else {
+      if (!s.mmap) host_read = checked_add(host_read, pad(token_embd->bytes, kCpuAlignment));
+      // On the host, it is the output layer's weight op offload copies for the logits, as an
+      // output.weight would be: Gemma 3 12B's shapes at -ngl 0 without flash attention, an H100,
+      // 1539.87 MiB logged (374.94 without the copy: its 262144 x 3840 Q8_0, 1020 MiB, and the logits).
+      const std::uint64_t rows = token_embd->ne.size() >= 2 ? token_embd->ne[1] : 1;
+      if (token_embd->bytes > largest.bytes) {
+        largest.bytes = token_embd->bytes;
+        largest.rows = rows;
+        largest.output = true;
+      }
+      if (token_embd->bytes > largest.outside_bytes) {
+        largest.outside_bytes = token_embd->bytes;
+        largest.outside_rows = rows;
+        largest.outside_output = true;
+      }
+    }
   }
   for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].model = Bytes{gpu_model[d]};
   if (s.mmap) {

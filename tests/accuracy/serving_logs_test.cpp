@@ -382,8 +382,8 @@ TEST_CASE("llama.cpp logs: KV buffers to the printed digit, weights to the byte 
   // (the FFN before the output projection), plain GELU MLPs, Phi-3's FFN residual in place over
   // the residual (its first source): all to the digit (StarCoder2's 114.00 MiB was 108.00, GPT-2's
   // 188.01 was 180.51, Phi-3's 90.64 was 96.64).
-  CHECK(host == 111);
-  CHECK(host_exact == 109);
+  CHECK(host == 119);
+  CHECK(host_exact == 117);
 }
 
 TEST_CASE("llama.cpp runs filling the cache: ggml-cuda's pool is what the GPU held beyond the buffers", "[accuracy][serving]") {
@@ -432,8 +432,7 @@ TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-a
     INFO(i.log_id << " " << i.item << ": log " << i.log << " MiB, vramfit " << i.ours << " MiB");
     CHECK(std::abs(i.error()) <= 0.05);
     ++all;
-    const bool known_gap = i.log_id == "qwen2.5-3b-q8-fa-ub4096" || i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096" ||
-                           i.log_id == "gpt-oss-20b-shape-s39-goss-ngl12-c16384-nofa";
+    const bool known_gap = i.log_id == "qwen2.5-3b-q8-fa-ub4096" || i.log_id == "qwen3-235b-a22b-q3ks-vulkan-ngl93-ctx4096";
     if (!known_gap) CHECK(std::abs(i.ours - i.log) <= 0.01);  // printed to 0.01 MiB
     if (std::abs(i.ours - i.log) <= 0.01) ++exact;
   }
@@ -442,11 +441,18 @@ TEST_CASE("llama.cpp logs: GPU compute buffers to the printed digit where ggml-a
   // (-3.6%), Qwen3 8B's -ngl 10 (-2.0%), Gemma 3 12B's -ngl 30 without (+0.36%). Stop 39's H100
   // runs: gpt-oss-20b's shapes on the GPU with and without flash attention, -ngl 12 with it, and
   // Qwen3-30B-A3B's -ngl 0 with it, all to the digit (6 items); gpt-oss-20b's -ngl 12 without flash
-  // attention 4159.21 for 4168.89 (-0.23%; 2140.83 before a host layer's soft_max started its own
-  // split for its attn_sinks, its mask copied in above KQ); Llama 3.1 8B's -ngl 0 at 8192 cells
+  // attention 4168.89 as logged (2140.83 before a host layer's soft_max started its own split for
+  // its attn_sinks, its mask copied in above KQ); Llama 3.1 8B's -ngl 0 at 8192 cells
   // without it 891.31 as logged (790.81 before the last host layer's get_rows ran on the GPU).
-  CHECK(all == 76);
-  CHECK(exact == 73);
+  // Stop 39's third H100 run, predicted before it ran (8 logs): gpt-oss-20b's shapes at -ngl 0, 6 and
+  // 18 without flash attention, Llama 3.1 8B's, a Q4_K file's, Qwen3 8B's, Qwen3-30B-A3B's and
+  // Gemma 3 12B's at -ngl 0 without it, all to the digit after three fixes the trace showed (the
+  // biased Q's split takes the positions; Qwen3's q/k norm weights are copied in; a tied output's
+  // token_embd is what op offload copies for the logits: Gemma 3 12B 1539.87 MiB, 374.94 before),
+  // and the earlier Qwen3 gaps with them (-ngl 30 with flash attention 312.00, was -3.6%; -ngl 10
+  // without 1176.00, was -2.0%).
+  CHECK(all == 87);
+  CHECK(exact == 85);
 }
 
 TEST_CASE("vLLM logs: the page size exactly, weights and the profile peak within a few percent", "[accuracy][serving]") {
