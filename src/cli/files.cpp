@@ -226,8 +226,7 @@ spec::GgufHeader read_gguf_header(const fs::path& file, std::string_view field) 
 }
 
 spec::GgufHeader read_gguf(const fs::path& file, std::string_view field) {
-  const auto header_of = [&](const fs::path& f) { return read_gguf_header(f, field); };
-  spec::GgufHeader first = header_of(file);
+  spec::GgufHeader first = read_gguf_header(file, field);
   const spec::GgufValue* count = first.find("split.count");
   const std::optional<std::uint64_t> n = count != nullptr ? count->as_uint() : std::nullopt;
   if (!n || *n <= 1) return first;
@@ -250,7 +249,7 @@ spec::GgufHeader read_gguf(const fs::path& file, std::string_view field) {
       throw InputError(std::string(field),
                        fmt::format("the split GGUF has {} files and {} is missing", *n, quote(part)),
                        "download every file of the split into one folder");
-    spec::GgufHeader h = part == file ? first : header_of(part);
+    spec::GgufHeader h = part == file ? first : read_gguf_header(part, field);
     const spec::GgufValue* no = h.find("split.no");
     if (no == nullptr || no->as_uint() != std::optional<std::uint64_t>(k - 1))
       throw InputError(std::string(field), fmt::format("{} is not file {} of the split (its split.no)", quote(part), k),

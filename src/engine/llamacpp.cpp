@@ -958,7 +958,7 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
     const bool off = host_item(il);  // a host layer run here by op offload
     // The model's last layer runs here: its own (last_layer), or the host's run here by op
     // offload (-ngl 0): its get_rows of the output tokens then run here too.
-    const bool rows_here = last && (d.last_layer || (off && d.host_layers >= h.moe_layer.size()));
+    const bool rows_here = last && (d.last_layer || (off && d.host_layers >= h.moe_layer.size()));  // moe_layer: one a layer
     const HostLayer& lw = off ? (*d.host_layer)[static_cast<std::size_t>(il)] : gpu_layer;
     Cache& cache = caches[is_swa(il) ? 1 : 0];
     int sa = inp;
@@ -1103,9 +1103,11 @@ std::uint64_t simulated_compute(const Hparams& h, const DeviceGraph& d) {
       const bool sinks_split = off && !d.flash_attn && lw.sinks > 0;
       if (off) {  // in the order of their ops' sources: FA(q, k, v, mask), or KQ(k, q), soft_max(kq, mask), KQV(v, kq)
         kc = wcopy(lw.k_view);
-        if (!d.flash_attn && !sinks_split) make_mask(cache);
-        if (!sinks_split) vc = wcopy(lw.v_view);
-        if (!sinks_split) make_mask(cache);
+        if (!sinks_split) {  // else the soft_max's split takes them, below
+          if (!d.flash_attn) make_mask(cache);
+          vc = wcopy(lw.v_view);
+          make_mask(cache);
+        }
       }
       if (d.flash_attn) {
         if (cache.cnv < 0) cache.cnv = g.node(checked_mul(checked_mul(cache.cells, mask_rows(ub, d.kq_mask)), 2), {cache.mask});
@@ -1535,6 +1537,20 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
   largest.layers.resize(static_cast<std::size_t>(n_layer));
   largest.half_width.assign(r.gpus.size(), 0);
   std::uint64_t repacked = 0;  // with no GPU backend: CPU_REPACK's tensors, out of the mapped range
+  // A host matrix op offload may copy in for its product: the largest of all, and the largest
+  // outside the blocks (the output layer's).
+  const auto copy_candidate = [&](std::uint64_t bytes, std::uint64_t rows, bool output, bool in_block) {
+    if (bytes > largest.bytes) {
+      largest.bytes = bytes;
+      largest.rows = rows;
+      largest.output = output;
+    }
+    if (!in_block && bytes > largest.outside_bytes) {
+      largest.outside_bytes = bytes;
+      largest.outside_rows = rows;
+      largest.outside_output = output;
+    }
+  };
   const auto on_host = [&](const GgufTensor& t) {
     const auto blk = block_of(t.name);
     largest.host_half_width = std::max(largest.host_half_width, half_matrix_width(t));
@@ -1584,17 +1600,7 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
       else if (t.name.find("ffn_up_exps") != std::string::npos) (bias ? e.up_b : e.up) += b;
       else if (t.name.find("ffn_down_exps") != std::string::npos) (bias ? e.down_b : e.down) += b;
     } else if (t.ne.size() >= 2 && !input_tensor(t.name)) {
-      const std::uint64_t rows = t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1);
-      if (t.bytes > largest.bytes) {
-        largest.bytes = t.bytes;
-        largest.rows = rows;
-        largest.output = t.name == "output.weight";
-      }
-      if (!blk && t.bytes > largest.outside_bytes) {
-        largest.outside_bytes = t.bytes;
-        largest.outside_rows = rows;
-        largest.outside_output = t.name == "output.weight";
-      }
+      copy_candidate(t.bytes, t.ne[1] * (t.ne.size() > 2 ? t.ne[2] : 1), t.name == "output.weight", blk.has_value());
     }
     if (repack) {
       // ggml-cpu's repack buffer type (make_cpu_buft_list lists the CPU's extra types first when
@@ -1709,17 +1715,7 @@ HostWeight model_buffers(const std::vector<GgufTensor>& tensors, const Settings&
       // On the host, it is the output layer's weight op offload copies for the logits, as an
       // output.weight would be: Gemma 3 12B's shapes at -ngl 0 without flash attention, an H100,
       // 1539.87 MiB logged (374.94 without the copy: its 262144 x 3840 Q8_0, 1020 MiB, and the logits).
-      const std::uint64_t rows = token_embd->ne.size() >= 2 ? token_embd->ne[1] : 1;
-      if (token_embd->bytes > largest.bytes) {
-        largest.bytes = token_embd->bytes;
-        largest.rows = rows;
-        largest.output = true;
-      }
-      if (token_embd->bytes > largest.outside_bytes) {
-        largest.outside_bytes = token_embd->bytes;
-        largest.outside_rows = rows;
-        largest.outside_output = true;
-      }
+      copy_candidate(token_embd->bytes, token_embd->ne.size() >= 2 ? token_embd->ne[1] : 1, true, false);
     }
   }
   for (std::size_t d = 0; d < r.gpus.size(); ++d) r.gpus[d].model = Bytes{gpu_model[d]};
