@@ -439,7 +439,6 @@ struct Ctx {
   }
 };
 
-/// The config keys of `obj` that announce a structure a Llama-like decoder lacks, quoted.
 /// Which of `keys` the config sets (not null, not false), quoted and comma-separated.
 std::string keys_set(const json& obj, std::span<const std::string_view> keys) {
   std::string out;
@@ -449,6 +448,7 @@ std::string keys_set(const json& obj, std::span<const std::string_view> keys) {
   return out;
 }
 
+/// The config keys of `obj` that announce a structure a Llama-like decoder lacks, quoted.
 std::string structure_keys_of(const json& obj) { return keys_set(obj, structure_keys()); }
 
 // --- the language model's keys, the type and its row ---------------------------------------
@@ -1373,7 +1373,7 @@ void lay_out_gemma4(Ctx& c, std::uint64_t& buffers) {
   // layer_types, else Gemma4TextConfig's default (sliding but every 6th); the last is forced full.
   std::vector<bool> full(L, false);
   const json* lt = r.find("layer_types");
-  if (lt != nullptr && lt->is_array() && lt->size() == L) {
+  if (lt != nullptr && lt->is_array()) {  // of L entries: plan_layers refused another length
     for (std::uint64_t i = 0; i < L; ++i) full[i] = (*lt)[i] != "sliding_attention";
   } else {
     if (lt != nullptr && !lt->is_null())

@@ -64,13 +64,9 @@ std::vector<bool> linear_layers(const json& obj, std::uint64_t layers, const Gdn
                 std::string(kFix));
       return {};
     }
-    // Qwen3NextDecoderLayer reads config.layer_types[layer_idx] for every layer.
-    if (lt->size() != layers) {
-      diags.add(prefix + "layer_types", fmt::format("{} entries for num_hidden_layers {}", lt->size(), layers),
-                "give one entry (\"linear_attention\" or \"full_attention\") per layer, as the model's config.json has "
-                "them");
-      return {};
-    }
+    // Qwen3NextDecoderLayer reads config.layer_types[layer_idx] for every layer: a list of another
+    // length was refused already (config.cpp plan_layers, transformers' layer_type_validation).
+    if (lt->size() != layers) return {};
     std::uint64_t i = 0;
     for (const json& t : *lt) {
       const std::string kind = t.is_string() ? t.get<std::string>() : t.dump();
