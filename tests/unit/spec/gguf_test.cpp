@@ -734,19 +734,9 @@ TEST_CASE("gguf: a tensor llama.cpp never creates is refused, as its loader refu
   moe_block.tensor("blk.0.ffn_gate_inp_shexp.weight", {64}, 0);
   CHECK(spec_errors(moe_block) == unknown_tensor("blk.0.ffn_gate_inp_shexp.weight", "qwen3moe"));
   // gemma's output is its embedding: an output.weight is one tensor too many.
-  GgufWriter g;
-  g.kv_str("general.architecture", "gemma");
-  g.kv_u32("gemma.context_length", 512);
-  g.kv_u32("gemma.embedding_length", 64);
-  g.kv_u32("gemma.block_count", 2);
-  g.kv_u32("gemma.feed_forward_length", 128);
-  g.kv_u32("gemma.attention.head_count", 4);
-  g.kv_u32("gemma.attention.head_count_kv", 2);
-  g.kv_str("tokenizer.ggml.model", "llama");
-  g.kv_strings("tokenizer.ggml.tokens", std::vector<std::string>(256, "tok"));
-  for (const auto& [name, ne] : vramfit::test::tiny_llama_gguf().tensor_list())
-    g.tensor(name, ne, ne.size() == 1 ? 0 : 8);
-  CHECK(spec_errors(g) == unknown_tensor("output.weight", "gemma"));
+  vramfit::test::LlamaGguf gemma;
+  gemma.arch = "gemma";
+  CHECK(spec_errors(vramfit::test::llama_gguf(gemma)) == unknown_tensor("output.weight", "gemma"));
 }
 
 TEST_CASE("gguf: every tensor llama.cpp may create for an architecture is accepted", "[gguf]") {

@@ -141,6 +141,7 @@ class GgufWriter {
 
 /// A llama GGUF's shape and tensor types (ggml type ids), for llama_gguf.
 struct LlamaGguf {
+  std::string arch = "llama";  ///< general.architecture, and its keys' prefix (gemma reads the same keys)
   std::uint64_t hidden = 64, layers = 2, ff = 128, heads = 4, kv_heads = 2, vocab = 256, rope_dims = 16, ctx = 512;
   std::uint32_t file_type = 7;
   std::string name = "tiny";  ///< general.name; none when empty
@@ -153,17 +154,17 @@ struct LlamaGguf {
 /// every tensor, untied.
 inline GgufWriter llama_gguf(const LlamaGguf& g, bool with_tensors = true) {
   GgufWriter w;
-  w.kv_str("general.architecture", "llama");
+  w.kv_str("general.architecture", g.arch);
   if (!g.name.empty()) w.kv_str("general.name", g.name);
   w.kv_u32("general.file_type", g.file_type);
-  w.kv_u32("llama.context_length", static_cast<std::uint32_t>(g.ctx));
-  w.kv_u32("llama.embedding_length", static_cast<std::uint32_t>(g.hidden));
-  w.kv_u32("llama.block_count", static_cast<std::uint32_t>(g.layers));
-  w.kv_u32("llama.feed_forward_length", static_cast<std::uint32_t>(g.ff));
-  w.kv_u32("llama.attention.head_count", static_cast<std::uint32_t>(g.heads));
-  w.kv_u32("llama.attention.head_count_kv", static_cast<std::uint32_t>(g.kv_heads));
-  w.kv_u32("llama.rope.dimension_count", static_cast<std::uint32_t>(g.rope_dims));
-  w.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.kv_u32(g.arch + ".context_length", static_cast<std::uint32_t>(g.ctx));
+  w.kv_u32(g.arch + ".embedding_length", static_cast<std::uint32_t>(g.hidden));
+  w.kv_u32(g.arch + ".block_count", static_cast<std::uint32_t>(g.layers));
+  w.kv_u32(g.arch + ".feed_forward_length", static_cast<std::uint32_t>(g.ff));
+  w.kv_u32(g.arch + ".attention.head_count", static_cast<std::uint32_t>(g.heads));
+  w.kv_u32(g.arch + ".attention.head_count_kv", static_cast<std::uint32_t>(g.kv_heads));
+  w.kv_u32(g.arch + ".rope.dimension_count", static_cast<std::uint32_t>(g.rope_dims));
+  w.kv_f32(g.arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   if (!g.tokenizer.empty()) w.kv_str("tokenizer.ggml.model", g.tokenizer);
   if (g.tokens) {
     std::vector<std::string> tokens(g.vocab, "tok");
